@@ -1,0 +1,166 @@
+// Package apply applies journal batches to a directory, confined to it
+// with os.Root: whatever a batch says, nothing outside the target is read,
+// written or followed. `pbfs journal replay` and backups share it.
+package apply
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// ErrInvalidOp marks an op that is malformed in itself (a bad path, an
+// unknown kind), as opposed to one the target refused.
+var ErrInvalidOp = errors.New("invalid op")
+
+// OpError reports the op a batch stopped at.
+type OpError struct {
+	Seq   uint64
+	Index int
+	Op    string
+	Err   error
+}
+
+func (e *OpError) Error() string {
+	return fmt.Sprintf("apply batch %d op %d (%s): %v", e.Seq, e.Index, e.Op, e.Err)
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
+
+// Applier applies batches to one target directory.
+type Applier struct {
+	root *os.Root
+	log  *slog.Logger
+}
+
+// New opens the target directory dir.
+func New(dir string, log *slog.Logger) (*Applier, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open apply target: %w", err)
+	}
+	return &Applier{root: r, log: log}, nil
+}
+
+// Close releases the target.
+func (a *Applier) Close() error { return a.root.Close() }
+
+// Apply applies every op of b in order and then flushes the target's
+// filesystem (syncfs), so a nil return means the batch is durable. It stops
+// at the first op that fails and returns an *OpError naming it; the ops
+// before it stay applied.
+func (a *Applier) Apply(b *journal.Batch) error {
+	s := session{a: a, dirs: map[string]*os.File{}}
+	defer s.close()
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		if err := s.apply(op); err != nil {
+			a.log.Error("apply op failed", "seq", b.Seq, "index", i, "op", op.String(), "err", err)
+			return &OpError{Seq: b.Seq, Index: i, Op: op.String(), Err: err}
+		}
+	}
+	return a.Sync()
+}
+
+// Sync flushes the target's filesystem.
+func (a *Applier) Sync() error {
+	f, err := a.root.Open(".")
+	if err != nil {
+		return fmt.Errorf("sync target: %w", err)
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("sync target: %w", err)
+	}
+	return nil
+}
+
+// session caches the directories and the file one batch touches.
+type session struct {
+	a        *Applier
+	dirs     map[string]*os.File
+	file     *os.File
+	filePath string
+}
+
+func (s *session) close() {
+	for _, d := range s.dirs {
+		d.Close()
+	}
+	if s.file != nil {
+		s.file.Close()
+	}
+}
+
+// dir opens the directory holding p and returns it with p's last component.
+func (s *session) dir(p string) (*os.File, string, error) {
+	if p == "." {
+		return nil, "", fmt.Errorf("op needs a name, not the root: %w", ErrInvalidOp)
+	}
+	d, base := path.Split(p)
+	d = path.Clean(d)
+	if f := s.dirs[d]; f != nil {
+		return f, base, nil
+	}
+	f, err := s.a.root.OpenFile(d, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	s.dirs[d] = f
+	return f, base, nil
+}
+
+// forget drops cached directories at or under p after p moved or vanished.
+func (s *session) forget(p string) {
+	for d, f := range s.dirs {
+		if d == p || len(d) > len(p) && d[:len(p)] == p && d[len(p)] == '/' {
+			f.Close()
+			delete(s.dirs, d)
+		}
+	}
+	if s.file != nil {
+		s.file.Close()
+		s.file, s.filePath = nil, ""
+	}
+}
+
+// open returns p opened for writing, not following a final symlink.
+func (s *session) open(p string) (*os.File, error) {
+	if s.file != nil && s.filePath == p {
+		return s.file, nil
+	}
+	if s.file != nil {
+		s.file.Close()
+		s.file = nil
+	}
+	f, err := s.a.root.OpenFile(p, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	s.file, s.filePath = f, p
+	return f, nil
+}
+
+func check(op *journal.Op) error {
+	if !journal.ValidPath(op.Path) {
+		return fmt.Errorf("path %q: %w", op.Path, ErrInvalidOp)
+	}
+	if (op.Kind == journal.KindLink || op.Kind == journal.KindRename) && !journal.ValidPath(op.Path2) {
+		return fmt.Errorf("path %q: %w", op.Path2, ErrInvalidOp)
+	}
+	return nil
+}
+
+func fd(f *os.File) int { return int(f.Fd()) }
+
+var errNotRegular = fmt.Errorf("not a regular file: %w", fs.ErrInvalid)

@@ -1,0 +1,67 @@
+package capture
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Attr is a file's attributes as stat(2) reports them.
+type Attr struct {
+	Ino     uint64
+	Size    uint64
+	Blocks  uint64
+	Mode    uint32 // st_mode: type and permission bits
+	Nlink   uint32
+	UID     uint32
+	GID     uint32
+	Rdev    uint64
+	Blksize uint32
+	Atime   time.Time
+	Mtime   time.Time
+	Ctime   time.Time
+}
+
+// IsDir reports whether the attributes describe a directory.
+func (a *Attr) IsDir() bool { return a.Mode&unix.S_IFMT == unix.S_IFDIR }
+
+func attrFromStat(st *unix.Stat_t) Attr {
+	return Attr{
+		Ino:     st.Ino,
+		Size:    uint64(st.Size),
+		Blocks:  uint64(st.Blocks),
+		Mode:    st.Mode,
+		Nlink:   uint32(st.Nlink),
+		UID:     st.Uid,
+		GID:     st.Gid,
+		Rdev:    st.Rdev,
+		Blksize: uint32(st.Blksize),
+		Atime:   time.Unix(st.Atim.Unix()),
+		Mtime:   time.Unix(st.Mtim.Unix()),
+		Ctime:   time.Unix(st.Ctim.Unix()),
+	}
+}
+
+// Caller is the process a request comes from.
+type Caller struct {
+	UID, GID uint32
+}
+
+// SetattrIn says which attributes a Setattr changes.
+type SetattrIn struct {
+	Mode      *uint32 // permission bits (and setuid, setgid, sticky)
+	UID, GID  *uint32
+	Size      *uint64
+	Atime     *time.Time // nil: leave; zero Time with AtimeNow: now
+	Mtime     *time.Time
+	AtimeNow  bool
+	MtimeNow  bool
+	Handle    *Handle // set when the kernel names an open file
+}
+
+// Dirent is one directory entry.
+type Dirent struct {
+	Ino  uint64
+	Type uint8 // DT_* as getdents reports
+	Name string
+}

@@ -1,0 +1,132 @@
+package capture
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// Committer seals the FS's open batches and appends them to the journal:
+// on a barrier, when a batch outgrows its size limit, and on a short timer.
+// Concurrent barriers share one seal (group commit); a barrier with nothing
+// new returns the last seq at once.
+type Committer struct {
+	fs       *FS
+	store    *journal.Store
+	log      *slog.Logger
+	interval time.Duration
+	sem      chan struct{} // one commit at a time
+
+	// held is a sealed batch the journal refused (ENOSPC, say); it is
+	// retried before anything newer, so nothing captured is ever dropped.
+	held *Sealed
+	at   time.Time
+
+	batches  prometheus.Counter
+	bytes    *prometheus.CounterVec
+	failures prometheus.Counter
+	latency  prometheus.Histogram
+}
+
+// NewCommitter joins fs to store. interval is the timer seal period.
+func NewCommitter(fs *FS, store *journal.Store, interval time.Duration, reg prometheus.Registerer, log *slog.Logger) *Committer {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Committer{
+		fs: fs, store: store, log: log, interval: interval, sem: make(chan struct{}, 1),
+		batches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pbfs_journal_batches_total", Help: "Batches appended to the journal.",
+		}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pbfs_journal_bytes_total", Help: "Batch bytes by stage: written by the service, coalesced payload, stored (compressed).",
+		}, []string{"stage"}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pbfs_journal_append_failures_total", Help: "Journal appends that failed and will be retried.",
+		}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "pbfs_journal_commit_seconds", Help: "Time to seal and durably append a batch.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(c.batches, c.bytes, c.failures, c.latency)
+	}
+	return c
+}
+
+// Barrier seals everything captured so far and returns once it is in the
+// journal, with the seq of the batch that covers it.
+func (c *Committer) Barrier(ctx context.Context) (uint64, error) {
+	return c.commit(ctx, "barrier")
+}
+
+// LastSeq returns the seq of the newest journaled batch.
+func (c *Committer) LastSeq() uint64 { return c.store.Last().Seq }
+
+func (c *Committer) commit(ctx context.Context, trigger string) (uint64, error) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-c.sem }()
+	for {
+		wasHeld := c.held != nil
+		if !wasHeld {
+			if c.fs.Empty() {
+				return c.store.Last().Seq, nil
+			}
+			start := time.Now()
+			s := c.fs.Seal()
+			c.fs.m.Seals.WithLabelValues(trigger).Inc()
+			if len(s.Ops) == 0 {
+				return c.store.Last().Seq, nil
+			}
+			c.held, c.at = &s, start
+		}
+		h, size, err := c.store.Append(c.held.Ops, c.at, c.held.Written)
+		if err != nil {
+			c.failures.Inc()
+			c.log.Error("journal append failed; the batch is kept and retried", "err", err, "ops", len(c.held.Ops))
+			return 0, err
+		}
+		c.batches.Inc()
+		c.bytes.WithLabelValues("written").Add(float64(c.held.Written))
+		c.bytes.WithLabelValues("coalesced").Add(float64(h.RawLen))
+		c.bytes.WithLabelValues("stored").Add(float64(size))
+		c.latency.Observe(time.Since(c.at).Seconds())
+		c.held = nil
+		if !wasHeld {
+			return h.Seq, nil
+		}
+		// The retried batch is in; go on to seal what was captured after it.
+	}
+}
+
+// Run seals on the timer and on size until ctx ends, then seals what is
+// left.
+func (c *Committer) Run(ctx context.Context) {
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		trigger := "timer"
+		select {
+		case <-ctx.Done():
+			if _, err := c.commit(context.Background(), "close"); err != nil {
+				c.log.Error("final seal failed", "err", err)
+			}
+			return
+		case <-t.C:
+		case <-c.fs.SealRequests():
+			trigger = "size"
+		}
+		if _, err := c.commit(ctx, trigger); err != nil && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}

@@ -1,0 +1,228 @@
+package capture
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// Write writes data at off (at the end of file for O_APPEND handles) and
+// records it. The write and the record happen under the file's lock, so
+// the recorded order of overlapping writes is the order they landed in.
+func (f *FS) Write(h *Handle, off int64, data []byte) (int, error) {
+	n := h.node
+	f.begin()
+	defer f.end()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if h.append {
+		// The kernel's idea of the end of file can be stale (the file may
+		// have grown through another name); the backing file's is not.
+		var st unix.Stat_t
+		if err := unix.Fstat(h.fd, &st); err != nil {
+			return 0, f.fail("write", err)
+		}
+		off = st.Size
+	}
+	if !f.opts.Capture {
+		k, err := unix.Pwrite(h.fd, data, off)
+		return k, f.fail("write", err)
+	}
+	var old []byte
+	if f.opts.WriteDiff {
+		old = f.oldBytes(h.fd, off, len(data))
+	}
+	k, err := unix.Pwrite(h.fd, data, off)
+	if k > 0 {
+		log := f.dataLog(n)
+		before := log.Bytes()
+		if old != nil {
+			recordDiff(log, uint64(off), data[:k], old)
+			putBuf(old)
+		} else {
+			log.Write(uint64(off), data[:k])
+		}
+		f.grew(log.Bytes() - before)
+		f.m.Ops.WithLabelValues("write").Inc()
+		f.m.WriteBytes.Add(float64(k))
+		f.written.Add(int64(k))
+	} else if old != nil {
+		putBuf(old)
+	}
+	if err != nil {
+		return k, f.fail("write", err)
+	}
+	return k, nil
+}
+
+// truncateLog records a size change; the caller holds n.mu and sealMu.
+func (f *FS) truncateLog(n *Node, size uint64) {
+	log := f.dataLog(n)
+	before := log.Bytes()
+	log.Truncate(size)
+	f.grew(log.Bytes() - before)
+	f.m.Ops.WithLabelValues("truncate").Inc()
+}
+
+func (f *FS) metaLog(n *Node, op journal.Op) {
+	log := f.dataLog(n)
+	before := log.Bytes()
+	log.Meta(op)
+	f.grew(log.Bytes() - before)
+	f.m.Ops.WithLabelValues(op.Kind.String()).Inc()
+}
+
+// Fallocate runs fallocate(2) on an open file and records it.
+func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64) error {
+	n := h.node
+	f.begin()
+	defer f.end()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := unix.Fallocate(h.fd, mode, int64(off), int64(length)); err != nil {
+		return f.fail("fallocate", err)
+	}
+	if f.opts.Capture {
+		f.dataLog(n).Fallocate(mode, off, length)
+		f.m.Ops.WithLabelValues("fallocate").Inc()
+	}
+	return nil
+}
+
+// Setattr changes a node's mode, owner, size or times and records each
+// change. It returns the attributes after the change.
+func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
+	f.begin()
+	defer f.end()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f.table.mu.RLock()
+	defer f.table.mu.RUnlock()
+	p, named := f.table.path(n)
+	fd := -1
+	if in.Handle != nil {
+		fd = in.Handle.fd
+	} else if !named {
+		if fd = f.table.anyFd(n); fd < 0 {
+			return Attr{}, ErrStale
+		}
+	}
+	if in.Size != nil {
+		if err := f.truncate(fd, p, *in.Size); err != nil {
+			return Attr{}, f.fail("truncate", err)
+		}
+		if f.opts.Capture {
+			f.truncateLog(n, *in.Size)
+		}
+	}
+	if in.UID != nil || in.GID != nil {
+		uid, gid := journal.NoID, journal.NoID
+		if in.UID != nil {
+			uid = *in.UID
+		}
+		if in.GID != nil {
+			gid = *in.GID
+		}
+		var err error
+		if fd >= 0 {
+			err = unix.Fchown(fd, int(int32(uid)), int(int32(gid)))
+		} else {
+			err = unix.Fchownat(f.root, p, int(int32(uid)), int(int32(gid)), unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if err != nil {
+			return Attr{}, f.fail("chown", err)
+		}
+		if f.opts.Capture {
+			f.metaLog(n, journal.Op{Kind: journal.KindChown, UID: uid, GID: gid})
+		}
+	}
+	if in.Mode != nil && n.typ != sIFLNK {
+		mode := *in.Mode & 0o7777
+		var err error
+		if fd >= 0 {
+			err = unix.Fchmod(fd, mode)
+		} else {
+			err = unix.Fchmodat(f.root, p, mode, 0)
+		}
+		if err != nil {
+			return Attr{}, f.fail("chmod", err)
+		}
+		if f.opts.Capture {
+			f.metaLog(n, journal.Op{Kind: journal.KindChmod, Mode: mode})
+		}
+	}
+	if in.Atime != nil || in.Mtime != nil || in.AtimeNow || in.MtimeNow {
+		now := time.Now()
+		at, mt := timeArg(in.Atime, in.AtimeNow, now), timeArg(in.Mtime, in.MtimeNow, now)
+		ts := []unix.Timespec{timespec(at), timespec(mt)}
+		var err error
+		if fd >= 0 {
+			err = unix.UtimesNanoAt(unix.AT_FDCWD, f.fdPath(fd), ts, 0)
+		} else {
+			err = unix.UtimesNanoAt(f.root, p, ts, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if err != nil {
+			return Attr{}, f.fail("utimens", err)
+		}
+		if f.opts.Capture {
+			f.metaLog(n, journal.Op{Kind: journal.KindUtimens, Atime: at, Mtime: mt})
+		}
+	}
+	var st unix.Stat_t
+	var err error
+	if fd >= 0 {
+		err = unix.Fstat(fd, &st)
+	} else {
+		err = unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if err != nil {
+		return Attr{}, f.fail("stat", err)
+	}
+	return attrFromStat(&st), nil
+}
+
+func (f *FS) truncate(fd int, p string, size uint64) error {
+	if fd >= 0 {
+		return unix.Ftruncate(fd, int64(size))
+	}
+	nfd, err := unix.Openat(f.root, p, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(nfd)
+	return unix.Ftruncate(nfd, int64(size))
+}
+
+func (f *FS) fdPath(fd int) string { return "/proc/self/fd/" + itoa(fd) }
+
+func timeArg(t *time.Time, now bool, at time.Time) int64 {
+	switch {
+	case now:
+		return at.UnixNano()
+	case t != nil:
+		return t.UnixNano()
+	}
+	return journal.OmitTime
+}
+
+func timespec(ns int64) unix.Timespec {
+	if ns == journal.OmitTime {
+		return unix.Timespec{Nsec: unix.UTIME_OMIT}
+	}
+	return unix.NsecToTimespec(ns)
+}
+
+func itoa(i int) string {
+	var b [20]byte
+	k := len(b)
+	for {
+		k--
+		b[k] = byte('0' + i%10)
+		i /= 10
+		if i == 0 {
+			return string(b[k:])
+		}
+	}
+}

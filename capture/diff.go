@@ -1,0 +1,69 @@
+package capture
+
+import (
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// diffGap is the longest unchanged run that write diffing does not split
+// a recorded run at: shorter gaps cost less as bytes than as another op.
+const diffGap = 32
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 128<<10); return &b }}
+
+func putBuf(b []byte) {
+	b = b[:0]
+	bufPool.Put(&b)
+}
+
+// oldBytes reads the bytes a write of n bytes at off will replace. A short
+// result means the write extends the file past its end.
+func (f *FS) oldBytes(fd int, off int64, n int) []byte {
+	bp := bufPool.Get().(*[]byte)
+	b := *bp
+	if cap(b) < n {
+		b = make([]byte, n)
+	}
+	b = b[:n]
+	k, err := unix.Pread(fd, b, off)
+	if err != nil || k < 0 {
+		k = 0
+	}
+	return b[:k]
+}
+
+// recordDiff records the runs of data that differ from old (and all of
+// data past len(old)).
+func recordDiff(log *journal.DataLog, off uint64, data, old []byte) {
+	start := -1
+	gap := 0
+	for i := 0; i < len(old) && i < len(data); i++ {
+		if data[i] != old[i] {
+			if start < 0 {
+				start = i
+			}
+			gap = 0
+			continue
+		}
+		if start >= 0 {
+			gap++
+			if gap > diffGap {
+				log.Write(off+uint64(start), data[start:i-gap+1])
+				start, gap = -1, 0
+			}
+		}
+	}
+	if len(data) > len(old) {
+		if start < 0 {
+			start = len(old)
+		}
+		log.Write(off+uint64(start), data[start:])
+		return
+	}
+	if start >= 0 {
+		log.Write(off+uint64(start), data[start:len(data)-gap])
+	}
+}

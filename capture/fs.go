@@ -1,0 +1,206 @@
+package capture
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+const (
+	sIFDIR = unix.S_IFDIR
+	sIFREG = unix.S_IFREG
+	sIFLNK = unix.S_IFLNK
+)
+
+// ErrStale is returned for a node that no longer has a name or open file.
+var ErrStale = errors.New("stale file")
+
+// Options configure an FS.
+type Options struct {
+	// Capture records ops; with it off the FS is a plain passthrough
+	// (for measuring the cost of capture).
+	Capture bool
+	// WriteDiff compares each write with the bytes it replaces and records
+	// only the runs that changed.
+	WriteDiff bool
+	// MaxBatchBytes seals the open batch once it holds this much payload;
+	// writers wait while twice as much is pending.
+	MaxBatchBytes int64
+	Logger        *slog.Logger
+	Metrics       *Metrics
+}
+
+// FS is a captured view of one backing directory.
+type FS struct {
+	root  int // backing root directory fd
+	opts  Options
+	log   *slog.Logger
+	m     *Metrics
+	table *table
+
+	sealMu sync.RWMutex
+	// The open batch. ns is guarded by table.mu held exclusively, dirty by
+	// dirtyMu; both are swapped under sealMu held exclusively.
+	ns      []journal.Op
+	dirtyMu sync.Mutex
+	dirty   []*Node
+	pending atomic.Int64 // payload bytes in the open batch
+	written atomic.Int64 // bytes the service wrote into the open batch
+	nsCount atomic.Int64
+
+	handles  sync.Map // uint64 -> *Handle
+	nextH    atomic.Uint64
+	sealSig  chan struct{} // size-triggered seal requests
+	flowMu   sync.Mutex
+	flowCond *sync.Cond
+}
+
+// New serves the backing directory open as rootFd (the FS takes it over).
+func New(rootFd int, o Options) (*FS, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = 64 << 20
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(rootFd, &st); err != nil {
+		return nil, fmt.Errorf("stat backing root: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil, fmt.Errorf("backing root: not a directory")
+	}
+	// Modes arrive from the kernel with the caller's umask applied already.
+	unix.Umask(0)
+	f := &FS{root: rootFd, opts: o, log: o.Logger, m: o.Metrics, table: newTable(st.Ino), sealSig: make(chan struct{}, 1)}
+	f.flowCond = sync.NewCond(&f.flowMu)
+	return f, nil
+}
+
+// Root returns the root node.
+func (f *FS) Root() *Node { return f.table.root }
+
+// Node returns the node with id, or nil.
+func (f *FS) Node(id uint64) *Node { return f.table.get(id) }
+
+// Capturing reports whether ops are recorded.
+func (f *FS) Capturing() bool { return f.opts.Capture }
+
+// SealRequests delivers a value whenever the open batch outgrows
+// MaxBatchBytes.
+func (f *FS) SealRequests() <-chan struct{} { return f.sealSig }
+
+// Close releases the backing root.
+func (f *FS) Close() error { return unix.Close(f.root) }
+
+// nodePath returns a node's current path; the caller holds table.mu.
+func (f *FS) nodePath(n *Node) (string, error) {
+	p, ok := f.table.path(n)
+	if !ok {
+		return "", ErrStale
+	}
+	return p, nil
+}
+
+// stat returns a node's attributes.
+func (f *FS) stat(n *Node) (Attr, error) {
+	var st unix.Stat_t
+	f.table.mu.RLock()
+	p, ok := f.table.path(n)
+	var err error
+	if ok {
+		err = unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	f.table.mu.RUnlock()
+	if !ok {
+		fd := f.table.anyFd(n)
+		if fd < 0 {
+			return Attr{}, ErrStale
+		}
+		err = unix.Fstat(fd, &st)
+	}
+	if err != nil {
+		return Attr{}, f.fail("stat", err)
+	}
+	return attrFromStat(&st), nil
+}
+
+// fail counts and returns a backing error. Exhausted resources are logged.
+func (f *FS) fail(op string, err error) error {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case unix.EMFILE, unix.ENFILE, unix.ENOSPC, unix.EDQUOT, unix.ENOMEM, unix.EIO:
+			f.m.BackingErrors.WithLabelValues(op, errnoName(errno)).Inc()
+			f.log.Warn("backing filesystem error", "op", op, "err", err)
+		}
+	}
+	return err
+}
+
+func errnoName(e unix.Errno) string {
+	if n := unix.ErrnoName(e); n != "" {
+		return n
+	}
+	return fmt.Sprintf("errno%d", int(e))
+}
+
+// begin enters a mutation: it waits while too much is pending, then holds
+// sealMu shared until end.
+func (f *FS) begin() {
+	if f.opts.Capture && f.pending.Load() > 2*f.opts.MaxBatchBytes {
+		f.flowMu.Lock()
+		for f.pending.Load() > 2*f.opts.MaxBatchBytes {
+			f.m.Throttled.Inc()
+			f.flowCond.Wait()
+		}
+		f.flowMu.Unlock()
+	}
+	f.sealMu.RLock()
+}
+
+func (f *FS) end() { f.sealMu.RUnlock() }
+
+// recordNS appends a namespace op; the caller holds table.mu exclusively.
+func (f *FS) recordNS(op journal.Op) {
+	if !f.opts.Capture {
+		return
+	}
+	f.ns = append(f.ns, op)
+	f.nsCount.Add(1)
+	f.m.Ops.WithLabelValues(op.Kind.String()).Inc()
+}
+
+// dataLog returns n's log in the open batch, creating it; the caller holds
+// n.mu and sealMu shared.
+func (f *FS) dataLog(n *Node) *journal.DataLog {
+	if n.log == nil {
+		n.log = &journal.DataLog{}
+		f.dirtyMu.Lock()
+		f.dirty = append(f.dirty, n)
+		f.dirtyMu.Unlock()
+	}
+	return n.log
+}
+
+// grew accounts for payload added to the open batch.
+func (f *FS) grew(delta int) {
+	if delta == 0 {
+		return
+	}
+	if f.pending.Add(int64(delta)) > f.opts.MaxBatchBytes {
+		select {
+		case f.sealSig <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,231 @@
+package capture
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Handle is an open file or directory.
+type Handle struct {
+	id     uint64
+	node   *Node
+	fd     int
+	append bool
+	dir    []Dirent // directory snapshot taken at open
+
+	// Cache is for the FUSE binding's own use (it keeps the serialized
+	// directory listing there).
+	Cache []byte
+}
+
+// ID returns the handle id.
+func (h *Handle) ID() uint64 { return h.id }
+
+// Node returns the node the handle is open on.
+func (h *Handle) Node() *Node { return h.node }
+
+// Entries returns a directory handle's entries.
+func (h *Handle) Entries() []Dirent { return h.dir }
+
+// backingFlags turns open(2) flags from the kernel into flags for the
+// backing file: O_DIRECT is stripped (the kernel already bypassed its
+// cache; the backing file need not meet alignment rules), O_APPEND is
+// emulated so the captured offset is where the data really lands, O_TRUNC
+// is applied and recorded separately, and write-only opens read too so
+// write diffing can compare old bytes.
+func backingFlags(flags int) int {
+	flags &^= unix.O_CREAT | unix.O_EXCL | unix.O_TRUNC | unix.O_APPEND | unix.O_DIRECT | unix.O_NOCTTY | unix.O_ASYNC
+	if flags&unix.O_ACCMODE == unix.O_WRONLY {
+		flags = flags&^unix.O_ACCMODE | unix.O_RDWR
+	}
+	return flags | unix.O_CLOEXEC | unix.O_NOFOLLOW
+}
+
+func (f *FS) newHandle(n *Node, fd int, flags int) *Handle {
+	h := &Handle{id: f.nextH.Add(1), node: n, fd: fd, append: flags&unix.O_APPEND != 0}
+	f.handles.Store(h.id, h)
+	f.table.addHandle(h)
+	return h
+}
+
+// Handle returns the open handle with id, or nil.
+func (f *FS) Handle(id uint64) *Handle {
+	if v, ok := f.handles.Load(id); ok {
+		return v.(*Handle)
+	}
+	return nil
+}
+
+// Open opens n with open(2) flags.
+func (f *FS) Open(n *Node, flags int) (*Handle, error) {
+	if flags&unix.O_TRUNC != 0 {
+		f.begin()
+		defer f.end()
+	}
+	return f.open(n, flags)
+}
+
+func (f *FS) open(n *Node, flags int) (*Handle, error) {
+	if n.typ == sIFDIR {
+		return f.openDir(n)
+	}
+	f.table.mu.RLock()
+	p, err := f.nodePath(n)
+	var fd int
+	if err == nil {
+		fd, err = unix.Openat(f.root, p, backingFlags(flags), 0)
+		if err == unix.EACCES || err == unix.EPERM {
+			fd, err = unix.Openat(f.root, p, flags&^(unix.O_CREAT|unix.O_EXCL|unix.O_TRUNC|unix.O_APPEND|unix.O_DIRECT)|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		}
+	}
+	f.table.mu.RUnlock()
+	if err != nil {
+		return nil, f.fail("open", err)
+	}
+	h := f.newHandle(n, fd, flags)
+	if flags&unix.O_TRUNC != 0 && flags&unix.O_ACCMODE != unix.O_RDONLY {
+		n.mu.Lock()
+		err := unix.Ftruncate(fd, 0)
+		if err == nil && f.opts.Capture {
+			f.truncateLog(n, 0)
+		}
+		n.mu.Unlock()
+		if err != nil {
+			f.Release(h)
+			return nil, f.fail("truncate", err)
+		}
+	}
+	return h, nil
+}
+
+func (f *FS) openDir(n *Node) (*Handle, error) {
+	f.table.mu.RLock()
+	p, err := f.nodePath(n)
+	var fd int
+	if err == nil {
+		fd, err = unix.Openat(f.root, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	}
+	f.table.mu.RUnlock()
+	if err != nil {
+		return nil, f.fail("opendir", err)
+	}
+	ents, err := readDirents(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, f.fail("readdir", err)
+	}
+	h := f.newHandle(n, fd, unix.O_RDONLY)
+	h.dir = ents
+	return h, nil
+}
+
+// readDirents reads a whole directory with getdents64.
+func readDirents(fd int) ([]Dirent, error) {
+	var out []Dirent
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		for b := buf[:n]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				return nil, fmt.Errorf("getdents: bad record length %d", reclen)
+			}
+			name := b[19:reclen]
+			if i := strings.IndexByte(string(name), 0); i >= 0 {
+				name = name[:i]
+			}
+			if s := string(name); s != "." && s != ".." {
+				out = append(out, Dirent{Ino: binary.NativeEndian.Uint64(b[0:8]), Type: b[18], Name: s})
+			}
+			b = b[reclen:]
+		}
+	}
+}
+
+// Release closes a handle.
+func (f *FS) Release(h *Handle) {
+	f.handles.Delete(h.id)
+	f.table.removeHandle(h)
+	if h.fd >= 0 {
+		unix.Close(h.fd)
+	}
+}
+
+// Read reads from an open file at off into buf.
+func (f *FS) Read(h *Handle, off int64, buf []byte) (int, error) {
+	n, err := unix.Pread(h.fd, buf, off)
+	if err != nil {
+		return 0, f.fail("read", err)
+	}
+	return n, nil
+}
+
+// Fsync flushes an open file (fdatasync when datasync is set).
+func (f *FS) Fsync(h *Handle, datasync bool) error {
+	var err error
+	if datasync {
+		err = unix.Fdatasync(h.fd)
+	} else {
+		err = unix.Fsync(h.fd)
+	}
+	return f.fail("fsync", err)
+}
+
+// Readlink returns a symlink's target.
+func (f *FS) Readlink(n *Node) (string, error) {
+	f.table.mu.RLock()
+	defer f.table.mu.RUnlock()
+	p, err := f.nodePath(n)
+	if err != nil {
+		return "", err
+	}
+	buf := make([]byte, 4096)
+	k, err := unix.Readlinkat(f.root, p, buf)
+	if err != nil {
+		return "", f.fail("readlink", err)
+	}
+	return string(buf[:k]), nil
+}
+
+// Statfs reports the backing filesystem's usage.
+func (f *FS) Statfs() (unix.Statfs_t, error) {
+	var st unix.Statfs_t
+	err := unix.Fstatfs(f.root, &st)
+	return st, f.fail("statfs", err)
+}
+
+// Getattr returns a node's attributes; with h set, those of the open file.
+func (f *FS) Getattr(n *Node, h *Handle) (Attr, error) {
+	if h != nil && h.fd >= 0 {
+		var st unix.Stat_t
+		if err := unix.Fstat(h.fd, &st); err != nil {
+			return Attr{}, f.fail("stat", err)
+		}
+		return attrFromStat(&st), nil
+	}
+	return f.stat(n)
+}
+
+// Forget drops count kernel references to n.
+func (f *FS) Forget(n *Node, count uint64) { f.table.forget(n, count) }
+
+// procPath names p through the backing root fd, for syscalls with no *at
+// form (the xattr calls). It works while the mount hides the directory.
+func (f *FS) procPath(p string) string {
+	return fmt.Sprintf("/proc/self/fd/%d/%s", f.root, p)
+}
+
+var _ = os.ErrNotExist

@@ -1,0 +1,42 @@
+package capture
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the capture layer's Prometheus collectors.
+type Metrics struct {
+	Ops           *prometheus.CounterVec
+	WriteBytes    prometheus.Counter
+	BackingErrors *prometheus.CounterVec
+	Throttled     prometheus.Counter
+	LostNames     prometheus.Counter
+	Seals         *prometheus.CounterVec
+	PendingBytes  prometheus.GaugeFunc
+}
+
+// NewMetrics creates the collectors and registers them with reg (if set).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pbfs_capture_ops_total", Help: "Mutations captured, by op kind.",
+		}, []string{"kind"}),
+		WriteBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pbfs_capture_write_bytes_total", Help: "Bytes written through the mount.",
+		}),
+		BackingErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pbfs_fs_backing_errors_total", Help: "Exhausted-resource and I/O errors from the backing filesystem, by op and errno.",
+		}, []string{"op", "errno"}),
+		Throttled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pbfs_capture_throttled_total", Help: "Times a writer waited because too much was pending.",
+		}),
+		LostNames: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pbfs_capture_lost_names_total", Help: "Hard-linked files whose surviving name could not be found.",
+		}),
+		Seals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pbfs_capture_seals_total", Help: "Batches sealed, by trigger.",
+		}, []string{"trigger"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Ops, m.WriteBytes, m.BackingErrors, m.Throttled, m.LostNames, m.Seals)
+	}
+	return m
+}

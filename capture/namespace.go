@@ -1,0 +1,276 @@
+package capture
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// Lookup finds name in parent.
+func (f *FS) Lookup(parent *Node, name string) (*Node, Attr, error) {
+	f.table.mu.RLock()
+	defer f.table.mu.RUnlock()
+	pp, err := f.nodePath(parent)
+	if err != nil {
+		return nil, Attr{}, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(f.root, childPath(pp, name), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, Attr{}, f.fail("lookup", err)
+	}
+	n := f.table.bind(parent, name, st.Ino, st.Mode&unix.S_IFMT, 1)
+	return n, attrFromStat(&st), nil
+}
+
+// owner returns the uid and gid a new file in parent gets: the caller's,
+// or the parent's group when the parent is setgid.
+func (f *FS) owner(parentPath string, c Caller) (uint32, uint32) {
+	var st unix.Stat_t
+	if unix.Fstatat(f.root, parentPath, &st, 0) == nil && st.Mode&unix.S_ISGID != 0 {
+		return c.UID, st.Gid
+	}
+	return c.UID, c.GID
+}
+
+// created finishes a create-kind op: owner, attributes, table and record.
+// fd is the new file if the caller opened it, else -1.
+func (f *FS) created(kind journal.Kind, parent *Node, pp, name string, fd int, c Caller, target string) (*Node, Attr, error) {
+	p := childPath(pp, name)
+	uid, gid := f.owner(pp, c)
+	var st unix.Stat_t
+	var err error
+	if fd >= 0 {
+		if err = unix.Fchown(fd, int(uid), int(gid)); err == nil {
+			err = unix.Fstat(fd, &st)
+		}
+	} else if err = unix.Fchownat(f.root, p, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW); err == nil {
+		err = unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if err != nil {
+		// Undo, so the volume never holds a file the journal does not.
+		flags := 0
+		if kind == journal.KindMkdir {
+			flags = unix.AT_REMOVEDIR
+		}
+		unix.Unlinkat(f.root, p, flags)
+		return nil, Attr{}, f.fail(kind.String(), err)
+	}
+	n := f.table.bind(parent, name, st.Ino, st.Mode&unix.S_IFMT, 1)
+	op := journal.Op{Kind: kind, Fid: n.id, Path: p, Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid, Parent: parent.id, Target: target}
+	if kind == journal.KindMknod {
+		op.Mode, op.Rdev = st.Mode, st.Rdev
+	}
+	f.recordNS(op)
+	return n, attrFromStat(&st), nil
+}
+
+// Mkdir makes a directory.
+func (f *FS) Mkdir(parent *Node, name string, mode uint32, c Caller) (*Node, Attr, error) {
+	f.begin()
+	defer f.end()
+	f.table.mu.Lock()
+	defer f.table.mu.Unlock()
+	pp, err := f.nodePath(parent)
+	if err != nil {
+		return nil, Attr{}, err
+	}
+	if err := unix.Mkdirat(f.root, childPath(pp, name), mode&0o7777); err != nil {
+		return nil, Attr{}, f.fail("mkdir", err)
+	}
+	return f.created(journal.KindMkdir, parent, pp, name, -1, c, "")
+}
+
+// Mknod makes a device, fifo, socket or empty regular file.
+func (f *FS) Mknod(parent *Node, name string, mode uint32, rdev uint64, c Caller) (*Node, Attr, error) {
+	f.begin()
+	defer f.end()
+	f.table.mu.Lock()
+	defer f.table.mu.Unlock()
+	pp, err := f.nodePath(parent)
+	if err != nil {
+		return nil, Attr{}, err
+	}
+	if err := unix.Mknodat(f.root, childPath(pp, name), mode, int(rdev)); err != nil {
+		return nil, Attr{}, f.fail("mknod", err)
+	}
+	kind := journal.KindMknod
+	if mode&unix.S_IFMT == unix.S_IFREG || mode&unix.S_IFMT == 0 {
+		kind = journal.KindCreate
+	}
+	return f.created(kind, parent, pp, name, -1, c, "")
+}
+
+// Symlink makes a symbolic link name in parent pointing at target.
+func (f *FS) Symlink(parent *Node, name, target string, c Caller) (*Node, Attr, error) {
+	f.begin()
+	defer f.end()
+	f.table.mu.Lock()
+	defer f.table.mu.Unlock()
+	pp, err := f.nodePath(parent)
+	if err != nil {
+		return nil, Attr{}, err
+	}
+	if err := unix.Symlinkat(target, f.root, childPath(pp, name)); err != nil {
+		return nil, Attr{}, f.fail("symlink", err)
+	}
+	return f.created(journal.KindSymlink, parent, pp, name, -1, c, target)
+}
+
+// Create makes and opens a regular file. If the name exists and flags lack
+// O_EXCL, it opens the existing file instead, as open(2) would.
+func (f *FS) Create(parent *Node, name string, flags int, mode uint32, c Caller) (*Node, *Handle, Attr, error) {
+	f.begin()
+	defer f.end()
+	f.table.mu.Lock()
+	pp, err := f.nodePath(parent)
+	if err != nil {
+		f.table.mu.Unlock()
+		return nil, nil, Attr{}, err
+	}
+	fd, err := unix.Openat(f.root, childPath(pp, name), backingFlags(flags)|unix.O_CREAT|unix.O_EXCL, mode&0o7777)
+	if err == unix.EEXIST && flags&unix.O_EXCL == 0 {
+		f.table.mu.Unlock()
+		f.end()
+		n, _, err := f.Lookup(parent, name)
+		f.begin()
+		if err != nil {
+			return nil, nil, Attr{}, err
+		}
+		h, err := f.open(n, flags)
+		if err != nil {
+			return nil, nil, Attr{}, err
+		}
+		a, err := f.stat(n)
+		return n, h, a, err
+	}
+	if err != nil {
+		f.table.mu.Unlock()
+		return nil, nil, Attr{}, f.fail("create", err)
+	}
+	n, a, err := f.created(journal.KindCreate, parent, pp, name, fd, c, "")
+	f.table.mu.Unlock()
+	if err != nil {
+		unix.Close(fd)
+		return nil, nil, Attr{}, err
+	}
+	return n, f.newHandle(n, fd, flags), a, nil
+}
+
+// Link makes newName in newParent another name of n.
+func (f *FS) Link(n, newParent *Node, newName string) (Attr, error) {
+	f.begin()
+	defer f.end()
+	f.table.mu.Lock()
+	defer f.table.mu.Unlock()
+	op, err := f.nodePath(n)
+	if err != nil {
+		return Attr{}, err
+	}
+	pp, err := f.nodePath(newParent)
+	if err != nil {
+		return Attr{}, err
+	}
+	np := childPath(pp, newName)
+	if err := unix.Linkat(f.root, op, f.root, np, 0); err != nil {
+		return Attr{}, f.fail("link", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(f.root, np, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return Attr{}, f.fail("link", err)
+	}
+	oldParent := f.parentOf(n)
+	f.table.bind(newParent, newName, st.Ino, st.Mode&unix.S_IFMT, 1)
+	f.recordNS(journal.Op{Kind: journal.KindLink, Fid: n.id, Path: op, Path2: np, Parent: oldParent, Parent2: newParent.id})
+	return attrFromStat(&st), nil
+}
+
+func (f *FS) parentOf(n *Node) uint64 {
+	f.table.mapMu.Lock()
+	defer f.table.mapMu.Unlock()
+	if len(n.links) > 0 {
+		return n.links[0].parent.id
+	}
+	return 0
+}
+
+// Remove unlinks name from parent (rmdir when dir is set).
+func (f *FS) Remove(parent *Node, name string, dir bool) error {
+	f.begin()
+	defer f.end()
+	f.table.mu.Lock()
+	defer f.table.mu.Unlock()
+	pp, err := f.nodePath(parent)
+	if err != nil {
+		return err
+	}
+	p := childPath(pp, name)
+	var st unix.Stat_t
+	if err := unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return f.fail("remove", err)
+	}
+	kind, flags := journal.KindUnlink, 0
+	if dir {
+		kind, flags = journal.KindRmdir, unix.AT_REMOVEDIR
+	}
+	if err := unix.Unlinkat(f.root, p, flags); err != nil {
+		return f.fail(kind.String(), err)
+	}
+	var fid uint64
+	if n := f.table.lookupName(parent, name); n != nil {
+		fid = n.id
+		if !f.table.unlink(n, parent, name) && st.Nlink > 1 && !dir {
+			f.findName(n)
+		}
+	}
+	f.recordNS(journal.Op{Kind: kind, Fid: fid, Path: p, Parent: parent.id})
+	return nil
+}
+
+// Rename moves oldName in oldParent to newName in newParent, with
+// renameat2 flags.
+func (f *FS) Rename(oldParent *Node, oldName string, newParent *Node, newName string, flags uint32) error {
+	f.begin()
+	defer f.end()
+	f.table.mu.Lock()
+	defer f.table.mu.Unlock()
+	opp, err := f.nodePath(oldParent)
+	if err != nil {
+		return err
+	}
+	npp, err := f.nodePath(newParent)
+	if err != nil {
+		return err
+	}
+	op, np := childPath(opp, oldName), childPath(npp, newName)
+	var sst, dst unix.Stat_t
+	if err := unix.Fstatat(f.root, op, &sst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return f.fail("rename", err)
+	}
+	destExists := unix.Fstatat(f.root, np, &dst, unix.AT_SYMLINK_NOFOLLOW) == nil
+	if err := unix.Renameat2(f.root, op, f.root, np, uint(flags)); err != nil {
+		return f.fail("rename", err)
+	}
+	src := f.table.bind(oldParent, oldName, sst.Ino, sst.Mode&unix.S_IFMT, 0)
+	var dest *Node
+	if destExists {
+		dest = f.table.bind(newParent, newName, dst.Ino, dst.Mode&unix.S_IFMT, 0)
+	}
+	rec := journal.Op{Kind: journal.KindRename, Fid: src.id, Path: op, Path2: np, Flags: flags, Parent: oldParent.id, Parent2: newParent.id}
+	switch {
+	case dest == src:
+		// Two names of one inode: rename(2) does nothing.
+	case flags&journal.RenameExchange != 0:
+		f.table.exchange(src, oldParent, oldName, dest, newParent, newName)
+		rec.Fid2 = dest.id
+	default:
+		if dest != nil {
+			rec.Fid2 = dest.id
+			if !f.table.unlink(dest, newParent, newName) && dst.Nlink > 1 && dest.typ != sIFDIR {
+				f.findName(dest)
+			}
+		}
+		f.table.move(src, oldParent, oldName, newParent, newName)
+	}
+	f.recordNS(rec)
+	return nil
+}

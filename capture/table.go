@@ -1,0 +1,301 @@
+package capture
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// RootID is the node id of the volume root.
+const RootID = 1
+
+// Node is one file of the volume as the kernel and the journal know it.
+// Its id is the fid that ops carry: one per inode, kept for the life of
+// the mount, never reused.
+type Node struct {
+	id  uint64
+	ino uint64
+	typ uint32 // S_IFMT bits
+
+	// mu serializes data and metadata ops on the file and guards log.
+	mu  sync.Mutex
+	log *journal.DataLog
+
+	// Guarded by table.mapMu.
+	links     []dentry
+	lookups   uint64
+	handles   []*Handle
+	children  int // dentries whose parent is this node
+	forgotten bool
+}
+
+// ID returns the node id (the fid).
+func (n *Node) ID() uint64 { return n.id }
+
+type dentry struct {
+	parent *Node
+	name   string
+}
+
+type dentryKey struct {
+	parent uint64
+	name   string
+}
+
+// table maps node ids, backing inode numbers and names to nodes.
+type table struct {
+	mu    sync.RWMutex // the namespace lock, see the package comment
+	mapMu sync.Mutex
+	byID  map[uint64]*Node
+	byIno map[uint64]*Node
+	names map[dentryKey]*Node
+	next  atomic.Uint64
+	root  *Node
+}
+
+func newTable(rootIno uint64) *table {
+	t := &table{byID: map[uint64]*Node{}, byIno: map[uint64]*Node{}, names: map[dentryKey]*Node{}}
+	t.next.Store(RootID)
+	t.root = &Node{id: RootID, ino: rootIno, typ: sIFDIR, lookups: 1}
+	t.byID[RootID], t.byIno[rootIno] = t.root, t.root
+	return t
+}
+
+func (t *table) get(id uint64) *Node {
+	t.mapMu.Lock()
+	defer t.mapMu.Unlock()
+	return t.byID[id]
+}
+
+// pathLocked returns a current path of n, or false if n has no name left.
+// Caller holds mapMu.
+func (t *table) pathLocked(n *Node) (string, bool) {
+	if n == t.root {
+		return ".", true
+	}
+	var parts []string
+	for n != t.root {
+		if len(n.links) == 0 || len(parts) > 4096 {
+			return "", false
+		}
+		l := n.links[0]
+		parts = append(parts, l.name)
+		n = l.parent
+	}
+	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+		parts[i], parts[j] = parts[j], parts[i]
+	}
+	return strings.Join(parts, "/"), true
+}
+
+func (t *table) path(n *Node) (string, bool) {
+	t.mapMu.Lock()
+	defer t.mapMu.Unlock()
+	return t.pathLocked(n)
+}
+
+// childPath joins a directory's path and a name.
+func childPath(dir, name string) string {
+	if dir == "." {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// bind records that name in parent is n, with kernel lookup count +lookups,
+// creating the node for a new inode. Caller holds mu (shared or exclusive).
+func (t *table) bind(parent *Node, name string, ino uint64, typ uint32, lookups uint64) *Node {
+	t.mapMu.Lock()
+	defer t.mapMu.Unlock()
+	key := dentryKey{parent.id, name}
+	n := t.byIno[ino]
+	if n != nil && n.typ != typ {
+		t.dropInoLocked(n)
+		n = nil
+	}
+	if n == nil {
+		n = &Node{id: t.next.Add(1), ino: ino, typ: typ}
+		t.byID[n.id], t.byIno[ino] = n, n
+	}
+	if old := t.names[key]; old != n {
+		if old != nil {
+			t.unlinkLocked(old, parent, name)
+		}
+		t.names[key] = n
+		n.links = append(n.links, dentry{parent, name})
+		parent.children++
+	}
+	n.lookups += lookups
+	n.forgotten = n.lookups == 0
+	return n
+}
+
+// lookupName returns the node bound to name in parent, if any.
+func (t *table) lookupName(parent *Node, name string) *Node {
+	t.mapMu.Lock()
+	defer t.mapMu.Unlock()
+	return t.names[dentryKey{parent.id, name}]
+}
+
+// unlink forgets that name in parent is n. It reports whether n still has
+// a known name.
+func (t *table) unlink(n, parent *Node, name string) bool {
+	t.mapMu.Lock()
+	defer t.mapMu.Unlock()
+	t.unlinkLocked(n, parent, name)
+	return len(n.links) > 0
+}
+
+func (t *table) unlinkLocked(n, parent *Node, name string) {
+	delete(t.names, dentryKey{parent.id, name})
+	for i, l := range n.links {
+		if l.parent == parent && l.name == name {
+			n.links = append(n.links[:i], n.links[i+1:]...)
+			parent.children--
+			break
+		}
+	}
+	if len(n.links) == 0 && n.typ != sIFDIR {
+		// Keep byIno while handles are open; a later inode with the same
+		// number must still get a new node once this one is gone.
+		if len(n.handles) == 0 {
+			t.dropInoLocked(n)
+		}
+	}
+	t.maybeEvictLocked(parent)
+}
+
+func (t *table) dropInoLocked(n *Node) {
+	if t.byIno[n.ino] == n {
+		delete(t.byIno, n.ino)
+	}
+}
+
+// move renames the dentry (op, oname) to (np, nname); the caller has
+// already unbound whatever (np, nname) named.
+func (t *table) move(n, op *Node, oname string, np *Node, nname string) {
+	t.mapMu.Lock()
+	defer t.mapMu.Unlock()
+	delete(t.names, dentryKey{op.id, oname})
+	for i := range n.links {
+		if n.links[i].parent == op && n.links[i].name == oname {
+			n.links[i] = dentry{np, nname}
+			break
+		}
+	}
+	op.children--
+	np.children++
+	t.names[dentryKey{np.id, nname}] = n
+}
+
+// forget drops count kernel references to n and evicts it when nothing
+// needs it any more.
+func (t *table) forget(n *Node, count uint64) {
+	t.mapMu.Lock()
+	defer t.mapMu.Unlock()
+	if count > n.lookups {
+		count = n.lookups
+	}
+	n.lookups -= count
+	if n.lookups == 0 && n != t.root {
+		n.forgotten = true
+		t.maybeEvictLocked(n)
+	}
+}
+
+// maybeEvictLocked removes a node the kernel forgot, that has no open
+// handles, no known children and no pending ops, then tries its parents.
+func (t *table) maybeEvictLocked(n *Node) {
+	for n != nil && n != t.root && n.forgotten && n.lookups == 0 && len(n.handles) == 0 && n.children == 0 {
+		if !n.mu.TryLock() {
+			return
+		}
+		dirty := n.log != nil
+		n.mu.Unlock()
+		if dirty {
+			return // the seal sweeps it
+		}
+		delete(t.byID, n.id)
+		t.dropInoLocked(n)
+		var parent *Node
+		for _, l := range n.links {
+			delete(t.names, dentryKey{l.parent.id, l.name})
+			l.parent.children--
+			parent = l.parent
+		}
+		n.links = nil
+		n.forgotten = false
+		n = parent
+	}
+}
+
+func (t *table) addHandle(h *Handle) {
+	t.mapMu.Lock()
+	h.node.handles = append(h.node.handles, h)
+	t.mapMu.Unlock()
+}
+
+func (t *table) removeHandle(h *Handle) {
+	t.mapMu.Lock()
+	defer t.mapMu.Unlock()
+	n := h.node
+	for i, x := range n.handles {
+		if x == h {
+			n.handles = append(n.handles[:i], n.handles[i+1:]...)
+			break
+		}
+	}
+	if len(n.handles) == 0 && len(n.links) == 0 && n.typ != sIFDIR {
+		t.dropInoLocked(n)
+	}
+	t.maybeEvictLocked(n)
+}
+
+// anyFd returns an open backing fd of n, or -1.
+func (t *table) anyFd(n *Node) int {
+	t.mapMu.Lock()
+	defer t.mapMu.Unlock()
+	for _, h := range n.handles {
+		if h.fd >= 0 {
+			return h.fd
+		}
+	}
+	return -1
+}
+
+// count reports how many nodes the table holds.
+func (t *table) count() int {
+	t.mapMu.Lock()
+	defer t.mapMu.Unlock()
+	return len(t.byID)
+}
+
+// exchange swaps the dentries of a and b (RENAME_EXCHANGE).
+func (t *table) exchange(a, ap *Node, an string, b, bp *Node, bn string) {
+	t.mapMu.Lock()
+	defer t.mapMu.Unlock()
+	for i := range a.links {
+		if a.links[i].parent == ap && a.links[i].name == an {
+			a.links[i] = dentry{bp, bn}
+			break
+		}
+	}
+	for i := range b.links {
+		if b.links[i].parent == bp && b.links[i].name == bn {
+			b.links[i] = dentry{ap, an}
+			break
+		}
+	}
+	t.names[dentryKey{ap.id, an}], t.names[dentryKey{bp.id, bn}] = b, a
+}
+
+// sweep evicts nodes that were kept only because they had pending ops.
+func (t *table) sweep(nodes []*Node) {
+	t.mapMu.Lock()
+	defer t.mapMu.Unlock()
+	for _, n := range nodes {
+		t.maybeEvictLocked(n)
+	}
+}

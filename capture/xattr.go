@@ -1,0 +1,75 @@
+package capture
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// Getxattr reads extended attribute name of n into buf (size probe when
+// buf is empty).
+func (f *FS) Getxattr(n *Node, name string, buf []byte) (int, error) {
+	f.table.mu.RLock()
+	defer f.table.mu.RUnlock()
+	p, err := f.nodePath(n)
+	if err != nil {
+		return 0, err
+	}
+	k, err := unix.Lgetxattr(f.procPath(p), name, buf)
+	return k, f.quiet(err)
+}
+
+// Listxattr lists n's extended attribute names into buf.
+func (f *FS) Listxattr(n *Node, buf []byte) (int, error) {
+	f.table.mu.RLock()
+	defer f.table.mu.RUnlock()
+	p, err := f.nodePath(n)
+	if err != nil {
+		return 0, err
+	}
+	k, err := unix.Llistxattr(f.procPath(p), buf)
+	return k, f.quiet(err)
+}
+
+// Setxattr sets extended attribute name of n and records it.
+func (f *FS) Setxattr(n *Node, name string, value []byte, flags int) error {
+	return f.xattrOp(n, journal.Op{Kind: journal.KindSetxattr, Name: name, Data: append([]byte(nil), value...), Flags: uint32(flags)})
+}
+
+// Removexattr removes extended attribute name of n and records it.
+func (f *FS) Removexattr(n *Node, name string) error {
+	return f.xattrOp(n, journal.Op{Kind: journal.KindRemovexattr, Name: name})
+}
+
+func (f *FS) xattrOp(n *Node, op journal.Op) error {
+	f.begin()
+	defer f.end()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f.table.mu.RLock()
+	defer f.table.mu.RUnlock()
+	p, err := f.nodePath(n)
+	if err != nil {
+		return err
+	}
+	if op.Kind == journal.KindSetxattr {
+		err = unix.Lsetxattr(f.procPath(p), op.Name, op.Data, int(op.Flags))
+	} else {
+		err = unix.Lremovexattr(f.procPath(p), op.Name)
+	}
+	if err != nil {
+		return f.quiet(err)
+	}
+	if f.opts.Capture {
+		f.metaLog(n, op)
+	}
+	return nil
+}
+
+// quiet passes through the errors xattr calls return in normal use.
+func (f *FS) quiet(err error) error {
+	if err == unix.ENODATA || err == unix.ERANGE || err == unix.ENOTSUP || err == unix.EEXIST {
+		return err
+	}
+	return f.fail("xattr", err)
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/journal"
+)
+
+func journalCommand() *cli.Command {
+	jflag := &cli.StringFlag{Name: "journal", Required: true, Usage: "journal directory"}
+	return &cli.Command{
+		Name:  "journal",
+		Usage: "inspect, verify and replay a journal (also while its mount runs)",
+		Subcommands: []*cli.Command{
+			{Name: "ls", Usage: "list batches", Flags: []cli.Flag{jflag}, Action: journalLs},
+			{Name: "show", Usage: "print one batch's ops", ArgsUsage: "SEQ", Flags: []cli.Flag{jflag}, Action: journalShow},
+			{Name: "stats", Usage: "totals: ops by kind; written, coalesced and compressed bytes", Flags: []cli.Flag{jflag}, Action: journalStats},
+			{Name: "verify", Usage: "check every checksum and the seq chain", Flags: []cli.Flag{jflag}, Action: journalVerify},
+			{Name: "replay", Usage: "apply batches to TARGET, a copy of the volume's starting state", ArgsUsage: "TARGET",
+				Flags: []cli.Flag{jflag,
+					&cli.Uint64Flag{Name: "from", Value: 1, Usage: "first seq to apply"},
+					&cli.Uint64Flag{Name: "to", Usage: "last seq to apply (default: the newest)"},
+				}, Action: journalReplay},
+		},
+	}
+}
+
+// source opens the journal directly, or through the running mount's
+// control socket when the mount holds it.
+type source interface {
+	journal.Source
+}
+
+func openSource(c *cli.Context) (source, func(), error) {
+	dir := c.String("journal")
+	if _, err := os.Stat(dir); err != nil {
+		return nil, nil, fmt.Errorf("open journal: %w", err)
+	}
+	st, err := journal.OpenStore(dir, journal.StoreOptions{ReadOnly: true})
+	if err == nil {
+		return st, func() { st.Close() }, nil
+	}
+	if !errors.Is(err, journal.ErrLocked) {
+		return nil, nil, err
+	}
+	cl, cerr := control.Dial(dir)
+	if cerr != nil {
+		return nil, nil, cerr
+	}
+	return cl, func() {}, nil
+}
+
+func withSource(c *cli.Context, fn func(source) error) error {
+	src, done, err := openSource(c)
+	if err != nil {
+		return cli.Exit("journal: "+err.Error(), 1)
+	}
+	defer done()
+	return fn(src)
+}
+
+func journalLs(c *cli.Context) error {
+	return withSource(c, func(src source) error {
+		w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, "SEQ\tEPOCH\tCREATED\tOPS\tWRITTEN\tRAW\tSTORED\tCHECKSUM\t")
+		bad, err := journal.Walk(src, 0, 0, false, func(k journal.Checked) error {
+			h := k.Header
+			if k.Err != nil {
+				fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\t%d\tBAD: %v\t\n", k.Seq, k.Size, k.Err)
+				return nil
+			}
+			fmt.Fprintf(w, "%d\t%d\t%s\t%d\t%d\t%d\t%d\t%08x\t\n", h.Seq, h.Epoch, h.Created.UTC().Format("2006-01-02T15:04:05.000Z"),
+				h.OpCount, h.Written, h.RawLen, k.Size, h.Checksum)
+			return nil
+		})
+		w.Flush()
+		if err != nil {
+			return cli.Exit("journal ls: "+err.Error(), 1)
+		}
+		if bad > 0 {
+			return cli.Exit(fmt.Sprintf("journal ls: %d corrupt batches (run journal verify)", bad), 1)
+		}
+		return nil
+	})
+}
+
+func journalShow(c *cli.Context) error {
+	seq, err := strconv.ParseUint(c.Args().First(), 10, 64)
+	if err != nil {
+		return cli.Exit("journal show: want a batch SEQ", 2)
+	}
+	return withSource(c, func(src source) error {
+		enc, err := src.Get(seq)
+		if err != nil {
+			return cli.Exit("journal show: "+err.Error(), 1)
+		}
+		b, err := journal.Decode(enc)
+		if err != nil {
+			return cli.Exit("journal show: "+err.Error(), 1)
+		}
+		h, _ := journal.DecodeHeader(enc)
+		fmt.Fprintf(c.App.Writer, "batch %d epoch %d created %s ops %d written %d raw %d stored %d checksum %08x prev %08x\n",
+			b.Seq, b.Epoch, b.Created.UTC().Format("2006-01-02T15:04:05.000000Z"), len(b.Ops), b.Written, h.RawLen, len(enc), h.Checksum, b.Prev)
+		for i := range b.Ops {
+			fmt.Fprintf(c.App.Writer, "%6d  %s\n", i, b.Ops[i].String())
+		}
+		return nil
+	})
+}
+
+func journalStats(c *cli.Context) error {
+	return withSource(c, func(src source) error {
+		s, err := journal.Collect(src)
+		if err != nil {
+			return cli.Exit("journal stats: "+err.Error(), 1)
+		}
+		w := c.App.Writer
+		fmt.Fprintf(w, "batches      %d (seq %d..%d)\n", s.Batches, s.FirstSeq, s.LastSeq)
+		fmt.Fprintf(w, "ops          %d\n", s.OpCount)
+		for _, k := range journal.Kinds() {
+			if s.Ops[k] > 0 {
+				fmt.Fprintf(w, "  %-12s %d\n", k, s.Ops[k])
+			}
+		}
+		fmt.Fprintf(w, "written      %d bytes (by the service)\n", s.Written)
+		fmt.Fprintf(w, "coalesced    %d bytes of payload, %d bytes encoded (%s of written)\n", s.Payload, s.Raw, ratio(s.Raw, s.Written))
+		fmt.Fprintf(w, "stored       %d bytes compressed (%s of encoded, %s of written)\n", s.Stored, ratio(s.Stored, s.Raw), ratio(s.Stored, s.Written))
+		if s.Corrupt > 0 {
+			fmt.Fprintf(w, "corrupt      %d batches (not counted above)\n", s.Corrupt)
+			return cli.Exit("", 1)
+		}
+		return nil
+	})
+}
+
+func ratio(a, b uint64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
+}
+
+func journalVerify(c *cli.Context) error {
+	return withSource(c, func(src source) error {
+		n := 0
+		bad, err := journal.Walk(src, 0, 0, true, func(k journal.Checked) error {
+			n++
+			if k.Err != nil {
+				fmt.Fprintf(c.App.ErrWriter, "batch %d: %v\n", k.Seq, k.Err)
+			}
+			return nil
+		})
+		if err != nil {
+			return cli.Exit("journal verify: "+err.Error(), 1)
+		}
+		if bad > 0 {
+			return cli.Exit(fmt.Sprintf("journal verify: %d of %d batches are corrupt", bad, n), 1)
+		}
+		fmt.Fprintf(c.App.Writer, "ok: %d batches, checksums and seq chain intact\n", n)
+		return nil
+	})
+}
+
+func journalReplay(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return cli.Exit("journal replay: want a TARGET directory", 2)
+	}
+	from, to := c.Uint64("from"), c.Uint64("to")
+	return withSource(c, func(src source) error {
+		// Check the whole range before touching the target, so a corrupt
+		// batch in the middle never leaves it half replayed.
+		var batches []*journal.Batch
+		bad, err := journal.Walk(src, from, to, true, func(k journal.Checked) error {
+			if k.Err != nil {
+				fmt.Fprintf(c.App.ErrWriter, "batch %d: %v\n", k.Seq, k.Err)
+				return nil
+			}
+			batches = append(batches, k.Batch)
+			return nil
+		})
+		if err != nil {
+			return cli.Exit("journal replay: "+err.Error(), 1)
+		}
+		if bad > 0 {
+			return cli.Exit(fmt.Sprintf("journal replay: refusing: %d corrupt batches in the range; nothing applied", bad), 1)
+		}
+		if len(batches) > 0 && batches[0].Seq != from {
+			return cli.Exit(fmt.Sprintf("journal replay: refusing: first batch is %d, not %d; nothing applied", batches[0].Seq, from), 1)
+		}
+		a, err := apply.New(c.Args().First(), logger(c))
+		if err != nil {
+			return cli.Exit("journal replay: "+err.Error(), 1)
+		}
+		defer a.Close()
+		for _, b := range batches {
+			if err := a.Apply(b); err != nil {
+				return cli.Exit(fmt.Sprintf("journal replay: %v (batches before %d are applied)", err, b.Seq), 1)
+			}
+		}
+		fmt.Fprintf(c.App.Writer, "replayed %d batches\n", len(batches))
+		return nil
+	})
+}

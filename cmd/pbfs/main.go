@@ -1,0 +1,34 @@
+// Command pbfs mounts a replicated volume, inspects its journal and asks
+// for commit barriers. main.go only builds the app; each command lives in
+// its own file.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+)
+
+func main() {
+	app := &cli.App{
+		Name:  "pbfs",
+		Usage: "storage-layer primary-backup replication for unmodified stateful services",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"PBFS_LOG_LEVEL"}},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
+		},
+		Commands: []*cli.Command{
+			mountCommand(),
+			barrierCommand(),
+			journalCommand(),
+		},
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "pbfs:", err)
+		if ec, ok := err.(cli.ExitCoder); ok {
+			os.Exit(ec.ExitCode())
+		}
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pbfs/pbfs/mount"
+)
+
+func mountCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "mount",
+		Usage:     "mount pbfs over VOLUME (or --backing SRC at MOUNTPOINT) and capture every change into the journal",
+		ArgsUsage: "VOLUME | --backing SRC MOUNTPOINT",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "journal", Required: true, Usage: "journal directory (outside the volume)"},
+			&cli.StringFlag{Name: "backing", Usage: "directory holding the volume's data, when it is not the mountpoint itself"},
+			&cli.BoolFlag{Name: "allow-other", Usage: "let other users (a container's) use the mount"},
+			&cli.BoolFlag{Name: "no-capture", Usage: "pass through without recording (for measuring capture's cost)"},
+			&cli.BoolFlag{Name: "write-diff", Usage: "record only the bytes a write changes (costs a read per write)"},
+			&cli.BoolFlag{Name: "no-xattrs", Usage: "answer extended-attribute calls with ENOSYS (saves a trip per write)"},
+			&cli.Int64Flag{Name: "batch-bytes", Value: 64 << 20, Usage: "seal the open batch once it holds this many bytes"},
+			&cli.DurationFlag{Name: "seal-interval", Value: 50e6, Usage: "seal the open batch at least this often"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit("mount: want exactly one VOLUME or MOUNTPOINT argument", 2)
+			}
+			log := logger(c)
+			m, err := mount.Start(mount.Config{
+				Mountpoint: c.Args().First(), Backing: c.String("backing"), Journal: c.String("journal"),
+				AllowOther: c.Bool("allow-other"), NoCapture: c.Bool("no-capture"), WriteDiff: c.Bool("write-diff"),
+				NoXattrs: c.Bool("no-xattrs"), MaxBatchBytes: c.Int64("batch-bytes"), SealInterval: c.Duration("seal-interval"),
+				Logger: log,
+			})
+			if err != nil {
+				if errors.Is(err, mount.ErrJournalInVolume) {
+					return cli.Exit("mount: "+err.Error()+": put the journal outside the volume", 2)
+				}
+				return cli.Exit("mount: "+err.Error(), 1)
+			}
+			sig := make(chan os.Signal, 2)
+			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+			select {
+			case s := <-sig:
+				log.Info("signal received; unmounting", "signal", s.String())
+			case <-m.Done():
+				log.Warn("mount went away (unmounted from outside?)")
+			}
+			if err := m.Close(); err != nil {
+				return cli.Exit("unmount: "+err.Error(), 1)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,113 @@
+package control
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+)
+
+// Client talks to a running mount's control socket.
+type Client struct {
+	http *http.Client
+}
+
+// Dial returns a client for the mount serving journalDir.
+func Dial(journalDir string) (*Client, error) {
+	p, err := SocketPath(journalDir)
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", p)
+	}}
+	return &Client{http: &http.Client{Transport: tr}}, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://pbfs"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, ErrNoMount
+		}
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("%s %s: %s", method, path, strings.TrimSpace(string(msg)))
+	}
+	return resp, nil
+}
+
+// Barrier asks the mount for a barrier and returns its seq.
+func (c *Client) Barrier(ctx context.Context) (uint64, error) {
+	resp, err := c.do(ctx, http.MethodPost, "/v1/barrier")
+	if err != nil {
+		return 0, fmt.Errorf("barrier: %w", err)
+	}
+	defer resp.Body.Close()
+	var out struct{ Seq uint64 }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, fmt.Errorf("barrier: %w", err)
+	}
+	return out.Seq, nil
+}
+
+// Status returns the mount's status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	resp, err := c.do(ctx, http.MethodGet, "/v1/status")
+	if err != nil {
+		return st, fmt.Errorf("status: %w", err)
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	return st, err
+}
+
+// Get fetches one encoded batch.
+func (c *Client) Get(seq uint64) ([]byte, error) {
+	resp, err := c.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/batches/%d", seq))
+	if err != nil {
+		return nil, fmt.Errorf("get batch %d: %w", seq, err)
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+// Scan streams every encoded batch from seq from on.
+func (c *Client) Scan(from uint64, fn func(seq uint64, enc []byte) error) error {
+	resp, err := c.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/batches?from=%d", from))
+	if err != nil {
+		return fmt.Errorf("scan batches: %w", err)
+	}
+	defer resp.Body.Close()
+	var hdr [12]byte
+	for {
+		if _, err := io.ReadFull(resp.Body, hdr[:]); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("scan batches: %w", err)
+		}
+		n := binary.BigEndian.Uint32(hdr[8:])
+		enc := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, enc); err != nil {
+			return fmt.Errorf("scan batches: %w", err)
+		}
+		if err := fn(binary.BigEndian.Uint64(hdr[:8]), enc); err != nil {
+			return err
+		}
+	}
+}

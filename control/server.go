@@ -1,0 +1,148 @@
+// Package control is the local control socket of a running mount: a small
+// HTTP API on a unix socket kept in the journal directory. `pbfs barrier`
+// and `pbfs journal` use it (the journal is locked while the mount runs),
+// and it serves the mount's Prometheus metrics.
+package control
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// SocketName is the control socket's file name inside the journal directory.
+const SocketName = "control.sock"
+
+// maxSocketPath is the longest unix socket path Linux accepts.
+const maxSocketPath = 107
+
+// ErrNoMount means no mount answers on the journal's control socket.
+var ErrNoMount = errors.New("no running mount for this journal")
+
+// Status describes a running mount.
+type Status struct {
+	Volume       string `json:"volume"`
+	Capture      bool   `json:"capture"`
+	LastSeq      uint64 `json:"last_seq"`
+	Epoch        uint64 `json:"epoch"`
+	PendingBytes int64  `json:"pending_bytes"`
+	Nodes        int    `json:"nodes"`
+}
+
+// Backend is what the socket exposes.
+type Backend interface {
+	Barrier(ctx context.Context) (uint64, error)
+	Status() Status
+	Get(seq uint64) ([]byte, error)
+	Scan(from uint64, fn func(seq uint64, enc []byte) error) error
+}
+
+// SocketPath returns the control socket path for a journal directory.
+func SocketPath(journalDir string) (string, error) {
+	p := filepath.Join(journalDir, SocketName)
+	if len(p) > maxSocketPath {
+		return "", fmt.Errorf("control socket path %q is %d bytes, longer than the %d a unix socket allows: use a shorter journal path", p, len(p), maxSocketPath)
+	}
+	return p, nil
+}
+
+// Listen opens the journal's control socket, replacing a stale one.
+func Listen(journalDir string) (net.Listener, error) {
+	p, err := SocketPath(journalDir)
+	if err != nil {
+		return nil, err
+	}
+	if c, err := net.DialTimeout("unix", p, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("listen on %s: another mount already serves this journal", p)
+	}
+	os.Remove(p)
+	ln, err := net.Listen("unix", p)
+	if err != nil {
+		return nil, fmt.Errorf("listen on control socket: %w", err)
+	}
+	if err := os.Chmod(p, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen on control socket: %w", err)
+	}
+	return ln, nil
+}
+
+// Serve answers requests on ln until ctx ends, then removes the socket.
+func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Registry, log *slog.Logger) error {
+	p := ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/barrier", func(w http.ResponseWriter, r *http.Request) {
+		seq, err := b.Barrier(r.Context())
+		if err != nil {
+			log.Warn("barrier failed", "err", err)
+			http.Error(w, "barrier: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		writeJSON(w, map[string]uint64{"seq": seq})
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Status()) })
+	mux.HandleFunc("GET /v1/batches/{seq}", func(w http.ResponseWriter, r *http.Request) {
+		seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
+		if err != nil {
+			http.Error(w, "bad seq", http.StatusBadRequest)
+			return
+		}
+		enc, err := b.Get(seq)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Write(enc)
+	})
+	mux.HandleFunc("GET /v1/batches", func(w http.ResponseWriter, r *http.Request) {
+		from, _ := strconv.ParseUint(r.URL.Query().Get("from"), 10, 64)
+		w.Header().Set("Content-Type", "application/octet-stream")
+		// A stream of frames: seq (8 bytes), length (4 bytes), encoded batch.
+		err := b.Scan(from, func(seq uint64, enc []byte) error {
+			var hdr [12]byte
+			binary.BigEndian.PutUint64(hdr[:8], seq)
+			binary.BigEndian.PutUint32(hdr[8:], uint32(len(enc)))
+			if _, err := w.Write(hdr[:]); err != nil {
+				return err
+			}
+			_, err := w.Write(enc)
+			return err
+		})
+		if err != nil {
+			log.Warn("control: batch scan ended early", "err", err)
+		}
+	})
+	if reg != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+		os.Remove(p)
+	}()
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}

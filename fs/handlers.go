@@ -1,0 +1,154 @@
+package fs
+
+import (
+	"syscall"
+
+	"bazil.org/fuse"
+
+	"github.com/pbfs/pbfs/capture"
+)
+
+// serve answers one request.
+func (s *Server) serve(req fuse.Request) {
+	hdr := req.Hdr()
+	switch r := req.(type) {
+	case *fuse.ForgetRequest:
+		if n := s.fs.Node(uint64(hdr.Node)); n != nil {
+			s.fs.Forget(n, r.N)
+		}
+		r.Respond()
+		return
+	case *fuse.BatchForgetRequest:
+		for _, it := range r.Forget {
+			if n := s.fs.Node(uint64(it.NodeID)); n != nil {
+				s.fs.Forget(n, it.N)
+			}
+		}
+		r.Respond()
+		return
+	case *fuse.InterruptRequest:
+		r.Respond()
+		return
+	case *fuse.StatfsRequest:
+		st, err := s.fs.Statfs()
+		if err != nil {
+			r.RespondError(errno(err))
+			return
+		}
+		r.Respond(&fuse.StatfsResponse{Blocks: st.Blocks, Bfree: st.Bfree, Bavail: st.Bavail, Files: st.Files,
+			Ffree: st.Ffree, Bsize: uint32(st.Bsize), Namelen: uint32(st.Namelen), Frsize: uint32(st.Frsize)})
+		return
+	case *fuse.DestroyRequest:
+		r.Respond()
+		return
+	case *fuse.PollRequest:
+		// ENOSYS once and the kernel stops polling on every open.
+		r.RespondError(fuse.Errno(syscall.ENOSYS))
+		return
+	}
+	n := s.fs.Node(uint64(hdr.Node))
+	if n == nil {
+		req.RespondError(fuse.Errno(syscall.ESTALE))
+		return
+	}
+	if err := s.serveNode(req, n); err != nil {
+		req.RespondError(errno(err))
+	}
+}
+
+func caller(h *fuse.Header) capture.Caller { return capture.Caller{UID: h.Uid, GID: h.Gid} }
+
+// serveNode answers a request addressed to node n; an error return is
+// answered as an errno.
+func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
+	switch r := req.(type) {
+	case *fuse.LookupRequest:
+		c, a, err := s.fs.Lookup(n, r.Name)
+		if err != nil {
+			return err
+		}
+		resp := entry(c, a)
+		r.Respond(&resp)
+	case *fuse.GetattrRequest:
+		var h *capture.Handle
+		if r.Flags&fuse.GetattrFh != 0 {
+			h = s.fs.Handle(uint64(r.Handle))
+		}
+		a, err := s.fs.Getattr(n, h)
+		if err != nil {
+			return err
+		}
+		r.Respond(&fuse.GetattrResponse{Attr: fuseAttr(a)})
+	case *fuse.SetattrRequest:
+		a, err := s.fs.Setattr(n, s.setattrIn(r))
+		if err != nil {
+			return err
+		}
+		r.Respond(&fuse.SetattrResponse{Attr: fuseAttr(a)})
+	case *fuse.ReadlinkRequest:
+		t, err := s.fs.Readlink(n)
+		if err != nil {
+			return err
+		}
+		r.Respond(t)
+	case *fuse.MkdirRequest:
+		c, a, err := s.fs.Mkdir(n, r.Name, unixMode(r.Mode), caller(&r.Header))
+		if err != nil {
+			return err
+		}
+		r.Respond(&fuse.MkdirResponse{LookupResponse: entry(c, a)})
+	case *fuse.MknodRequest:
+		c, a, err := s.fs.Mknod(n, r.Name, unixMode(r.Mode), uint64(r.Rdev), caller(&r.Header))
+		if err != nil {
+			return err
+		}
+		resp := entry(c, a)
+		r.Respond(&resp)
+	case *fuse.SymlinkRequest:
+		c, a, err := s.fs.Symlink(n, r.NewName, r.Target, caller(&r.Header))
+		if err != nil {
+			return err
+		}
+		r.Respond(&fuse.SymlinkResponse{LookupResponse: entry(c, a)})
+	case *fuse.LinkRequest:
+		old := s.fs.Node(uint64(r.OldNode))
+		if old == nil {
+			return syscall.ESTALE
+		}
+		a, err := s.fs.Link(old, n, r.NewName)
+		if err != nil {
+			return err
+		}
+		resp := entry(old, a)
+		r.Respond(&resp)
+	case *fuse.RemoveRequest:
+		if err := s.fs.Remove(n, r.Name, r.Dir); err != nil {
+			return err
+		}
+		r.Respond()
+	case *fuse.RenameRequest:
+		np := s.fs.Node(uint64(r.NewDir))
+		if np == nil {
+			return syscall.ESTALE
+		}
+		if err := s.fs.Rename(n, r.OldName, np, r.NewName, r.Flags); err != nil {
+			return err
+		}
+		r.Respond()
+	case *fuse.CreateRequest:
+		c, h, a, err := s.fs.Create(n, r.Name, int(r.Flags), unixMode(r.Mode), caller(&r.Header))
+		if err != nil {
+			return err
+		}
+		r.Respond(&fuse.CreateResponse{LookupResponse: entry(c, a), OpenResponse: fuse.OpenResponse{Handle: fuse.HandleID(h.ID())}})
+	case *fuse.OpenRequest:
+		h, err := s.fs.Open(n, int(r.Flags))
+		if err != nil {
+			return err
+		}
+		r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h.ID())})
+	default:
+		return s.serveHandle(req, n)
+	}
+	return nil
+}

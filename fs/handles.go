@@ -1,0 +1,155 @@
+package fs
+
+import (
+	"syscall"
+
+	"bazil.org/fuse"
+
+	"github.com/pbfs/pbfs/capture"
+)
+
+// serveHandle answers requests on open files and extended attributes.
+func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
+	switch r := req.(type) {
+	case *fuse.ReadRequest:
+		h := s.fs.Handle(uint64(r.Handle))
+		if h == nil {
+			return syscall.EBADF
+		}
+		if r.Dir {
+			if h.Cache == nil {
+				h.Cache = direntData(h.Entries())
+			}
+			data := h.Cache[min(int(max(r.Offset, 0)), len(h.Cache)):]
+			r.Respond(&fuse.ReadResponse{Data: data[:min(len(data), r.Size)]})
+			return nil
+		}
+		buf := make([]byte, r.Size)
+		k, err := s.fs.Read(h, r.Offset, buf)
+		if err != nil {
+			return err
+		}
+		r.Respond(&fuse.ReadResponse{Data: buf[:k]})
+	case *fuse.WriteRequest:
+		h := s.fs.Handle(uint64(r.Handle))
+		if h == nil {
+			return syscall.EBADF
+		}
+		k, err := s.fs.Write(h, r.Offset, r.Data)
+		if err != nil && k == 0 {
+			return err
+		}
+		r.Respond(&fuse.WriteResponse{Size: k})
+	case *fuse.FAllocateRequest:
+		h := s.fs.Handle(uint64(r.Handle))
+		if h == nil {
+			return syscall.EBADF
+		}
+		if err := s.fs.Fallocate(h, uint32(r.Mode), r.Offset, r.Length); err != nil {
+			return err
+		}
+		r.Respond()
+	case *fuse.FlushRequest:
+		r.Respond()
+	case *fuse.FsyncRequest:
+		if h := s.fs.Handle(uint64(r.Handle)); h != nil && !r.Dir {
+			if err := s.fs.Fsync(h, r.Flags&1 != 0); err != nil {
+				return err
+			}
+		}
+		r.Respond()
+	case *fuse.ReleaseRequest:
+		if h := s.fs.Handle(uint64(r.Handle)); h != nil {
+			s.fs.Release(h)
+		}
+		r.Respond()
+	case *fuse.GetxattrRequest:
+		if !s.opts.Xattrs {
+			return syscall.ENOSYS
+		}
+		buf := make([]byte, r.Size)
+		k, err := s.fs.Getxattr(n, r.Name, buf)
+		if err != nil {
+			return err
+		}
+		if r.Size == 0 {
+			buf = make([]byte, k) // size probe: the kernel reads only the length
+		}
+		r.Respond(&fuse.GetxattrResponse{Xattr: buf[:k]})
+	case *fuse.ListxattrRequest:
+		if !s.opts.Xattrs {
+			return syscall.ENOSYS
+		}
+		buf := make([]byte, r.Size)
+		k, err := s.fs.Listxattr(n, buf)
+		if err != nil {
+			return err
+		}
+		if r.Size == 0 {
+			buf = make([]byte, k)
+		}
+		r.Respond(&fuse.ListxattrResponse{Xattr: buf[:k]})
+	case *fuse.SetxattrRequest:
+		if !s.opts.Xattrs {
+			return syscall.ENOSYS
+		}
+		if err := s.fs.Setxattr(n, r.Name, r.Xattr, int(r.Flags)); err != nil {
+			return err
+		}
+		r.Respond()
+	case *fuse.RemovexattrRequest:
+		if !s.opts.Xattrs {
+			return syscall.ENOSYS
+		}
+		if err := s.fs.Removexattr(n, r.Name); err != nil {
+			return err
+		}
+		r.Respond()
+	case *fuse.AccessRequest:
+		r.Respond()
+	default:
+		s.log.Debug("unsupported fuse request", "req", req.String())
+		return syscall.ENOSYS
+	}
+	return nil
+}
+
+// setattrIn translates a SetattrRequest.
+func (s *Server) setattrIn(r *fuse.SetattrRequest) capture.SetattrIn {
+	var in capture.SetattrIn
+	v := r.Valid
+	if v.Handle() {
+		in.Handle = s.fs.Handle(uint64(r.Handle))
+	}
+	if v.Mode() {
+		m := unixMode(r.Mode) & 0o7777
+		in.Mode = &m
+	}
+	if v.Uid() {
+		in.UID = &r.Uid
+	}
+	if v.Gid() {
+		in.GID = &r.Gid
+	}
+	if v.Size() {
+		in.Size = &r.Size
+	}
+	if v.Atime() && !v.AtimeNow() {
+		in.Atime = &r.Atime
+	}
+	if v.Mtime() && !v.MtimeNow() {
+		in.Mtime = &r.Mtime
+	}
+	in.AtimeNow, in.MtimeNow = v.AtimeNow(), v.MtimeNow()
+	return in
+}
+
+// direntData serializes a directory listing; dirent offsets are byte
+// offsets into it, so a read at any offset is a plain slice.
+func direntData(ents []capture.Dirent) []byte {
+	data := make([]byte, 0, 64*len(ents)+1)
+	for _, e := range ents {
+		data = fuse.AppendDirent(data, fuse.Dirent{Inode: e.Ino, Type: fuse.DirentType(e.Type), Name: e.Name})
+	}
+	return data
+}

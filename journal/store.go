@@ -1,0 +1,221 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Store key layout (docs/FORMAT.md):
+//
+//	"b/" + seq (8 bytes, big-endian)  -> encoded batch
+//	"m/epoch"                         -> epoch (8 bytes, big-endian)
+var (
+	batchPrefix = []byte("b/")
+	epochKey    = []byte("m/epoch")
+)
+
+// Store errors callers branch on.
+var (
+	ErrNotFound = errors.New("batch not found")
+	ErrLocked   = errors.New("journal is open in another process")
+)
+
+// StoreOptions configure a Store.
+type StoreOptions struct {
+	Logger   *slog.Logger
+	ReadOnly bool
+}
+
+// Store keeps sealed batches in Badger, durably and in seq order.
+type Store struct {
+	db  *badger.DB
+	log *slog.Logger
+
+	mu    sync.Mutex
+	last  Header // header of the newest batch (zero if none)
+	epoch uint64
+}
+
+// OpenStore opens (creating if needed) the journal in dir.
+func OpenStore(dir string, o StoreOptions) (*Store, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := badger.DefaultOptions(dir).
+		WithLogger(badgerLogger{log}).
+		WithSyncWrites(true).
+		WithReadOnly(o.ReadOnly).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(16 << 20).
+		WithNumMemtables(2).
+		WithBlockCacheSize(16 << 20).
+		WithValueThreshold(64 << 10).
+		WithValueLogFileSize(256 << 20).
+		WithNumCompactors(2).
+		WithDetectConflicts(false).
+		WithMetricsEnabled(false)
+	db, err := badger.Open(opts)
+	if err != nil {
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") || strings.Contains(err.Error(), "resource temporarily unavailable") {
+			return nil, fmt.Errorf("open journal %s: %w", dir, ErrLocked)
+		}
+		return nil, fmt.Errorf("open journal %s: %w", dir, err)
+	}
+	s := &Store{db: db, log: log, epoch: 1}
+	if err := s.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) load() error {
+	return s.db.View(func(txn *badger.Txn) error {
+		if it, err := txn.Get(epochKey); err == nil {
+			if err := it.Value(func(v []byte) error {
+				if len(v) != 8 {
+					return fmt.Errorf("load epoch: %d bytes: %w", len(v), ErrCorrupt)
+				}
+				s.epoch = binary.BigEndian.Uint64(v)
+				return nil
+			}); err != nil {
+				return err
+			}
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return fmt.Errorf("load epoch: %w", err)
+		}
+		opt := badger.DefaultIteratorOptions
+		opt.Reverse, opt.PrefetchValues = true, false
+		it := txn.NewIterator(opt)
+		defer it.Close()
+		it.Seek(batchKey(^uint64(0)))
+		if !it.ValidForPrefix(batchPrefix) {
+			return nil
+		}
+		return it.Item().Value(func(v []byte) error {
+			h, err := DecodeHeader(v)
+			if err != nil {
+				return fmt.Errorf("load last batch: %w", err)
+			}
+			s.last = h
+			return nil
+		})
+	})
+}
+
+func batchKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), batchPrefix...), seq)
+}
+
+// Last returns the header of the newest batch; Seq is 0 when empty.
+func (s *Store) Last() Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// Epoch returns the journal's current epoch.
+func (s *Store) Epoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
+}
+
+// SetEpoch durably raises the epoch; batches appended later carry it.
+func (s *Store) SetEpoch(e uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e < s.epoch {
+		return fmt.Errorf("set epoch %d: below current %d", e, s.epoch)
+	}
+	err := s.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(epochKey, binary.BigEndian.AppendUint64(nil, e))
+	})
+	if err != nil {
+		return fmt.Errorf("set epoch %d: %w", e, err)
+	}
+	s.epoch = e
+	return nil
+}
+
+// Append numbers ops as the next batch, encodes it and stores it durably.
+// It returns the stored header. Appends are serialized.
+func (s *Store) Append(ops []Op, created time.Time, written uint64) (Header, int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := &Batch{Epoch: s.epoch, Seq: s.last.Seq + 1, Created: created, Prev: s.last.Checksum, Written: written, Ops: ops}
+	buf, h, err := Encode(b)
+	if err != nil {
+		return Header{}, 0, err
+	}
+	err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(batchKey(b.Seq), buf) })
+	if err != nil {
+		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
+	}
+	s.last = h
+	return h, len(buf), nil
+}
+
+// Get returns the encoded batch seq.
+func (s *Store) Get(seq uint64) ([]byte, error) {
+	var out []byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(batchKey(seq))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return fmt.Errorf("get batch %d: %w", seq, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("get batch %d: %w", seq, err)
+		}
+		out, err = it.ValueCopy(nil)
+		return err
+	})
+	return out, err
+}
+
+// Scan calls fn with every stored batch from seq from on, in order, with
+// its encoded bytes (valid only during the call). fn returning an error
+// stops the scan with that error.
+func (s *Store) Scan(from uint64, fn func(seq uint64, enc []byte) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: batchPrefix})
+		defer it.Close()
+		for it.Seek(batchKey(from)); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			if len(k) != len(batchPrefix)+8 {
+				return fmt.Errorf("scan journal: key %q: %w", k, ErrCorrupt)
+			}
+			seq := binary.BigEndian.Uint64(k[len(batchPrefix):])
+			if err := it.Item().Value(func(v []byte) error { return fn(seq, v) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Put stores an encoded batch under its seq without checks; tests use it
+// to plant corrupt batches.
+func (s *Store) Put(seq uint64, enc []byte) error {
+	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(batchKey(seq), enc) })
+}
+
+// Close closes the store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// badgerLogger sends Badger's chatter to slog at debug level, warnings and
+// errors at their own levels.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.l.Debug("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.l.Debug("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))) }

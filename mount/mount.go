@@ -1,0 +1,187 @@
+// Package mount assembles a running pbfs primary: it opens the backing
+// directory and the journal, mounts the capture filesystem, runs the
+// committer and serves the control socket. The CLI and the tests share it.
+package mount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/capture"
+	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/fs"
+	"github.com/pbfs/pbfs/journal"
+)
+
+// ErrJournalInVolume refuses a journal directory inside the volume.
+var ErrJournalInVolume = errors.New("journal directory is inside the volume")
+
+// Config describes one mount.
+type Config struct {
+	Mountpoint string // where the service sees the volume
+	Backing    string // the directory that holds it; empty means Mountpoint itself
+	Journal    string // journal directory, outside the volume
+
+	AllowOther    bool
+	NoCapture     bool
+	WriteDiff     bool
+	NoXattrs      bool
+	MaxBatchBytes int64
+	SealInterval  time.Duration
+	Logger        *slog.Logger
+}
+
+// Mount is a running pbfs primary.
+type Mount struct {
+	cfg       Config
+	fs        *capture.FS
+	srv       *fs.Server
+	store     *journal.Store
+	committer *capture.Committer
+	reg       *prometheus.Registry
+	cancel    context.CancelFunc
+	runDone   chan struct{}
+	ctlDone   chan error
+	log       *slog.Logger
+}
+
+// Start mounts and starts serving. Close undoes it.
+func Start(cfg Config) (*Mount, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Backing == "" {
+		cfg.Backing = cfg.Mountpoint
+	}
+	if cfg.SealInterval <= 0 {
+		cfg.SealInterval = 50 * time.Millisecond
+	}
+	if err := os.MkdirAll(cfg.Journal, 0o700); err != nil {
+		return nil, fmt.Errorf("create journal directory: %w", err)
+	}
+	if err := checkOutside(cfg.Journal, cfg.Backing); err != nil {
+		return nil, err
+	}
+	if cfg.Backing != cfg.Mountpoint {
+		if err := checkOutside(cfg.Journal, cfg.Mountpoint); err != nil {
+			return nil, err
+		}
+	}
+	// Open the backing directory before mounting: when the mount covers
+	// it, this fd is the only way left to reach it.
+	rootFd, err := unix.Open(cfg.Backing, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open backing directory: %w", err)
+	}
+	m := &Mount{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), runDone: make(chan struct{}), ctlDone: make(chan error, 1)}
+	m.store, err = journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger})
+	if err != nil {
+		unix.Close(rootFd)
+		return nil, err
+	}
+	ln, err := control.Listen(cfg.Journal)
+	if err != nil {
+		unix.Close(rootFd)
+		m.store.Close()
+		return nil, err
+	}
+	m.fs, err = capture.New(rootFd, capture.Options{
+		Capture: !cfg.NoCapture, WriteDiff: cfg.WriteDiff, MaxBatchBytes: cfg.MaxBatchBytes,
+		Logger: cfg.Logger, Metrics: capture.NewMetrics(m.reg),
+	})
+	if err != nil {
+		unix.Close(rootFd)
+		ln.Close()
+		m.store.Close()
+		return nil, err
+	}
+	m.committer = capture.NewCommitter(m.fs, m.store, cfg.SealInterval, m.reg, cfg.Logger)
+	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger})
+	if err != nil {
+		ln.Close()
+		m.fs.Close()
+		m.store.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	go func() {
+		m.committer.Run(ctx)
+		close(m.runDone)
+	}()
+	go func() { m.ctlDone <- control.Serve(ctx, ln, m, m.reg, cfg.Logger) }()
+	m.log.Info("mounted", "mountpoint", cfg.Mountpoint, "backing", cfg.Backing, "journal", cfg.Journal,
+		"capture", !cfg.NoCapture, "last_seq", m.store.Last().Seq, "epoch", m.store.Epoch())
+	return m, nil
+}
+
+// checkOutside refuses a journal directory at or under the volume.
+func checkOutside(journalDir, volume string) error {
+	var vst unix.Stat_t
+	if err := unix.Stat(volume, &vst); err != nil {
+		return fmt.Errorf("stat volume: %w", err)
+	}
+	p, err := filepath.Abs(journalDir)
+	if err != nil {
+		return err
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	for {
+		var st unix.Stat_t
+		if unix.Stat(p, &st) == nil && st.Dev == vst.Dev && st.Ino == vst.Ino {
+			return fmt.Errorf("journal %s, volume %s: %w", journalDir, volume, ErrJournalInVolume)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return nil
+		}
+		p = parent
+	}
+}
+
+// Done is closed when the kernel side of the mount goes away.
+func (m *Mount) Done() <-chan struct{} { return m.srv.Done() }
+
+// Barrier seals everything captured so far into the journal.
+func (m *Mount) Barrier(ctx context.Context) (uint64, error) { return m.committer.Barrier(ctx) }
+
+// Status reports the mount's state.
+func (m *Mount) Status() control.Status {
+	return control.Status{Volume: m.cfg.Mountpoint, Capture: !m.cfg.NoCapture, LastSeq: m.store.Last().Seq, Epoch: m.store.Epoch()}
+}
+
+// Get returns an encoded batch from the journal.
+func (m *Mount) Get(seq uint64) ([]byte, error) { return m.store.Get(seq) }
+
+// Scan streams encoded batches from the journal.
+func (m *Mount) Scan(from uint64, fn func(uint64, []byte) error) error { return m.store.Scan(from, fn) }
+
+// Registry returns the mount's metrics registry.
+func (m *Mount) Registry() *prometheus.Registry { return m.reg }
+
+// Close unmounts (lazily if the volume is busy), seals what is left into
+// the journal and closes it.
+func (m *Mount) Close() error {
+	err := m.srv.Unmount()
+	m.cancel()
+	<-m.runDone
+	if cerr := <-m.ctlDone; cerr != nil {
+		m.log.Warn("control socket", "err", cerr)
+	}
+	if serr := m.store.Close(); err == nil {
+		err = serr
+	}
+	m.fs.Close()
+	m.log.Info("unmounted", "mountpoint", m.cfg.Mountpoint, "last_seq", m.store.Last().Seq)
+	return err
+}
