@@ -4,9 +4,7 @@
 package apply
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path"
@@ -18,7 +16,7 @@ import (
 
 // ErrInvalidOp marks an op that is malformed in itself (a bad path, an
 // unknown kind), as opposed to one the target refused.
-var ErrInvalidOp = errors.New("invalid op")
+var ErrInvalidOp = journal.ErrInvalidOp
 
 // OpError reports the op a batch stopped at.
 type OpError struct {
@@ -151,16 +149,4 @@ func (s *session) open(p string) (*os.File, error) {
 	return f, nil
 }
 
-func check(op *journal.Op) error {
-	if !journal.ValidPath(op.Path) {
-		return fmt.Errorf("path %q: %w", op.Path, ErrInvalidOp)
-	}
-	if (op.Kind == journal.KindLink || op.Kind == journal.KindRename) && !journal.ValidPath(op.Path2) {
-		return fmt.Errorf("path %q: %w", op.Path2, ErrInvalidOp)
-	}
-	return nil
-}
-
 func fd(f *os.File) int { return int(f.Fd()) }
-
-var errNotRegular = fmt.Errorf("not a regular file: %w", fs.ErrInvalid)

@@ -10,7 +10,9 @@ import (
 )
 
 func (s *session) apply(op *journal.Op) error {
-	if err := check(op); err != nil {
+	// Decoders check every op already; a batch built in memory may not
+	// have been through one.
+	if err := op.Check(); err != nil {
 		return err
 	}
 	switch op.Kind {
@@ -37,9 +39,6 @@ func (s *session) apply(op *journal.Op) error {
 		d2, b2, err := s.dir(op.Path2)
 		if err != nil {
 			return err
-		}
-		if op.Flags&^(journal.RenameNoReplace|journal.RenameExchange) != 0 {
-			return fmt.Errorf("rename flags %#x: %w", op.Flags, ErrInvalidOp)
 		}
 		err = unix.Renameat2(fd(d1), b1, fd(d2), b2, uint(op.Flags))
 		s.forget(op.Path)
@@ -142,9 +141,6 @@ func (s *session) utimens(op *journal.Op) error {
 }
 
 func (s *session) xattr(op *journal.Op) error {
-	if op.Name == "" || len(op.Name) > journal.MaxXattrName {
-		return fmt.Errorf("xattr name %q: %w", op.Name, ErrInvalidOp)
-	}
 	f, err := s.a.root.OpenFile(op.Path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err

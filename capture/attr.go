@@ -49,14 +49,14 @@ type Caller struct {
 
 // SetattrIn says which attributes a Setattr changes.
 type SetattrIn struct {
-	Mode      *uint32 // permission bits (and setuid, setgid, sticky)
-	UID, GID  *uint32
-	Size      *uint64
-	Atime     *time.Time // nil: leave; zero Time with AtimeNow: now
-	Mtime     *time.Time
-	AtimeNow  bool
-	MtimeNow  bool
-	Handle    *Handle // set when the kernel names an open file
+	Mode     *uint32 // permission bits (and setuid, setgid, sticky)
+	UID, GID *uint32
+	Size     *uint64
+	Atime    *time.Time // nil: leave; zero Time with AtimeNow: now
+	Mtime    *time.Time
+	AtimeNow bool
+	MtimeNow bool
+	Handle   *Handle // set when the kernel names an open file
 }
 
 // Dirent is one directory entry.

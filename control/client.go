@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+
+	"github.com/pbfs/pbfs/journal"
 )
 
 // Client talks to a running mount's control socket.
@@ -96,17 +98,21 @@ func (c *Client) Scan(from uint64, fn func(seq uint64, enc []byte) error) error 
 	defer resp.Body.Close()
 	var hdr [12]byte
 	for {
-		if _, err := io.ReadFull(resp.Body, hdr[:]); err == io.EOF {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("scan batches: %w", err)
+		if _, err := io.ReadFull(resp.Body, hdr[:]); err != nil {
+			return fmt.Errorf("scan batches: stream cut short: %w", err)
 		}
-		n := binary.BigEndian.Uint32(hdr[8:])
+		seq, n := binary.BigEndian.Uint64(hdr[:8]), binary.BigEndian.Uint32(hdr[8:])
+		if seq == 0 && n == 0 {
+			return nil
+		}
+		if n > journal.HeaderSize+journal.MaxBodySize {
+			return fmt.Errorf("scan batches: frame of %d bytes: %w", n, journal.ErrTooLarge)
+		}
 		enc := make([]byte, n)
 		if _, err := io.ReadFull(resp.Body, enc); err != nil {
 			return fmt.Errorf("scan batches: %w", err)
 		}
-		if err := fn(binary.BigEndian.Uint64(hdr[:8]), enc); err != nil {
+		if err := fn(seq, enc); err != nil {
 			return err
 		}
 	}

@@ -20,6 +20,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pbfs/pbfs/journal"
 )
 
 // SocketName is the control socket's file name inside the journal directory.
@@ -101,18 +103,27 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 			return
 		}
 		enc, err := b.Get(seq)
-		if err != nil {
+		if errors.Is(err, journal.ErrNotFound) {
 			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		} else if err != nil {
+			log.Error("control: read batch", "seq", seq, "err", err)
+			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Write(enc)
 	})
 	mux.HandleFunc("GET /v1/batches", func(w http.ResponseWriter, r *http.Request) {
-		from, _ := strconv.ParseUint(r.URL.Query().Get("from"), 10, 64)
+		from, err := strconv.ParseUint(r.URL.Query().Get("from"), 10, 64)
+		if err != nil {
+			http.Error(w, "bad from", http.StatusBadRequest)
+			return
+		}
 		w.Header().Set("Content-Type", "application/octet-stream")
-		// A stream of frames: seq (8 bytes), length (4 bytes), encoded batch.
-		err := b.Scan(from, func(seq uint64, enc []byte) error {
+		// A stream of frames: seq (8 bytes), length (4 bytes), encoded
+		// batch; a frame of seq 0 and length 0 ends a complete stream.
+		err = b.Scan(from, func(seq uint64, enc []byte) error {
 			var hdr [12]byte
 			binary.BigEndian.PutUint64(hdr[:8], seq)
 			binary.BigEndian.PutUint32(hdr[8:], uint32(len(enc)))
@@ -124,7 +135,9 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 		})
 		if err != nil {
 			log.Warn("control: batch scan ended early", "err", err)
+			return // no end frame: the client reports a cut stream
 		}
+		w.Write(make([]byte, 12))
 	})
 	if reg != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

@@ -69,6 +69,14 @@ func (b *Batch) DataBytes() int {
 
 // Encode seals b into its stored form: header, then the zstd-compressed body.
 func Encode(b *Batch) ([]byte, Header, error) {
+	if len(b.Ops) > MaxOps {
+		return nil, Header{}, fmt.Errorf("encode batch %d: %d ops: %w", b.Seq, len(b.Ops), ErrTooLarge)
+	}
+	for i := range b.Ops {
+		if err := b.Ops[i].Check(); err != nil {
+			return nil, Header{}, fmt.Errorf("encode batch %d op %d: %w", b.Seq, i, err)
+		}
+	}
 	raw := appendBody(make([]byte, 0, 256+b.DataBytes()), b.Ops)
 	if len(raw) > MaxBodySize {
 		return nil, Header{}, fmt.Errorf("encode batch %d: %d bytes: %w", b.Seq, len(raw), ErrTooLarge)
@@ -118,8 +126,8 @@ func checksum(buf []byte) uint32 {
 	return crc32.Update(c, castagnoli, buf[HeaderSize:])
 }
 
-// DecodeHeader parses and checks the header of an encoded batch. It checks
-// the magic, version and lengths, not the checksum (Decode and Verify do).
+// DecodeHeader parses the header of an encoded batch and checks its magic
+// and stored length only; Decode and Verify check everything.
 func DecodeHeader(buf []byte) (Header, error) {
 	if len(buf) < HeaderSize {
 		return Header{}, fmt.Errorf("decode header: %d bytes: %w", len(buf), ErrCorrupt)
@@ -142,19 +150,32 @@ func DecodeHeader(buf []byte) (Header, error) {
 		Written:   le.Uint32(buf[52:]),
 		Checksum:  le.Uint32(buf[56:]),
 	}
-	if h.Version != FormatVersion {
-		return h, fmt.Errorf("decode header: version %d (this build reads %d): %w", h.Version, FormatVersion, ErrVersion)
-	}
-	if h.Flags&^FlagZstd != 0 {
-		return h, fmt.Errorf("decode header: unknown flags %#x: %w", h.Flags, ErrVersion)
-	}
 	if int(h.StoredLen) != len(buf)-HeaderSize {
 		return h, fmt.Errorf("decode header: body is %d bytes, header says %d: %w", len(buf)-HeaderSize, h.StoredLen, ErrCorrupt)
 	}
-	if h.RawLen > MaxBodySize || h.OpCount > MaxOps {
-		return h, fmt.Errorf("decode header: %d bytes, %d ops: %w", h.RawLen, h.OpCount, ErrTooLarge)
-	}
 	return h, nil
+}
+
+// checkHeader checks what DecodeHeader leaves out: the checksum first (the
+// position and coverage of the checksum are the same in every format
+// version), then version, flags, reserved bytes and limits.
+func checkHeader(buf []byte, h *Header) error {
+	if got := checksum(buf); got != h.Checksum {
+		return fmt.Errorf("decode batch %d: checksum %08x, header says %08x: %w", h.Seq, got, h.Checksum, ErrCorrupt)
+	}
+	if h.Version != FormatVersion {
+		return fmt.Errorf("decode batch %d: version %d (this build reads %d): %w", h.Seq, h.Version, FormatVersion, ErrVersion)
+	}
+	if h.Flags&^FlagZstd != 0 {
+		return fmt.Errorf("decode batch %d: unknown flags %#x: %w", h.Seq, h.Flags, ErrVersion)
+	}
+	if binary.LittleEndian.Uint32(buf[60:]) != 0 {
+		return fmt.Errorf("decode batch %d: reserved header bytes are not zero: %w", h.Seq, ErrCorrupt)
+	}
+	if h.RawLen > MaxBodySize || h.OpCount > MaxOps {
+		return fmt.Errorf("decode batch %d: %d bytes, %d ops: %w", h.Seq, h.RawLen, h.OpCount, ErrTooLarge)
+	}
+	return nil
 }
 
 // Verify checks an encoded batch's header and checksums without keeping
@@ -180,8 +201,8 @@ func decode(buf []byte, wantOps bool) (Header, []Op, error) {
 	if err != nil {
 		return h, nil, err
 	}
-	if got := checksum(buf); got != h.Checksum {
-		return h, nil, fmt.Errorf("decode batch %d: checksum %08x, header says %08x: %w", h.Seq, got, h.Checksum, ErrCorrupt)
+	if err := checkHeader(buf, &h); err != nil {
+		return h, nil, err
 	}
 	body := buf[HeaderSize:]
 	if h.Flags&FlagZstd != 0 {

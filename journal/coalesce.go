@@ -118,10 +118,19 @@ func (d *DataLog) Fallocate(mode uint32, off, length uint64) {
 }
 
 // Meta records a chmod, chown, utimens, setxattr or removexattr. A chmod
-// or utimens directly after another of its kind replaces it.
+// or utimens directly after another of its kind merges into it.
 func (d *DataLog) Meta(op Op) {
 	if n := len(d.meta); n > 0 && d.meta[n-1].Kind == op.Kind && (op.Kind == KindChmod || op.Kind == KindUtimens) {
-		d.meta[n-1] = op
+		prev := &d.meta[n-1]
+		if op.Kind == KindUtimens {
+			if op.Atime == OmitTime {
+				op.Atime = prev.Atime
+			}
+			if op.Mtime == OmitTime {
+				op.Mtime = prev.Mtime
+			}
+		}
+		*prev = op
 		return
 	}
 	d.bytes += len(op.Data)

@@ -182,9 +182,6 @@ func parseBody(body []byte, count int, keep bool) ([]Op, error) {
 		case KindWrite:
 			op.Offset = r.uvarint()
 			op.Data = r.bytes(MaxBodySize)
-			if op.Offset > 1<<62 {
-				r.fail("op %d: write offset %d out of range", i, op.Offset)
-			}
 		case KindTruncate:
 			op.Size = r.uvarint()
 		case KindChmod:
@@ -205,6 +202,9 @@ func parseBody(body []byte, count int, keep bool) ([]Op, error) {
 		}
 		if r.err != nil {
 			return nil, r.err
+		}
+		if err := op.Check(); err != nil {
+			return nil, fmt.Errorf("op %d: %w: %w", i, err, ErrCorrupt)
 		}
 		if keep {
 			ops = append(ops, op)

@@ -15,9 +15,9 @@ type Source interface {
 type Checked struct {
 	Seq    uint64 // the key it is stored under
 	Header Header
-	Size   int   // stored bytes
+	Size   int    // stored bytes
 	Batch  *Batch // decoded, when Walk was asked to decode
-	Err    error // what is wrong with it, nil if nothing
+	Err    error  // what is wrong with it, nil if nothing
 }
 
 // Walk reads batches from..to (to 0 means the end), checking each one's
@@ -84,16 +84,16 @@ func chainError(prev *Header, key uint64, h *Header) error {
 
 // Stats totals a journal.
 type Stats struct {
-	Batches   int
-	FirstSeq  uint64
-	LastSeq   uint64
-	Ops       map[Kind]int
-	OpCount   int
-	Written   uint64 // bytes the service wrote
-	Payload   uint64 // write and xattr bytes after coalescing
-	Raw       uint64 // encoded bodies, uncompressed
-	Stored    uint64 // as stored, compressed, with headers
-	Corrupt   int
+	Batches  int
+	FirstSeq uint64
+	LastSeq  uint64
+	Ops      map[Kind]int
+	OpCount  int
+	Written  uint64 // bytes the service wrote
+	Payload  uint64 // write and xattr bytes after coalescing
+	Raw      uint64 // encoded bodies, uncompressed
+	Stored   uint64 // as stored, compressed, with headers
+	Corrupt  int
 }
 
 // Collect reads every batch and totals it.

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -171,9 +172,56 @@ func ValidPath(p string) bool {
 	}
 }
 
+// ErrInvalidOp marks an op that no decoder would accept.
+var ErrInvalidOp = errors.New("invalid op")
+
+// Check reports whether the op is well formed: known kind, valid paths,
+// names and sizes within the limits, known flags. Encode refuses what
+// Check refuses, and so does every decoder.
+func (op *Op) Check() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%s: "+format+": %w", append(append([]any{op.Kind}, a...), ErrInvalidOp)...)
+	}
+	if op.Kind == 0 || op.Kind > kindMax {
+		return bad("unknown kind")
+	}
+	if !ValidPath(op.Path) {
+		return bad("path %q", op.Path)
+	}
+	switch op.Kind {
+	case KindLink, KindRename:
+		if !ValidPath(op.Path2) {
+			return bad("path %q", op.Path2)
+		}
+		if op.Flags&^(RenameNoReplace|RenameExchange) != 0 || op.Flags == RenameNoReplace|RenameExchange {
+			return bad("flags %#x", op.Flags)
+		}
+	case KindSymlink:
+		if op.Target == "" || len(op.Target) > MaxPath || strings.IndexByte(op.Target, 0) >= 0 {
+			return bad("symlink target of %d bytes", len(op.Target))
+		}
+	case KindSetxattr, KindRemovexattr:
+		if op.Name == "" || len(op.Name) > MaxXattrName || strings.IndexByte(op.Name, 0) >= 0 {
+			return bad("xattr name %q", op.Name)
+		}
+		if len(op.Data) > MaxXattrSize {
+			return bad("xattr value of %d bytes", len(op.Data))
+		}
+	case KindWrite, KindTruncate, KindFallocate:
+		if op.Offset > MaxFileSize || op.Size > MaxFileSize {
+			return bad("offset %d size %d", op.Offset, op.Size)
+		}
+	}
+	if op.Kind.IsNamespace() && op.Path == "." {
+		return bad("the root has no name")
+	}
+	return nil
+}
+
 // Limits that decoders enforce.
 const (
 	MaxPath      = 4096
 	MaxXattrName = 255
 	MaxXattrSize = 64 << 10
+	MaxFileSize  = 1 << 62
 )

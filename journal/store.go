@@ -101,7 +101,7 @@ func (s *Store) load() error {
 			return nil
 		}
 		return it.Item().Value(func(v []byte) error {
-			h, err := DecodeHeader(v)
+			h, err := Verify(v)
 			if err != nil {
 				return fmt.Errorf("load last batch: %w", err)
 			}
@@ -215,7 +215,15 @@ func (s *Store) Close() error { return s.db.Close() }
 // errors at their own levels.
 type badgerLogger struct{ l *slog.Logger }
 
-func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))) }
-func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))) }
-func (b badgerLogger) Infof(f string, a ...any)    { b.l.Debug("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))) }
-func (b badgerLogger) Debugf(f string, a ...any)   { b.l.Debug("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...))) }
+func (b badgerLogger) Errorf(f string, a ...any) {
+	b.l.Error("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+func (b badgerLogger) Warningf(f string, a ...any) {
+	b.l.Warn("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+func (b badgerLogger) Infof(f string, a ...any) {
+	b.l.Debug("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+func (b badgerLogger) Debugf(f string, a ...any) {
+	b.l.Debug("badger: " + strings.TrimSpace(fmt.Sprintf(f, a...)))
+}

@@ -61,6 +61,9 @@ func Start(cfg Config) (*Mount, error) {
 	if cfg.Backing == "" {
 		cfg.Backing = cfg.Mountpoint
 	}
+	if cfg.MaxBatchBytes > journal.MaxBodySize/4 {
+		return nil, fmt.Errorf("batch size %d: at most %d", cfg.MaxBatchBytes, journal.MaxBodySize/4)
+	}
 	if cfg.SealInterval <= 0 {
 		cfg.SealInterval = 50 * time.Millisecond
 	}

@@ -1,0 +1,485 @@
+#!/usr/bin/env bash
+# benchmarks/fs/run.sh: filesystem microbenchmarks, side by side.
+#
+# Runs the same jobs on a plain directory, on pbfs (capture on, capture on
+# with --no-xattrs, capture off) and on bindfs (a C passthrough, when
+# installed), each in its own directory under one work dir, and prints a
+# markdown table with each result's ratio to the plain directory. The table
+# is also written to benchmarks/results/fs-<date>.md.
+#
+# Jobs (each one runs for every configuration before the next job starts,
+# so the configurations of one job see the same machine load):
+#   seqwrite    fio: 1 MiB sequential writes, end_fsync=1            MiB/s
+#   randwrite   fio: 4 KiB random writes, fdatasync after each write  IOPS
+#   randread    fio: 4 KiB random reads, buffered, invalidate=1       IOPS
+#   smallfiles  python3: create+write 4 KiB+close N files, unlink N   files/s
+#   sqlite      sqlite3 CLI: WAL, N single-row INSERT transactions    tx/s
+#
+# Environment (all optional):
+#   BENCH_SECONDS=10        runtime of the time-based fio jobs (randwrite, randread)
+#   BENCH_SEQ_MB=256        size of the sequential write
+#   BENCH_RW_MB=64          file size for the random writes
+#   BENCH_READ_MB=64        file size for the random reads
+#   BENCH_FILES=20000       files in the small-file job
+#   BENCH_SMALL_SECONDS     stop the small-file job's create phase after this
+#                           long (default 3 x BENCH_SECONDS); the rate is over
+#                           the files actually done
+#   BENCH_SQLITE_TX=2000    INSERT transactions in the SQLite job
+#   BENCH_SQLITE_SYNC=FULL  PRAGMA synchronous (FULL fsyncs the WAL at each commit)
+#   BENCH_CONFIGS="plain pbfs pbfs-noxattrs pbfs-nocapture bindfs"
+#   BENCH_JOBS="seqwrite randwrite randread smallfiles sqlite"
+#   BENCH_WORKDIR           work dir (default: mktemp -d under /var/tmp; never under /work)
+#   BENCH_KEEP=0            1 keeps the work dir (fio JSON, mount logs, journals)
+#   BENCH_RESULTS_DIR       where fs-<date>.md goes (default benchmarks/results)
+#   BENCH_NO_RESULTS=0      1 prints the table without writing a results file
+#   BENCH_PERF_DIR          when set, record `perf record -a -g` (cpu-clock) around
+#                           every job on every pbfs configuration into
+#                           DIR/<config>-<job>.data (for docs/PERFORMANCE.md)
+#   PBFS_BIN                pbfs binary (default bin/pbfs, built if missing)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PBFS=${PBFS_BIN:-$ROOT/bin/pbfs}
+BENCH_SECONDS=${BENCH_SECONDS:-10}
+SEQ_MB=${BENCH_SEQ_MB:-256}
+RW_MB=${BENCH_RW_MB:-64}
+READ_MB=${BENCH_READ_MB:-64}
+FILES=${BENCH_FILES:-20000}
+SMALL_SECONDS=${BENCH_SMALL_SECONDS:-$((3 * BENCH_SECONDS))}
+SQL_TX=${BENCH_SQLITE_TX:-2000}
+SQL_SYNC=${BENCH_SQLITE_SYNC:-FULL}
+CONFIGS=${BENCH_CONFIGS:-plain pbfs pbfs-noxattrs pbfs-nocapture bindfs}
+JOBS=${BENCH_JOBS:-seqwrite randwrite randread smallfiles sqlite}
+RESULTS_DIR=${BENCH_RESULTS_DIR:-$ROOT/benchmarks/results}
+PERF_DIR=${BENCH_PERF_DIR:-}
+KEEP=${BENCH_KEEP:-0}
+
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+for tool in fio python3 sqlite3; do
+	command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install -y fio sqlite3 python3)"
+done
+FUSERMOUNT=$(command -v fusermount3 || command -v fusermount || true)
+[ -n "$FUSERMOUNT" ] || die "fusermount3 is not installed (apt-get install -y fuse3)"
+
+# --- work dir -----------------------------------------------------------------
+if [ -n "${BENCH_WORKDIR:-}" ]; then
+	WORK=$BENCH_WORKDIR
+	mkdir -p "$WORK"
+else
+	WORK=$(mktemp -d /var/tmp/pbfs-bench.XXXXXX)
+fi
+WORK=$(cd "$WORK" && pwd -P)
+case "$WORK/" in
+/work/* | "$ROOT"/*) die "work dir $WORK is under /work or the repository; pick another BENCH_WORKDIR" ;;
+esac
+
+# --- mounts and cleanup -------------------------------------------------------
+declare -A MP=() PID=()
+MOUNTED=()
+
+is_mounted() { awk -v m="$1" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
+
+# unmount_one CFG: ask nicely (SIGINT for pbfs, fusermount -u for bindfs),
+# then lazily unmount and kill whatever is left.
+unmount_one() {
+	local cfg=$1 mp=${MP[$1]} pid=${PID[$1]:-} i
+	[ -n "$pid" ] || return 0
+	case $cfg in
+	pbfs*) kill -INT "$pid" 2>/dev/null || true ;;
+	*) "$FUSERMOUNT" -u "$mp" 2>/dev/null || true ;;
+	esac
+	for i in $(seq 1 100); do
+		if ! kill -0 "$pid" 2>/dev/null && ! is_mounted "$mp"; then break; fi
+		sleep 0.1
+	done
+	if is_mounted "$mp"; then
+		log "$cfg: still mounted after 10 s; lazy unmount"
+		"$FUSERMOUNT" -u -z "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null || true
+	fi
+	if kill -0 "$pid" 2>/dev/null; then
+		log "$cfg: pid $pid still running; killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	local rc=0
+	wait "$pid" 2>/dev/null || rc=$?
+	[ "$rc" -eq 0 ] || log "$cfg: mount process exited with status $rc (see $WORK/$cfg/mount.log)"
+	echo "$rc" >"$WORK/$cfg/mount.rc"
+	PID[$cfg]=
+}
+
+PERF_PID=
+cleanup() {
+	local status=$?
+	set +e
+	trap - EXIT
+	if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID" 2>/dev/null; wait "$PERF_PID" 2>/dev/null; fi
+	local cfg
+	for cfg in "${MOUNTED[@]}"; do unmount_one "$cfg"; done
+	# Belt and braces: nothing under the work dir may stay mounted.
+	local left
+	left=$(awk -v w="$WORK/" 'index($2, w) == 1 { print $2 }' /proc/mounts)
+	if [ -n "$left" ]; then
+		log "lazily unmounting leftovers: $left"
+		for mp in $left; do "$FUSERMOUNT" -u -z "$mp" 2>/dev/null || umount -l "$mp"; done
+	fi
+	if [ "$KEEP" = 1 ] || [ -n "$(awk -v w="$WORK/" 'index($2, w) == 1' /proc/mounts)" ]; then
+		log "work dir kept: $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+wait_mounted() { # CFG
+	local cfg=$1 i
+	for i in $(seq 1 100); do
+		is_mounted "${MP[$cfg]}" && return 0
+		if ! kill -0 "${PID[$cfg]}" 2>/dev/null; then
+			log "$cfg: mount process exited before mounting:"
+			cat "$WORK/$cfg/mount.log" >&2
+			return 1
+		fi
+		sleep 0.1
+	done
+	log "$cfg: not mounted after 10 s"
+	return 1
+}
+
+mount_cfg() { # CFG
+	local cfg=$1 d=$WORK/$1
+	mkdir -p "$d/vol"
+	MP[$cfg]=$d/vol
+	case $cfg in
+	plain) return 0 ;;
+	pbfs | pbfs-noxattrs | pbfs-nocapture)
+		local extra=()
+		[ "$cfg" = pbfs-noxattrs ] && extra=(--no-xattrs)
+		[ "$cfg" = pbfs-nocapture ] && extra=(--no-capture)
+		"$PBFS" mount --journal "$d/journal" "${extra[@]}" "$d/vol" >"$d/mount.log" 2>&1 &
+		;;
+	bindfs)
+		mkdir -p "$d/src"
+		bindfs -f "$d/src" "$d/vol" >"$d/mount.log" 2>&1 &
+		;;
+	*) die "unknown configuration $cfg" ;;
+	esac
+	PID[$cfg]=$!
+	MOUNTED+=("$cfg")
+	wait_mounted "$cfg"
+}
+
+# --- jobs ---------------------------------------------------------------------
+# Each job function takes CFG DIR OUTPREFIX and prints "VALUE" on success.
+
+fio_run() { # OUT.json fio-args...
+	local out=$1
+	shift
+	fio --output-format=json --output="$out" --ioengine=psync --numjobs=1 "$@" >/dev/null
+}
+
+json_get() { # FILE PYTHON-EXPR over j (first job)
+	python3 - "$1" "$2" <<'EOF'
+import json, sys
+text = open(sys.argv[1]).read()
+j = json.loads(text[text.index('{'):])["jobs"][0]
+print(eval(sys.argv[2], {"j": j}))
+EOF
+}
+
+layout() { # FILE MB
+	fio --output-format=json --output=/dev/null --ioengine=psync --name=layout --filename="$1" \
+		--rw=write --bs=1M --size="$2M" --end_fsync=1 >/dev/null
+}
+
+job_seqwrite() {
+	local dir=$2 out=$3
+	rm -f "$dir/seq.dat"
+	fio_run "$out.json" --name=seqwrite --filename="$dir/seq.dat" --rw=write --bs=1M --size="${SEQ_MB}M" --end_fsync=1 || return
+	rm -f "$dir/seq.dat"
+	# bw over the job's runtime, which includes the final fsync.
+	json_get "$out.json" 'round(j["write"]["io_bytes"] / 2**20 / (j["job_runtime"] / 1000), 1)'
+}
+
+job_randwrite() {
+	local dir=$2 out=$3
+	layout "$dir/rw.dat" "$RW_MB" || return
+	fio_run "$out.json" --name=randwrite --filename="$dir/rw.dat" --rw=randwrite --bs=4k --size="${RW_MB}M" \
+		--fdatasync=1 --time_based --runtime="$BENCH_SECONDS" --randrepeat=1 || return
+	rm -f "$dir/rw.dat"
+	json_get "$out.json" 'round(j["write"]["iops"], 1)'
+}
+
+job_randread() {
+	local dir=$2 out=$3
+	layout "$dir/rd.dat" "$READ_MB" || return
+	fio_run "$out.json" --name=randread --filename="$dir/rd.dat" --rw=randread --bs=4k --size="${READ_MB}M" \
+		--direct=0 --invalidate=1 --time_based --runtime="$BENCH_SECONDS" --randrepeat=1 || return
+	rm -f "$dir/rd.dat"
+	json_get "$out.json" 'round(j["read"]["iops"], 1)'
+}
+
+job_smallfiles() {
+	local dir=$2 out=$3
+	python3 - "$dir/small" "$FILES" "$SMALL_SECONDS" >"$out.json" <<'EOF'
+import json, os, sys, time
+d, n, limit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+os.mkdir(d)
+buf = b"x" * 4096
+names = [f"{d}/f{i:06d}" for i in range(n)]
+done = 0
+t0 = time.perf_counter()
+for p in names:
+    fd = os.open(p, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    os.write(fd, buf)
+    os.close(fd)
+    done += 1
+    if done % 256 == 0 and time.perf_counter() - t0 > limit:
+        break
+t1 = time.perf_counter()
+for p in names[:done]:
+    os.unlink(p)
+t2 = time.perf_counter()
+os.rmdir(d)
+print(json.dumps({"files": done, "create_s": t1 - t0, "unlink_s": t2 - t1,
+                  "files_per_s": done / (t2 - t0), "creates_per_s": done / (t1 - t0),
+                  "unlinks_per_s": done / (t2 - t1)}))
+EOF
+	[ $? -eq 0 ] || return 1
+	python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["files_per_s"], 1))' "$out.json"
+}
+
+job_sqlite() {
+	local dir=$2 out=$3 db=$2/bench.db
+	rm -f "$db" "$db-wal" "$db-shm"
+	local mode
+	mode=$(sqlite3 "$db" 'PRAGMA journal_mode=WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT NOT NULL);') || return
+	[ "$mode" = wal ] || { log "sqlite: journal_mode is '$mode', not wal"; return 1; }
+	local start end
+	start=$(date +%s%N)
+	sqlite3 "$db" <"$SQL_FILE" >/dev/null || return
+	end=$(date +%s%N)
+	local rows
+	rows=$(sqlite3 "$db" 'SELECT count(*) FROM t;') || return
+	[ "$rows" = "$SQL_TX" ] || { log "sqlite: $rows rows, want $SQL_TX"; return 1; }
+	rm -f "$db" "$db-wal" "$db-shm"
+	printf '{"tx": %d, "seconds": %s}\n' "$SQL_TX" "$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.6f", (e - s) / 1e9 }')" >"$out.json"
+	awk -v n="$SQL_TX" -v s="$start" -v e="$end" 'BEGIN { printf "%.1f\n", n / ((e - s) / 1e9) }'
+}
+
+# --- perf ---------------------------------------------------------------------
+perf_start() { # CFG JOB
+	[ -n "$PERF_DIR" ] || return 0
+	case $1 in pbfs*) ;; *) return 0 ;; esac
+	mkdir -p "$PERF_DIR"
+	perf record -q -a -g -e cpu-clock -F 999 -o "$PERF_DIR/$1-$2.data" >"$PERF_DIR/$1-$2.log" 2>&1 &
+	PERF_PID=$!
+	echo "${PID[$1]}" >"$PERF_DIR/$1-$2.pid"
+	sleep 1
+}
+perf_stop() {
+	[ -n "$PERF_PID" ] || return 0
+	kill -INT "$PERF_PID" 2>/dev/null || true
+	wait "$PERF_PID" 2>/dev/null || true
+	PERF_PID=
+}
+
+# --- main ---------------------------------------------------------------------
+if [ ! -x "$PBFS" ]; then
+	log "building $PBFS"
+	(cd "$ROOT" && go build -o "$PBFS" ./cmd/pbfs)
+fi
+
+cfgs=()
+for cfg in $CONFIGS; do
+	if [ "$cfg" = bindfs ] && ! command -v bindfs >/dev/null; then
+		log "bindfs is not installed; skipping it (apt-get install -y bindfs)"
+		continue
+	fi
+	cfgs+=("$cfg")
+done
+
+SQL_FILE=$WORK/inserts.sql
+{
+	echo "PRAGMA synchronous=$SQL_SYNC;"
+	for ((i = 0; i < SQL_TX; i++)); do
+		echo "INSERT INTO t(v) VALUES('row $i: the quick brown fox jumps over the lazy dog');"
+	done
+} >"$SQL_FILE"
+
+START=$(date +%s)
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+log "work dir $WORK; configurations: ${cfgs[*]}; jobs: $JOBS"
+for cfg in "${cfgs[@]}"; do
+	mount_cfg "$cfg"
+done
+
+RESULTS=$WORK/results.tsv
+ERRORS=$WORK/errors.txt
+: >"$RESULTS"
+: >"$ERRORS"
+for job in $JOBS; do
+	declare -F "job_$job" >/dev/null || die "unknown job $job"
+	for cfg in "${cfgs[@]}"; do
+		mkdir -p "$WORK/out"
+		perf_start "$cfg" "$job"
+		t0=$(date +%s%N)
+		if val=$("job_$job" "$cfg" "${MP[$cfg]}" "$WORK/out/$cfg-$job" 2>"$WORK/out/$cfg-$job.err"); then
+			:
+		else
+			val=ERR
+			{
+				echo "$cfg / $job failed:"
+				sed 's/^/    /' "$WORK/out/$cfg-$job.err"
+			} >>"$ERRORS"
+		fi
+		t1=$(date +%s%N)
+		perf_stop
+		printf '%s\t%s\t%s\n' "$cfg" "$job" "$val" >>"$RESULTS"
+		log "$(printf '%-11s %-15s %12s   (%.1f s)' "$job" "$cfg" "$val" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')")"
+		if [ "${PID[$cfg]:-}" ] && ! is_mounted "${MP[$cfg]}"; then
+			echo "$cfg: the mount went away during $job" >>"$ERRORS"
+		fi
+	done
+done
+
+for cfg in "${MOUNTED[@]}"; do unmount_one "$cfg"; done
+MOUNTED=()
+ELAPSED=$(($(date +%s) - START))
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# Anything a mount process said above INFO, or a non-zero exit, is reported verbatim.
+for cfg in "${cfgs[@]}"; do
+	f=$WORK/$cfg/mount.log
+	[ -f "$f" ] || continue
+	rc=$(cat "$WORK/$cfg/mount.rc" 2>/dev/null || echo 0)
+	noisy=$(grep -v -E 'level=INFO|^$' "$f" || true)
+	if [ "$rc" != 0 ] || [ -n "$noisy" ]; then
+		{
+			echo "$cfg mount process (exit status $rc) logged:"
+			sed 's/^/    /' <<<"$noisy"
+		} >>"$ERRORS"
+	fi
+done
+
+DATE=$(date -u +%Y-%m-%d-%H%M%S)
+export BENCH_META_DATE=$DATE BENCH_META_ELAPSED=$ELAPSED BENCH_META_LOAD_BEFORE=$LOAD_BEFORE BENCH_META_LOAD_AFTER=$LOAD_AFTER
+export BENCH_META_COMMIT=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+export BENCH_META_DIRTY=$(cd "$ROOT" && git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo " (with uncommitted changes)" || true)
+export BENCH_META_KERNEL=$(uname -r) BENCH_META_NPROC=$(nproc)
+export BENCH_META_CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+export BENCH_META_MEM=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+export BENCH_META_FS=$(df -PT "$WORK" | awk 'NR == 2 { print $2 " on " $1 }')
+export BENCH_META_PARAMS="BENCH_SECONDS=$BENCH_SECONDS BENCH_SEQ_MB=$SEQ_MB BENCH_RW_MB=$RW_MB BENCH_READ_MB=$READ_MB BENCH_FILES=$FILES BENCH_SMALL_SECONDS=$SMALL_SECONDS BENCH_SQLITE_TX=$SQL_TX BENCH_SQLITE_SYNC=$SQL_SYNC"
+export BENCH_META_VERSIONS="$(fio --version), sqlite3 $(sqlite3 --version | cut -d' ' -f1), $(command -v bindfs >/dev/null && bindfs --version 2>&1 | head -1 || echo 'no bindfs'), $(go version 2>/dev/null | cut -d' ' -f3)"
+
+REPORT=$WORK/report.md
+python3 - "$RESULTS" "$ERRORS" "$WORK/out" >"$REPORT" <<'EOF'
+import json, os, sys
+
+results, errors, outdir = sys.argv[1:4]
+m = {k[len("BENCH_META_"):].lower(): v for k, v in os.environ.items() if k.startswith("BENCH_META_")}
+rows, cfgs, jobs = {}, [], []
+for line in open(results):
+    cfg, job, val = line.rstrip("\n").split("\t")
+    rows[(cfg, job)] = val
+    if cfg not in cfgs: cfgs.append(cfg)
+    if job not in jobs: jobs.append(job)
+
+label = {"plain": "plain", "pbfs": "pbfs", "pbfs-noxattrs": "pbfs --no-xattrs",
+         "pbfs-nocapture": "pbfs --no-capture", "bindfs": "bindfs"}
+jobdesc = {
+    "seqwrite": ("1 MiB sequential write + end fsync", "MiB/s"),
+    "randwrite": ("4 KiB random write, fdatasync each", "IOPS"),
+    "randread": ("4 KiB random read (buffered)", "IOPS"),
+    "smallfiles": ("small files: create+write 4 KiB, unlink", "files/s"),
+    "sqlite": ("SQLite WAL single-row INSERT tx", "tx/s"),
+}
+# bindfs ratios to plain quoted by the issue (the reference system's numbers).
+reference = {"randwrite": "0.68", "smallfiles": "0.35", "sqlite": "0.57"}
+
+def num(v):
+    try: return float(v)
+    except ValueError: return None
+
+def fmt(v):
+    x = num(v)
+    if x is None: return v
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
+
+def ratio(cfg, job):
+    p, x = num(rows.get(("plain", job), "")), num(rows.get((cfg, job), ""))
+    if p is None or x is None or p == 0: return "n/a"
+    return f"{x / p:.2f}"
+
+print(f"# pbfs filesystem benchmark, {m['date']} UTC\n")
+print(f"- machine: {m['nproc']} cores ({m['cpu']}), {m['mem']}, kernel {m['kernel']}")
+print(f"- work dir filesystem: {m['fs']}")
+print(f"- pbfs commit {m['commit']}{m['dirty']}; {m['versions']}")
+print(f"- parameters: {m['params']}")
+print(f"- load average before / after: {m['load_before']} / {m['load_after']}; wall time {m['elapsed']} s")
+print(f"- command: `bash benchmarks/fs/run.sh`\n")
+
+print("## Ratio to plain (higher is better; 1.00 = as fast as the plain directory)\n")
+hdr = ["job"] + [label.get(c, c) for c in cfgs if c != "plain"]
+has_ref = any(j in reference for j in jobs)
+if has_ref: hdr.append("issue's bindfs reference")
+print("| " + " | ".join(hdr) + " |")
+print("|" + "---|" * len(hdr))
+for j in jobs:
+    cells = [jobdesc.get(j, (j, ""))[0]] + [ratio(c, j) for c in cfgs if c != "plain"]
+    if has_ref: cells.append(reference.get(j, ""))
+    print("| " + " | ".join(cells) + " |")
+
+print("\n## Absolute numbers\n")
+hdr = ["job", "unit"] + [label.get(c, c) for c in cfgs]
+print("| " + " | ".join(hdr) + " |")
+print("|---|---|" + "---:|" * len(cfgs))
+for j in jobs:
+    d, u = jobdesc.get(j, (j, ""))
+    print("| " + " | ".join([d, u] + [fmt(rows.get((c, j), "")) for c in cfgs]) + " |")
+
+if "smallfiles" in jobs:
+    print("\n## Small-file job, by phase\n")
+    print("| config | files | creates/s | unlinks/s |")
+    print("|---|---:|---:|---:|")
+    for c in cfgs:
+        try:
+            s = json.load(open(f"{outdir}/{c}-smallfiles.json"))
+            print(f"| {label.get(c, c)} | {s['files']} | {s['creates_per_s']:,.0f} | {s['unlinks_per_s']:,.0f} |")
+        except Exception:
+            print(f"| {label.get(c, c)} | ERR | | |")
+
+if "randwrite" in jobs or "randread" in jobs:
+    print("\n## fio latency (mean / p99, microseconds)\n")
+    print("| config | " + " | ".join(j for j in ("randwrite", "randread") if j in jobs) + " |")
+    print("|---|" + "---:|" * sum(j in jobs for j in ("randwrite", "randread")))
+    for c in cfgs:
+        cells = []
+        for j, d in (("randwrite", "write"), ("randread", "read")):
+            if j not in jobs: continue
+            try:
+                t = open(f"{outdir}/{c}-{j}.json").read()
+                x = json.loads(t[t.index("{"):])["jobs"][0][d]["clat_ns"]
+                p = x.get("percentile", {}).get("99.000000", 0)
+                cells.append(f"{x['mean'] / 1000:,.1f} / {p / 1000:,.1f}")
+            except Exception:
+                cells.append("ERR")
+        print(f"| {label.get(c, c)} | " + " | ".join(cells) + " |")
+    print("\n(For randwrite this is the write call alone; the fdatasync after each write is not in clat.)")
+
+err = open(errors).read().strip()
+print("\n## Errors\n")
+print("```\n" + err + "\n```" if err else "None: every job finished and no mount process logged anything above INFO.")
+EOF
+
+cat "$REPORT"
+if [ "${BENCH_NO_RESULTS:-0}" != 1 ]; then
+	mkdir -p "$RESULTS_DIR"
+	cp "$REPORT" "$RESULTS_DIR/fs-$DATE.md"
+	log "results written to $RESULTS_DIR/fs-$DATE.md"
+fi

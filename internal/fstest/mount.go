@@ -1,0 +1,131 @@
+package fstest
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/mount"
+)
+
+// Env is a mounted volume with its journal and a copy of its starting
+// state.
+type Env struct {
+	T       testing.TB
+	Dir     string // the test's temporary directory
+	Vol     string // the mounted volume (mounted over itself)
+	Start   string // copy of the volume as it was before mounting
+	Journal string
+	Mount   *mount.Mount
+	applied uint64 // last seq ReplayInto applied
+}
+
+// RequireFUSE skips the test when this machine cannot mount FUSE.
+func RequireFUSE(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse: FUSE tests need it")
+	}
+}
+
+// Setup calls seed to fill a fresh volume, copies it as the starting state,
+// and mounts pbfs over it with cfg (Mountpoint and Journal are filled in).
+// The mount is closed in Cleanup; Cleanup also checks the journal.
+func Setup(t testing.TB, cfg mount.Config, seed func(vol string)) *Env {
+	t.Helper()
+	RequireFUSE(t)
+	dir := t.TempDir()
+	e := &Env{T: t, Dir: dir, Vol: filepath.Join(dir, "vol"), Start: filepath.Join(dir, "start"), Journal: filepath.Join(dir, "journal")}
+	for _, d := range []string{e.Vol, e.Start} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seed != nil {
+		seed(e.Vol)
+	}
+	CopyTree(t, e.Vol, e.Start)
+	cfg.Mountpoint, cfg.Journal = e.Vol, e.Journal
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	m, err := mount.Start(cfg)
+	if err != nil {
+		t.Fatalf("mount: %v", err)
+	}
+	e.Mount = m
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// Close unmounts (once).
+func (e *Env) Close() {
+	if e.Mount == nil {
+		return
+	}
+	if err := e.Mount.Close(); err != nil {
+		e.T.Errorf("unmount: %v", err)
+	}
+	e.Mount = nil
+}
+
+// Barrier seals everything written so far and returns the seq.
+func (e *Env) Barrier() uint64 {
+	e.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seq, err := e.Mount.Barrier(ctx)
+	if err != nil {
+		e.T.Fatalf("barrier: %v", err)
+	}
+	return seq
+}
+
+// ReplayInto verifies every journaled batch not yet replayed and applies
+// it to target.
+func (e *Env) ReplayInto(target string) int {
+	e.T.Helper()
+	a, err := apply.New(target, nil)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	defer a.Close()
+	n := 0
+	bad, err := journal.Walk(e.Mount, e.applied+1, 0, true, func(c journal.Checked) error {
+		if c.Err != nil {
+			e.T.Fatalf("batch %d: %v", c.Seq, c.Err)
+		}
+		if c.Seq != e.applied+1 {
+			e.T.Fatalf("replay: batch %d follows %d", c.Seq, e.applied)
+		}
+		n++
+		e.applied = c.Seq
+		return a.Apply(c.Batch)
+	})
+	if err != nil || bad > 0 {
+		e.T.Fatalf("replay: %v (%d bad batches)", err, bad)
+	}
+	return n
+}
+
+// CheckReplay takes a barrier, replays the journal onto the starting
+// state and requires the result to equal the mounted volume.
+func (e *Env) CheckReplay() {
+	e.T.Helper()
+	e.Barrier()
+	e.ReplayInto(e.Start)
+	RequireEqual(e.T, Snapshot(e.T, e.Vol), Snapshot(e.T, e.Start), "replica vs primary")
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,239 @@
+package fstest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Entry is what a comparison looks at for one path.
+type Entry struct {
+	Type   string
+	Mode   uint32 // permission bits with setuid, setgid and sticky
+	UID    uint32
+	GID    uint32
+	Size   int64
+	Hash   string // sha256 of the contents (regular files)
+	Target string // symlink target
+	Rdev   uint64
+	Xattrs string // user.* xattrs, sorted name=value list
+	Links  string // other names of the same inode, sorted
+}
+
+// Tree maps relative paths to entries.
+type Tree map[string]Entry
+
+// Snapshot reads dir completely: names, types, contents, sizes, modes,
+// owners, symlink targets, device numbers, user xattrs and hard-link
+// groups. Times are not compared: pbfs replicates explicit utimens, not
+// the times the kernel sets as a side effect of writes.
+func Snapshot(t testing.TB, dir string) Tree {
+	t.Helper()
+	tree := Tree{}
+	inodes := map[uint64][]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "." {
+			return nil
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		e := Entry{Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			e.Type, e.Size = "file", st.Size
+			h, err := hashFile(p)
+			if err != nil {
+				return err
+			}
+			e.Hash = h
+		case unix.S_IFDIR:
+			e.Type = "dir"
+		case unix.S_IFLNK:
+			e.Type = "symlink"
+			e.Target, err = os.Readlink(p)
+			if err != nil {
+				return err
+			}
+		default:
+			e.Type, e.Rdev = fmt.Sprintf("special(%o)", st.Mode&unix.S_IFMT), st.Rdev
+		}
+		if e.Type != "symlink" {
+			e.Xattrs = userXattrs(p)
+		}
+		if e.Type != "dir" && st.Nlink > 1 {
+			inodes[st.Ino] = append(inodes[st.Ino], rel)
+		}
+		tree[rel] = e
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("snapshot %s: %v", dir, err)
+	}
+	for _, names := range inodes {
+		sort.Strings(names)
+		for _, n := range names {
+			e := tree[n]
+			e.Links = strings.Join(names, ",")
+			tree[n] = e
+		}
+	}
+	return tree
+}
+
+func hashFile(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12]), nil
+}
+
+func userXattrs(p string) string {
+	buf := make([]byte, 64<<10)
+	n, err := unix.Llistxattr(p, buf)
+	if err != nil || n == 0 {
+		return ""
+	}
+	var out []string
+	for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
+		if !strings.HasPrefix(name, "user.") {
+			continue
+		}
+		v := make([]byte, 64<<10)
+		k, err := unix.Lgetxattr(p, name, v)
+		if err != nil {
+			continue
+		}
+		out = append(out, name+"="+string(v[:k]))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ";")
+}
+
+// Diff lists the differences between two trees, at most max of them.
+func Diff(want, got Tree, max int) []string {
+	var out []string
+	var names []string
+	for n := range want {
+		names = append(names, n)
+	}
+	for n := range got {
+		if _, ok := want[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		w, wok := want[n]
+		g, gok := got[n]
+		switch {
+		case !gok:
+			out = append(out, fmt.Sprintf("%s: missing (want %+v)", n, w))
+		case !wok:
+			out = append(out, fmt.Sprintf("%s: unexpected (got %+v)", n, g))
+		case w != g:
+			out = append(out, fmt.Sprintf("%s:\n\twant %+v\n\tgot  %+v", n, w, g))
+		}
+		if len(out) >= max {
+			break
+		}
+	}
+	return out
+}
+
+// RequireEqual fails t if the trees differ.
+func RequireEqual(t testing.TB, want, got Tree, what string) {
+	t.Helper()
+	if d := Diff(want, got, 20); len(d) > 0 {
+		t.Fatalf("%s: trees differ (%d entries vs %d):\n%s", what, len(want), len(got), strings.Join(d, "\n"))
+	}
+}
+
+// CopyTree copies src into dst (which must exist), preserving modes,
+// owners, symlinks, hard links and user xattrs.
+func CopyTree(t testing.TB, src, dst string) {
+	t.Helper()
+	links := map[uint64]string{}
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			if rel != "." {
+				if err := os.Mkdir(to, 0o700); err != nil {
+					return err
+				}
+			}
+		case unix.S_IFLNK:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, to); err != nil {
+				return err
+			}
+		case unix.S_IFREG:
+			if first, ok := links[st.Ino]; ok && st.Nlink > 1 {
+				return os.Link(first, to)
+			}
+			links[st.Ino] = to
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(to, data, 0o600); err != nil {
+				return err
+			}
+		default:
+			if err := unix.Mknod(to, st.Mode, int(st.Rdev)); err != nil {
+				return err
+			}
+		}
+		if err := unix.Lchown(to, int(st.Uid), int(st.Gid)); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			if err := unix.Chmod(to, st.Mode&0o7777); err != nil {
+				return err
+			}
+			for _, kv := range strings.Split(userXattrs(p), ";") {
+				if name, val, ok := strings.Cut(kv, "="); ok {
+					if err := unix.Lsetxattr(to, name, []byte(val), 0); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("copy %s to %s: %v", src, dst, err)
+	}
+}
