@@ -1,0 +1,143 @@
+package journal
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+// model is a file in memory: the reference the coalesced ops must match.
+type model struct{ data []byte }
+
+func (m *model) write(off uint64, p []byte) {
+	if end := off + uint64(len(p)); end > uint64(len(m.data)) {
+		m.data = append(m.data, make([]byte, end-uint64(len(m.data)))...)
+	}
+	copy(m.data[off:], p)
+}
+
+func (m *model) truncate(n uint64) {
+	if n < uint64(len(m.data)) {
+		m.data = m.data[:n]
+	} else {
+		m.data = append(m.data, make([]byte, n-uint64(len(m.data)))...)
+	}
+}
+
+func (m *model) apply(ops []Op) {
+	for _, op := range ops {
+		switch op.Kind {
+		case KindWrite:
+			m.write(op.Offset, op.Data)
+		case KindTruncate:
+			m.truncate(op.Size)
+		}
+	}
+}
+
+// checkCoalesce runs a random sequence of writes and truncates through a
+// DataLog and through the model, and compares replaying the coalesced ops
+// onto the same starting content with the model's result.
+func checkCoalesce(t *testing.T, r *rand.Rand, steps int) {
+	start := bytes.Repeat([]byte{'s'}, r.IntN(5000))
+	want := &model{data: bytes.Clone(start)}
+	var d DataLog
+	for i := 0; i < steps; i++ {
+		switch r.IntN(10) {
+		case 0, 1:
+			n := uint64(r.IntN(6000))
+			want.truncate(n)
+			d.Truncate(n)
+		default:
+			off := uint64(r.IntN(6000))
+			if r.IntN(3) == 0 { // sequential append
+				off = uint64(len(want.data))
+			}
+			p := make([]byte, 1+r.IntN(3000))
+			for j := range p {
+				p[j] = byte(r.Uint32())
+			}
+			want.write(off, p)
+			d.Write(off, p)
+		}
+	}
+	got := &model{data: bytes.Clone(start)}
+	ops := d.Ops(1, "f")
+	got.apply(ops)
+	if !bytes.Equal(got.data, want.data) {
+		t.Fatalf("coalesced replay differs: got %d bytes, want %d (ops %d)", len(got.data), len(want.data), len(ops))
+	}
+	payload := 0
+	for _, op := range ops {
+		payload += len(op.Data)
+	}
+	if payload != d.Bytes() || payload > len(want.data)+len(start) {
+		t.Fatalf("payload %d, Bytes() %d, file %d", payload, d.Bytes(), len(want.data))
+	}
+}
+
+func TestDataLogMatchesModel(t *testing.T) {
+	for seed := uint64(0); seed < 2000; seed++ {
+		checkCoalesce(t, rand.New(rand.NewPCG(seed, 1)), 1+int(seed%40))
+	}
+}
+
+func TestSequentialWritesDoNotRecopy(t *testing.T) {
+	var d DataLog
+	chunk := make([]byte, 128<<10)
+	for i := 0; i < 64; i++ {
+		d.Write(uint64(i*len(chunk)), chunk)
+	}
+	ops := d.Ops(1, "f")
+	if len(ops) != 8 { // 8 MiB in 1 MiB extents
+		t.Fatalf("%d ops for 8 MiB of sequential writes", len(ops))
+	}
+}
+
+func TestMetaMergesUtimens(t *testing.T) {
+	var d DataLog
+	d.Meta(Op{Kind: KindUtimens, Atime: 10, Mtime: OmitTime})
+	d.Meta(Op{Kind: KindUtimens, Atime: OmitTime, Mtime: 20})
+	ops := d.Ops(1, "f")
+	if len(ops) != 1 || ops[0].Atime != 10 || ops[0].Mtime != 20 {
+		t.Fatalf("merged utimens %+v", ops)
+	}
+}
+
+func FuzzDataLog(f *testing.F) {
+	f.Add(uint64(1), uint8(20))
+	f.Fuzz(func(t *testing.T, seed uint64, steps uint8) {
+		checkCoalesce(t, rand.New(rand.NewPCG(seed, 2)), int(steps))
+	})
+}
+
+func TestPruneTemporaries(t *testing.T) {
+	ns := []Op{
+		{Kind: KindMkdir, Fid: 10, Path: "tmpd", Parent: 1},
+		{Kind: KindCreate, Fid: 11, Path: "tmpd/x", Parent: 10},
+		{Kind: KindCreate, Fid: 12, Path: "keep", Parent: 1},
+		{Kind: KindUnlink, Fid: 11, Path: "tmpd/x", Parent: 10},
+		{Kind: KindRmdir, Fid: 10, Path: "tmpd", Parent: 1},
+		{Kind: KindUnlink, Fid: 20, Path: "pre", Parent: 1},        // pre-existing: kept
+		{Kind: KindCreate, Fid: 21, Path: "pre", Parent: 1},        // re-created: kept
+		{Kind: KindCreate, Fid: 22, Path: "t2", Parent: 1},         // destroyed by a rename onto it
+		{Kind: KindCreate, Fid: 23, Path: "t3", Parent: 1},         // renamed, then unlinked: kept
+		{Kind: KindRename, Fid: 12, Path: "keep", Path2: "t2", Parent: 1, Parent2: 1, Fid2: 22},
+		{Kind: KindRename, Fid: 23, Path: "t3", Path2: "t4", Parent: 1, Parent2: 1},
+		{Kind: KindUnlink, Fid: 23, Path: "t4", Parent: 1},
+	}
+	got := PruneTemporaries(ns)
+	var kept []string
+	for _, op := range got {
+		kept = append(kept, op.Kind.String()+" "+op.Path)
+	}
+	want := []string{"create keep", "unlink pre", "create pre", "create t3", "rename keep", "rename t3", "unlink t4"}
+	if len(kept) != len(want) {
+		t.Fatalf("kept %q, want %q", kept, want)
+	}
+	for i := range want {
+		if kept[i] != want[i] {
+			t.Fatalf("kept %q, want %q", kept, want)
+		}
+	}
+}
