@@ -27,14 +27,14 @@ func (f *FS) Write(h *Handle, off int64, data []byte) (int, error) {
 		off = st.Size
 	}
 	if !f.opts.Capture {
-		k, err := unix.Pwrite(h.fd, data, off)
+		k, err := pwriteFull(h.fd, data, off)
 		return k, f.fail("write", err)
 	}
 	var old []byte
 	if f.opts.WriteDiff {
 		old = f.oldBytes(h.fd, off, len(data))
 	}
-	k, err := unix.Pwrite(h.fd, data, off)
+	k, err := pwriteFull(h.fd, data, off)
 	if k > 0 {
 		log := f.dataLog(n)
 		before := log.Bytes()
@@ -55,6 +55,29 @@ func (f *FS) Write(h *Handle, off int64, data []byte) (int, error) {
 		return k, f.fail("write", err)
 	}
 	return k, nil
+}
+
+// pwriteFull writes all of data or fails: the kernel takes a short FUSE
+// write for EIO, so a backing write cut short by ENOSPC must report
+// ENOSPC. Bytes written before the error stay written, and recorded.
+func pwriteFull(fd int, data []byte, off int64) (int, error) {
+	done := 0
+	for done < len(data) {
+		k, err := unix.Pwrite(fd, data[done:], off+int64(done))
+		if k > 0 {
+			done += k
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		if k == 0 {
+			return done, unix.ENOSPC
+		}
+	}
+	return done, nil
 }
 
 // truncateLog records a size change; the caller holds n.mu and sealMu.

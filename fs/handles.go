@@ -36,7 +36,7 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 			return syscall.EBADF
 		}
 		k, err := s.fs.Write(h, r.Offset, r.Data)
-		if err != nil && k == 0 {
+		if err != nil {
 			return err
 		}
 		r.Respond(&fuse.WriteResponse{Size: k})

@@ -70,9 +70,10 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		return nil, fmt.Errorf("open journal %s: %w", dir, err)
 	}
 	s := &Store{db: db, log: log, epoch: 1}
-	if err := s.load(); err != nil {
+	// A read-only store is opened to inspect the journal, damage included.
+	if err := s.load(); err != nil && !o.ReadOnly {
 		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("open journal %s: %w (pbfs journal verify tells more)", dir, err)
 	}
 	return s, nil
 }

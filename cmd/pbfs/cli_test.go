@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/journal"
+)
+
+// These tests run the real binary, as an operator would.
+
+var pbfsBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pbfs-bin")
+	if err != nil {
+		panic(err)
+	}
+	pbfsBin = filepath.Join(dir, "pbfs")
+	if out, err := exec.Command("go", "build", "-o", pbfsBin, ".").CombinedOutput(); err != nil {
+		panic(fmt.Sprintf("build pbfs: %v\n%s", err, out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run runs pbfs and returns its combined output and exit code.
+func run(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	out, err := exec.Command(pbfsBin, args...).CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
+}
+
+type daemon struct {
+	cmd *exec.Cmd
+	out *bytes.Buffer
+	vol string
+}
+
+// startMount starts `pbfs mount` (optionally under a prefix command such
+// as prlimit) and waits until the mount answers.
+func startMount(t *testing.T, prefix []string, vol, journalDir string, extra ...string) *daemon {
+	t.Helper()
+	args := append(append([]string{}, prefix...), pbfsBin, "mount", "--journal", journalDir)
+	args = append(append(args, extra...), vol)
+	cmd := exec.Command(args[0], args[1:]...)
+	d := &daemon{cmd: cmd, out: &bytes.Buffer{}, vol: vol}
+	cmd.Stdout, cmd.Stderr = d.out, d.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.stop(t) })
+	for i := 0; i < 200; i++ {
+		if mounted(vol) {
+			if _, code := run(t, "barrier", "--journal", journalDir); code == 0 {
+				return d
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("mount did not come up:\n%s", d.out)
+	return nil
+}
+
+func (d *daemon) stop(t *testing.T) {
+	if d.cmd.ProcessState != nil {
+		return
+	}
+	d.cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- d.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("pbfs mount exited: %v\n%s", err, d.out)
+		}
+	case <-time.After(20 * time.Second):
+		d.cmd.Process.Kill()
+		<-done
+		syscall.Unmount(d.vol, syscall.MNT_DETACH)
+		t.Errorf("pbfs mount did not stop on SIGINT:\n%s", d.out)
+	}
+}
+
+func mounted(dir string) bool {
+	data, _ := os.ReadFile("/proc/mounts")
+	return strings.Contains(string(data), " "+dir+" fuse.pbfs ")
+}
+
+func layout(t *testing.T) (vol, start, jdir string) {
+	fstest.RequireFUSE(t)
+	dir := t.TempDir()
+	vol, start, jdir = filepath.Join(dir, "vol"), filepath.Join(dir, "start"), filepath.Join(dir, "j")
+	os.Mkdir(vol, 0o755)
+	os.Mkdir(start, 0o755)
+	os.WriteFile(filepath.Join(vol, "existing"), []byte("before the mount"), 0o640)
+	fstest.CopyTree(t, vol, start)
+	return
+}
+
+func TestMountBarrierJournalReplay(t *testing.T) {
+	vol, start, jdir := layout(t)
+	d := startMount(t, nil, vol, jdir)
+	os.MkdirAll(filepath.Join(vol, "a/b"), 0o755)
+	os.WriteFile(filepath.Join(vol, "a/b/file"), bytes.Repeat([]byte("data"), 5000), 0o600)
+	os.Rename(filepath.Join(vol, "existing"), filepath.Join(vol, "a/renamed"))
+	out, code := run(t, "barrier", "--journal", jdir)
+	if code != 0 || strings.TrimSpace(out) == "0" {
+		t.Fatalf("barrier: %q exit %d", out, code)
+	}
+	for _, sub := range []string{"ls", "stats", "verify"} {
+		if out, code := run(t, "journal", sub, "--journal", jdir); code != 0 {
+			t.Fatalf("journal %s while mounted: exit %d\n%s", sub, code, out)
+		}
+	}
+	if out, _ := run(t, "journal", "show", "--journal", jdir, "1"); !strings.Contains(out, `rename`) || !strings.Contains(out, `"a/b/file"`) {
+		t.Fatalf("journal show 1:\n%s", out)
+	}
+	want := fstest.Snapshot(t, vol)
+	d.stop(t)
+	if mounted(vol) {
+		t.Fatal("still mounted after SIGINT")
+	}
+	if out, code := run(t, "journal", "replay", "--journal", jdir, start); code != 0 {
+		t.Fatalf("replay: exit %d\n%s", code, out)
+	}
+	fstest.RequireEqual(t, want, fstest.Snapshot(t, start), "replayed copy vs volume")
+}
+
+// TestCorruptBatchIsReportedAndNeverApplied damages one stored batch:
+// verify names it, replay refuses the range and leaves the target alone.
+func TestCorruptBatchIsReportedAndNeverApplied(t *testing.T) {
+	vol, start, jdir := layout(t)
+	d := startMount(t, nil, vol, jdir)
+	for i := 0; i < 3; i++ {
+		os.WriteFile(filepath.Join(vol, fmt.Sprintf("f%d", i)), []byte("content"), 0o644)
+		run(t, "barrier", "--journal", jdir)
+	}
+	d.stop(t)
+	st, err := journal.OpenStore(jdir, journal.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := st.Get(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc[len(enc)-3] ^= 0xff
+	if err := st.Put(2, enc); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	before := fstest.Snapshot(t, start)
+	out, code := run(t, "journal", "verify", "--journal", jdir)
+	if code == 0 || !strings.Contains(out, "batch 2") || !strings.Contains(out, "corrupt") {
+		t.Fatalf("verify of a corrupt journal: exit %d\n%s", code, out)
+	}
+	out, code = run(t, "journal", "replay", "--journal", jdir, start)
+	if code == 0 || !strings.Contains(out, "refusing") {
+		t.Fatalf("replay of a corrupt journal: exit %d\n%s", code, out)
+	}
+	fstest.RequireEqual(t, before, fstest.Snapshot(t, start), "target after refused replay")
+	// A journal truncated mid-batch is caught the same way.
+	st, _ = journal.OpenStore(jdir, journal.StoreOptions{})
+	enc, _ = st.Get(3)
+	st.Put(3, enc[:len(enc)/2])
+	st.Close()
+	if out, code := run(t, "journal", "ls", "--journal", jdir); code == 0 || !strings.Contains(out, "BAD") {
+		t.Fatalf("ls of a truncated batch: exit %d\n%s", code, out)
+	}
+}
+
+// TestFdExhaustion runs the mount under a hard limit of 128 descriptors
+// and opens more files than that through it: callers get EMFILE, the
+// mount logs and counts it, and keeps serving once files are closed.
+func TestFdExhaustion(t *testing.T) {
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("prlimit not installed")
+	}
+	vol, start, jdir := layout(t)
+	d := startMount(t, []string{"prlimit", "--nofile=128:128"}, vol, jdir)
+	var files []*os.File
+	var emfile int
+	for i := 0; i < 300; i++ {
+		f, err := os.Create(filepath.Join(vol, fmt.Sprintf("f%03d", i)))
+		if err != nil {
+			if !strings.Contains(err.Error(), "too many open files") {
+				t.Fatalf("open %d: %v (want EMFILE)", i, err)
+			}
+			emfile++
+			continue
+		}
+		files = append(files, f)
+	}
+	if emfile == 0 {
+		t.Fatal("no EMFILE under a limit of 128 descriptors")
+	}
+	for _, f := range files {
+		f.Close()
+	}
+	if err := os.WriteFile(filepath.Join(vol, "after"), []byte("still serving"), 0o644); err != nil {
+		t.Fatalf("write after exhaustion: %v", err)
+	}
+	if out, code := run(t, "barrier", "--journal", jdir); code != 0 {
+		t.Fatalf("barrier after exhaustion: %s", out)
+	}
+	want := fstest.Snapshot(t, vol)
+	d.stop(t)
+	if !strings.Contains(d.out.String(), "EMFILE") && !strings.Contains(d.out.String(), "too many open files") {
+		t.Errorf("no log line about the exhausted descriptors:\n%s", d.out)
+	}
+	if out, code := run(t, "journal", "replay", "--journal", jdir, start); code != 0 {
+		t.Fatalf("replay: %s", out)
+	}
+	fstest.RequireEqual(t, want, fstest.Snapshot(t, start), "replayed copy vs volume")
+}
