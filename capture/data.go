@@ -45,7 +45,7 @@ func (f *FS) Write(h *Handle, off int64, data []byte) (int, error) {
 			log.Write(uint64(off), data[:k])
 		}
 		f.grew(log.Bytes() - before)
-		f.m.Ops.WithLabelValues("write").Inc()
+		f.m.op(journal.KindWrite)
 		f.m.WriteBytes.Add(float64(k))
 		f.written.Add(int64(k))
 	} else if old != nil {
@@ -86,7 +86,7 @@ func (f *FS) truncateLog(n *Node, size uint64) {
 	before := log.Bytes()
 	log.Truncate(size)
 	f.grew(log.Bytes() - before)
-	f.m.Ops.WithLabelValues("truncate").Inc()
+	f.m.op(journal.KindTruncate)
 }
 
 func (f *FS) metaLog(n *Node, op journal.Op) {
@@ -94,7 +94,7 @@ func (f *FS) metaLog(n *Node, op journal.Op) {
 	before := log.Bytes()
 	log.Meta(op)
 	f.grew(log.Bytes() - before)
-	f.m.Ops.WithLabelValues(op.Kind.String()).Inc()
+	f.m.op(op.Kind)
 }
 
 // Fallocate runs fallocate(2) on an open file and records it.
@@ -109,7 +109,7 @@ func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64) error {
 	}
 	if f.opts.Capture {
 		f.dataLog(n).Fallocate(mode, off, length)
-		f.m.Ops.WithLabelValues("fallocate").Inc()
+		f.m.op(journal.KindFallocate)
 	}
 	return nil
 }

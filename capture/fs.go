@@ -177,7 +177,7 @@ func (f *FS) recordNS(op journal.Op) {
 	}
 	f.ns = append(f.ns, op)
 	f.nsCount.Add(1)
-	f.m.Ops.WithLabelValues(op.Kind.String()).Inc()
+	f.m.op(op.Kind)
 }
 
 // dataLog returns n's log in the open batch, creating it; the caller holds

@@ -1,6 +1,10 @@
 package capture
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pbfs/pbfs/journal"
+)
 
 // Metrics are the capture layer's Prometheus collectors.
 type Metrics struct {
@@ -10,8 +14,12 @@ type Metrics struct {
 	Throttled     prometheus.Counter
 	LostNames     prometheus.Counter
 	Seals         *prometheus.CounterVec
-	PendingBytes  prometheus.GaugeFunc
+
+	byKind map[journal.Kind]prometheus.Counter // Ops children, resolved once
 }
+
+// op counts one captured op of kind k.
+func (m *Metrics) op(k journal.Kind) { m.byKind[k].Inc() }
 
 // NewMetrics creates the collectors and registers them with reg (if set).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -34,6 +42,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Seals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pbfs_capture_seals_total", Help: "Batches sealed, by trigger.",
 		}, []string{"trigger"}),
+	}
+	m.byKind = map[journal.Kind]prometheus.Counter{}
+	for _, k := range journal.Kinds() {
+		m.byKind[k] = m.Ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
 		reg.MustRegister(m.Ops, m.WriteBytes, m.BackingErrors, m.Throttled, m.LostNames, m.Seals)

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"sync"
 	"syscall"
 
 	"bazil.org/fuse"
@@ -24,12 +25,17 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 			r.Respond(&fuse.ReadResponse{Data: data[:min(len(data), r.Size)]})
 			return nil
 		}
-		buf := make([]byte, r.Size)
+		bp := readBufs.Get().(*[]byte)
+		defer readBufs.Put(bp)
+		if cap(*bp) < r.Size {
+			*bp = make([]byte, r.Size)
+		}
+		buf := (*bp)[:r.Size]
 		k, err := s.fs.Read(h, r.Offset, buf)
 		if err != nil {
 			return err
 		}
-		r.Respond(&fuse.ReadResponse{Data: buf[:k]})
+		r.Respond(&fuse.ReadResponse{Data: buf[:k]}) // Respond copies
 	case *fuse.WriteRequest:
 		h := s.fs.Handle(uint64(r.Handle))
 		if h == nil {
@@ -113,6 +119,9 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 	}
 	return nil
 }
+
+// readBufs recycles read buffers (the kernel reads at most 128 KiB).
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b }}
 
 // setattrIn translates a SetattrRequest.
 func (s *Server) setattrIn(r *fuse.SetattrRequest) capture.SetattrIn {
