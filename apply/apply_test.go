@@ -1,0 +1,96 @@
+package apply
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// TestConfinement: a batch that tries to reach outside the target through
+// a symlink planted inside it fails, and nothing outside changes.
+func TestConfinement(t *testing.T) {
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	if err := os.WriteFile(victim, []byte("untouched"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target := t.TempDir()
+	os.Symlink(outside, filepath.Join(target, "escape"))
+	os.Symlink(victim, filepath.Join(target, "victimlink"))
+	os.Symlink("../../..", filepath.Join(target, "up"))
+	a, err := New(target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	attempts := []journal.Op{
+		{Kind: journal.KindWrite, Path: "escape/victim", Data: []byte("pwned")},
+		{Kind: journal.KindWrite, Path: "victimlink", Data: []byte("pwned")},
+		{Kind: journal.KindTruncate, Path: "victimlink", Size: 0},
+		{Kind: journal.KindTruncate, Path: "escape/victim", Size: 0},
+		{Kind: journal.KindCreate, Path: "escape/new", Mode: 0o644},
+		{Kind: journal.KindMkdir, Path: "up/tmp/pbfs-escape", Mode: 0o755},
+		{Kind: journal.KindChmod, Path: "victimlink", Mode: 0o777},
+		{Kind: journal.KindChmod, Path: "escape/victim", Mode: 0o777},
+		{Kind: journal.KindChown, Path: "escape/victim", UID: 1, GID: 1},
+		{Kind: journal.KindSetxattr, Path: "victimlink", Name: "user.x", Data: []byte("1")},
+		{Kind: journal.KindUnlink, Path: "escape/victim"},
+		{Kind: journal.KindRename, Path: "escape/victim", Path2: "stolen"},
+		{Kind: journal.KindLink, Path: "escape/victim", Path2: "stolen"},
+		{Kind: journal.KindSymlink, Path: "escape/s", Target: "x"},
+		{Kind: journal.KindUtimens, Path: "escape/victim", Atime: 0, Mtime: 0},
+		{Kind: journal.KindWrite, Path: "../victim", Data: []byte("pwned")},
+		{Kind: journal.KindWrite, Path: "/etc/passwd", Data: []byte("pwned")},
+	}
+	for _, op := range attempts {
+		err := a.Apply(&journal.Batch{Seq: 1, Ops: []journal.Op{op}})
+		if err == nil {
+			t.Errorf("%s %q was applied", op.Kind, op.Path)
+		}
+	}
+	data, _ := os.ReadFile(victim)
+	fi, _ := os.Stat(victim)
+	if string(data) != "untouched" || fi.Mode().Perm() != 0o644 {
+		t.Fatalf("outside file changed: %q %v", data, fi.Mode())
+	}
+	ents, _ := os.ReadDir(outside)
+	if len(ents) != 1 {
+		t.Fatalf("outside dir has %d entries", len(ents))
+	}
+	if _, err := os.Stat("/tmp/pbfs-escape"); err == nil {
+		t.Fatal("escaped through ../../..")
+	}
+}
+
+// TestStopsAndReportsFailedOp: a failing op stops the batch with an error
+// that names it (XDN's applier stopped silently and exited 0).
+func TestStopsAndReportsFailedOp(t *testing.T) {
+	target := t.TempDir()
+	a, err := New(target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := &journal.Batch{Seq: 9, Ops: []journal.Op{
+		{Kind: journal.KindCreate, Path: "one", Mode: 0o644},
+		{Kind: journal.KindWrite, Path: "missing", Data: []byte("x")},
+		{Kind: journal.KindCreate, Path: "three", Mode: 0o644},
+	}}
+	err = a.Apply(b)
+	var oe *OpError
+	if !errors.As(err, &oe) || oe.Index != 1 || oe.Seq != 9 {
+		t.Fatalf("Apply: %v, want an OpError for op 1 of batch 9", err)
+	}
+	if _, err := os.Stat(filepath.Join(target, "three")); err == nil {
+		t.Fatal("ops after the failed one were applied")
+	}
+}
+
+func TestMissingTarget(t *testing.T) {
+	if _, err := New(filepath.Join(t.TempDir(), "nope"), nil); err == nil {
+		t.Fatal("New on a missing directory succeeded")
+	}
+}
