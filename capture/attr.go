@@ -57,6 +57,7 @@ type SetattrIn struct {
 	AtimeNow bool
 	MtimeNow bool
 	Handle   *Handle // set when the kernel names an open file
+	KillPriv bool    // clear setuid/setgid and capabilities (needs Handle)
 }
 
 // Dirent is one directory entry.

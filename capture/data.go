@@ -11,12 +11,21 @@ import (
 // Write writes data at off (at the end of file for O_APPEND handles) and
 // records it. The write and the record happen under the file's lock, so
 // the recorded order of overlapping writes is the order they landed in.
-func (f *FS) Write(h *Handle, off int64, data []byte) (int, error) {
+//
+// With killPriv set (the kernel asks when the writer lacks CAP_FSETID) the
+// write also clears setuid, setgid and file capabilities, as a local
+// filesystem would; pbfs writes as root, so the backing file never does.
+func (f *FS) Write(h *Handle, off int64, data []byte, killPriv bool) (int, error) {
 	n := h.node
 	f.begin()
 	defer f.end()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if killPriv {
+		if err := f.killPriv(n, h.fd); err != nil {
+			return 0, err
+		}
+	}
 	if h.append {
 		// The kernel's idea of the end of file can be stale (the file may
 		// have grown through another name); the backing file's is not.
@@ -55,6 +64,33 @@ func (f *FS) Write(h *Handle, off int64, data []byte) (int, error) {
 		return k, f.fail("write", err)
 	}
 	return k, nil
+}
+
+// killPriv clears setuid (and setgid, if group-executable) and removes
+// security.capability, recording what it changed. The caller holds n.mu
+// and sealMu.
+func (f *FS) killPriv(n *Node, fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return f.fail("killpriv", err)
+	}
+	mode := st.Mode & 0o7777
+	kill := mode &^ unix.S_ISUID
+	if mode&unix.S_IXGRP != 0 {
+		kill &^= unix.S_ISGID
+	}
+	if kill != mode {
+		if err := unix.Fchmod(fd, kill); err != nil {
+			return f.fail("killpriv", err)
+		}
+		if f.opts.Capture {
+			f.metaLog(n, journal.Op{Kind: journal.KindChmod, Mode: kill})
+		}
+	}
+	if err := unix.Fremovexattr(fd, "security.capability"); err == nil && f.opts.Capture {
+		f.metaLog(n, journal.Op{Kind: journal.KindRemovexattr, Name: "security.capability"})
+	}
+	return nil
 }
 
 // pwriteFull writes all of data or fails: the kernel takes a short FUSE
@@ -130,6 +166,11 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 	} else if !named {
 		if fd = f.table.anyFd(n); fd < 0 {
 			return Attr{}, ErrStale
+		}
+	}
+	if in.KillPriv && fd >= 0 {
+		if err := f.killPriv(n, fd); err != nil {
+			return Attr{}, err
 		}
 	}
 	if in.Size != nil {

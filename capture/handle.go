@@ -60,13 +60,24 @@ func (f *FS) Handle(id uint64) *Handle {
 	return nil
 }
 
-// Open opens n with open(2) flags.
-func (f *FS) Open(n *Node, flags int) (*Handle, error) {
+// Open opens n with open(2) flags. killPriv asks to clear setuid,
+// setgid and capabilities along with O_TRUNC (see Write).
+func (f *FS) Open(n *Node, flags int, killPriv bool) (*Handle, error) {
 	if flags&unix.O_TRUNC != 0 {
 		f.begin()
 		defer f.end()
 	}
-	return f.open(n, flags)
+	h, err := f.open(n, flags)
+	if err == nil && killPriv && flags&unix.O_TRUNC != 0 {
+		n.mu.Lock()
+		err = f.killPriv(n, h.fd)
+		n.mu.Unlock()
+		if err != nil {
+			f.Release(h)
+			return nil, err
+		}
+	}
+	return h, err
 }
 
 func (f *FS) open(n *Node, flags int) (*Handle, error) {

@@ -142,7 +142,7 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		}
 		r.Respond(&fuse.CreateResponse{LookupResponse: entry(c, a), OpenResponse: fuse.OpenResponse{Handle: fuse.HandleID(h.ID())}})
 	case *fuse.OpenRequest:
-		h, err := s.fs.Open(n, int(r.Flags))
+		h, err := s.fs.Open(n, int(r.Flags), r.OpenFlags&fuse.OpenKillSUIDGID != 0)
 		if err != nil {
 			return err
 		}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -210,6 +212,35 @@ func TestSetgidDirectoryGroup(t *testing.T) {
 	must(t, unix.Stat(filepath.Join(e.Vol, "shared", "f"), &st))
 	if st.Gid != 4242 {
 		t.Fatalf("file in setgid dir has gid %d", st.Gid)
+	}
+	e.CheckReplay()
+}
+
+// TestWriteByOwnerClearsSetuid: an unprivileged write to a setuid file
+// clears setuid on the primary (pbfs does it, having told the kernel it
+// would) and the chmod reaches the replica.
+func TestWriteByOwnerClearsSetuid(t *testing.T) {
+	e := fstest.Setup(t, mount.Config{AllowOther: true}, func(vol string) {
+		os.Chmod(vol, 0o777)
+		p := filepath.Join(vol, "prog")
+		os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
+		os.Chown(p, 1000, 1000)
+		unix.Chmod(p, 0o6755)
+	})
+	// t.TempDir's directories are 0700; let uid 1000 through.
+	for d := e.Dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		must(t, os.Chmod(d, 0o755))
+	}
+	cmd := exec.Command("/bin/sh", "-c", "printf 'echo hi\\n' >> prog")
+	cmd.Dir = e.Vol
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("write as uid 1000: %v\n%s", err, out)
+	}
+	var st unix.Stat_t
+	must(t, unix.Stat(filepath.Join(e.Vol, "prog"), &st))
+	if st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+		t.Fatalf("mode %o after an unprivileged write: setuid/setgid kept", st.Mode&0o7777)
 	}
 	e.CheckReplay()
 }

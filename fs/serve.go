@@ -56,6 +56,10 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 	mopts := []fuse.MountOption{
 		fuse.FSName("pbfs"), fuse.Subtype("pbfs"), fuse.DefaultPermissions(),
 		fuse.MaxReadahead(128 << 10), fuse.AsyncRead(),
+		// pbfs clears setuid/setgid/capabilities itself (capture.Write), so
+		// the kernel sets SB_NOSEC and stops asking getxattr
+		// security.capability before every write.
+		fuse.HandleKillPriv(),
 	}
 	if o.AllowOther {
 		mopts = append(mopts, fuse.AllowOther())

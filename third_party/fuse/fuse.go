@@ -212,7 +212,7 @@ func initMount(c *Conn, conf *mountConfig) error {
 	}
 	c.proto = proto
 
-	c.flags = r.Flags & (InitBigWrites | InitParallelDirOps | conf.initFlags)
+	c.flags = r.Flags & (InitBigWrites | InitParallelDirOps | InitMaxPages | conf.initFlags)
 	s := &initResponse{
 		Library:             proto,
 		MaxReadahead:        conf.maxReadahead,
@@ -220,6 +220,10 @@ func initMount(c *Conn, conf *mountConfig) error {
 		MaxBackground:       conf.maxBackground,
 		CongestionThreshold: conf.congestionThreshold,
 		MaxWrite:            maxWrite,
+	}
+	if c.flags&InitMaxPages == 0 && s.MaxWrite > 128*1024 {
+		// pbfs patch: without FUSE_MAX_PAGES the kernel caps at 128 KiB.
+		s.MaxWrite = 128 * 1024
 	}
 	r.Respond(s)
 	return nil
@@ -1466,6 +1470,10 @@ func (r *initRequest) Respond(resp *initResponse) {
 	out.MaxBackground = resp.MaxBackground
 	out.CongestionThreshold = resp.CongestionThreshold
 	out.MaxWrite = resp.MaxWrite
+	if resp.Flags&InitMaxPages != 0 {
+		// pbfs patch: let the kernel send writes up to MaxWrite.
+		out.MaxPages = uint16((resp.MaxWrite + uint32(maxRequestSize) - 1) / uint32(maxRequestSize))
+	}
 
 	// MaxWrite larger than our receive buffer would just lead to
 	// errors on large writes.

@@ -2,6 +2,7 @@ package fuse
 
 // Maximum file write size we are prepared to receive from the kernel.
 //
-// Linux 4.2.0 has been observed to cap this value at 128kB
-// (FUSE_MAX_PAGES_PER_REQ=32, 4kB pages).
-const maxWrite = 128 * 1024
+// pbfs patch: 1 MiB, negotiated with FUSE_MAX_PAGES (kernel 4.20+); older
+// kernels cap writes at 128 KiB (FUSE_MAX_PAGES_PER_REQ=32, 4 KiB pages).
+// Fewer, larger writes make sequential throughput several times higher.
+const maxWrite = 1 << 20
