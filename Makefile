@@ -27,6 +27,7 @@ fuzz:
 
 bench: build
 	bash benchmarks/fs/run.sh
+	$(GO) test -run '^$$' -bench . -benchtime 2000x ./benchmarks/writediff
 
 # A primary over a scratch volume: write, barrier, replay onto a copy, compare.
 demo: build

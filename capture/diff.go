@@ -35,11 +35,26 @@ func (f *FS) oldBytes(fd int, off int64, n int) []byte {
 	return b[:k]
 }
 
+// maxDiffRuns bounds the runs one write records: past it, the write is
+// recorded as one span from its first to its last changed byte (scattered
+// single-byte changes would otherwise cost an extent each).
+const maxDiffRuns = 16
+
 // recordDiff records the runs of data that differ from old (and all of
 // data past len(old)).
 func recordDiff(log *journal.DataLog, off uint64, data, old []byte) {
-	start := -1
-	gap := 0
+	var runs [maxDiffRuns][2]int
+	n, start, gap := 0, -1, 0
+	over := false
+	add := func(a, b int) {
+		if n == maxDiffRuns {
+			over = true
+			runs[n-1][1] = b
+			return
+		}
+		runs[n] = [2]int{a, b}
+		n++
+	}
 	for i := 0; i < len(old) && i < len(data); i++ {
 		if data[i] != old[i] {
 			if start < 0 {
@@ -49,21 +64,25 @@ func recordDiff(log *journal.DataLog, off uint64, data, old []byte) {
 			continue
 		}
 		if start >= 0 {
-			gap++
-			if gap > diffGap {
-				log.Write(off+uint64(start), data[start:i-gap+1])
+			if gap++; gap > diffGap {
+				add(start, i-gap+1)
 				start, gap = -1, 0
 			}
 		}
 	}
-	if len(data) > len(old) {
+	switch {
+	case len(data) > len(old):
 		if start < 0 {
 			start = len(old)
 		}
-		log.Write(off+uint64(start), data[start:])
-		return
+		add(start, len(data))
+	case start >= 0:
+		add(start, len(data)-gap)
 	}
-	if start >= 0 {
-		log.Write(off+uint64(start), data[start:len(data)-gap])
+	if over {
+		runs[0][1], n = runs[n-1][1], 1
+	}
+	for _, r := range runs[:n] {
+		log.Write(off+uint64(r[0]), data[r[0]:r[1]])
 	}
 }
