@@ -65,6 +65,16 @@ func (c *Committer) Barrier(ctx context.Context) (uint64, error) {
 	return c.commit(ctx, "barrier")
 }
 
+// Held reports how many ops wait in a sealed batch the journal refused.
+func (c *Committer) Held() int {
+	c.sem <- struct{}{}
+	defer func() { <-c.sem }()
+	if c.held == nil {
+		return 0
+	}
+	return len(c.held.Ops)
+}
+
 // LastSeq returns the seq of the newest journaled batch.
 func (c *Committer) LastSeq() uint64 { return c.store.Last().Seq }
 

@@ -99,6 +99,12 @@ func (f *FS) Capturing() bool { return f.opts.Capture }
 // MaxBatchBytes.
 func (f *FS) SealRequests() <-chan struct{} { return f.sealSig }
 
+// Stats reports the payload pending in the open batch and the number of
+// nodes the table holds.
+func (f *FS) Stats() (pending int64, nodes int) {
+	return f.pending.Load(), f.table.count()
+}
+
 // Close releases the backing root.
 func (f *FS) Close() error { return unix.Close(f.root) }
 

@@ -41,6 +41,9 @@ type Status struct {
 	Epoch        uint64 `json:"epoch"`
 	PendingBytes int64  `json:"pending_bytes"`
 	Nodes        int    `json:"nodes"`
+	// UncleanStart: the mount before this one crashed, so the volume may
+	// hold changes the journal lacks.
+	UncleanStart bool `json:"unclean_start"`
 }
 
 // Backend is what the socket exposes.

@@ -118,10 +118,10 @@ func TestPruneTemporaries(t *testing.T) {
 		{Kind: KindCreate, Fid: 12, Path: "keep", Parent: 1},
 		{Kind: KindUnlink, Fid: 11, Path: "tmpd/x", Parent: 10},
 		{Kind: KindRmdir, Fid: 10, Path: "tmpd", Parent: 1},
-		{Kind: KindUnlink, Fid: 20, Path: "pre", Parent: 1},        // pre-existing: kept
-		{Kind: KindCreate, Fid: 21, Path: "pre", Parent: 1},        // re-created: kept
-		{Kind: KindCreate, Fid: 22, Path: "t2", Parent: 1},         // destroyed by a rename onto it
-		{Kind: KindCreate, Fid: 23, Path: "t3", Parent: 1},         // renamed, then unlinked: kept
+		{Kind: KindUnlink, Fid: 20, Path: "pre", Parent: 1}, // pre-existing: kept
+		{Kind: KindCreate, Fid: 21, Path: "pre", Parent: 1}, // re-created: kept
+		{Kind: KindCreate, Fid: 22, Path: "t2", Parent: 1},  // destroyed by a rename onto it
+		{Kind: KindCreate, Fid: 23, Path: "t3", Parent: 1},  // renamed, then unlinked: kept
 		{Kind: KindRename, Fid: 12, Path: "keep", Path2: "t2", Parent: 1, Parent2: 1, Fid2: 22},
 		{Kind: KindRename, Fid: 23, Path: "t3", Path2: "t4", Parent: 1, Parent2: 1},
 		{Kind: KindUnlink, Fid: 23, Path: "t4", Parent: 1},

@@ -16,9 +16,12 @@ import (
 //
 //	"b/" + seq (8 bytes, big-endian)  -> encoded batch
 //	"m/epoch"                         -> epoch (8 bytes, big-endian)
+//	"m/open"                          -> seq (8 bytes) at which a mount opened the journal;
+//	                                     deleted by a clean unmount
 var (
 	batchPrefix = []byte("b/")
 	epochKey    = []byte("m/epoch")
+	openKey     = []byte("m/open")
 )
 
 // Store errors callers branch on.
@@ -144,6 +147,39 @@ func (s *Store) SetEpoch(e uint64) error {
 		return fmt.Errorf("set epoch %d: %w", e, err)
 	}
 	s.epoch = e
+	return nil
+}
+
+// MarkOpen durably records that a mount is using the journal. It returns
+// whether an earlier mount never marked it closed (a crash), and the last
+// seq at which that mount had opened it.
+func (s *Store) MarkOpen() (unclean bool, since uint64, err error) {
+	err = s.db.Update(func(txn *badger.Txn) error {
+		if it, err := txn.Get(openKey); err == nil {
+			unclean = true
+			it.Value(func(v []byte) error {
+				if len(v) == 8 {
+					since = binary.BigEndian.Uint64(v)
+				}
+				return nil
+			})
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
+		return txn.Set(openKey, binary.BigEndian.AppendUint64(nil, s.Last().Seq))
+	})
+	if err != nil {
+		return false, 0, fmt.Errorf("mark journal open: %w", err)
+	}
+	return unclean, since, nil
+}
+
+// MarkClosed records a clean unmount: every change the volume holds is in
+// the journal.
+func (s *Store) MarkClosed() error {
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(openKey) }); err != nil {
+		return fmt.Errorf("mark journal closed: %w", err)
+	}
 	return nil
 }
 

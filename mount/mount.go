@@ -51,6 +51,7 @@ type Mount struct {
 	runDone   chan struct{}
 	ctlDone   chan error
 	log       *slog.Logger
+	unclean   bool
 }
 
 // Start mounts and starts serving. Close undoes it.
@@ -67,6 +68,7 @@ func Start(cfg Config) (*Mount, error) {
 	if cfg.SealInterval <= 0 {
 		cfg.SealInterval = 50 * time.Millisecond
 	}
+	clearStaleMount(cfg.Mountpoint, cfg.Logger)
 	if err := os.MkdirAll(cfg.Journal, 0o700); err != nil {
 		return nil, fmt.Errorf("create journal directory: %w", err)
 	}
@@ -89,6 +91,20 @@ func Start(cfg Config) (*Mount, error) {
 	if err != nil {
 		unix.Close(rootFd)
 		return nil, err
+	}
+	unclean, since, err := m.store.MarkOpen()
+	if err != nil {
+		unix.Close(rootFd)
+		m.store.Close()
+		return nil, err
+	}
+	if unclean {
+		// The volume may hold changes made after the last sealed batch
+		// that the journal never got: copies made from this journal
+		// alone can miss them. Backups need a resync from this volume.
+		m.unclean = true
+		cfg.Logger.Warn("the previous mount of this journal did not shut down cleanly; the volume may hold changes the journal lacks",
+			"opened_at_seq", since, "last_seq", m.store.Last().Seq)
 	}
 	ln, err := control.Listen(cfg.Journal)
 	if err != nil {
@@ -126,6 +142,19 @@ func Start(cfg Config) (*Mount, error) {
 	return m, nil
 }
 
+// clearStaleMount detaches a dead FUSE mount left at dir by a daemon that
+// was killed: its directory answers ENOTCONN and hides the volume.
+func clearStaleMount(dir string, log *slog.Logger) {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != unix.ENOTCONN {
+		return
+	}
+	log.Warn("detaching a dead FUSE mount left by a killed daemon", "dir", dir)
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		log.Error("detach dead mount", "dir", dir, "err", err)
+	}
+}
+
 // checkOutside refuses a journal directory at or under the volume.
 func checkOutside(journalDir, volume string) error {
 	var vst unix.Stat_t
@@ -160,7 +189,9 @@ func (m *Mount) Barrier(ctx context.Context) (uint64, error) { return m.committe
 
 // Status reports the mount's state.
 func (m *Mount) Status() control.Status {
-	return control.Status{Volume: m.cfg.Mountpoint, Capture: !m.cfg.NoCapture, LastSeq: m.store.Last().Seq, Epoch: m.store.Epoch()}
+	pending, nodes := m.fs.Stats()
+	return control.Status{Volume: m.cfg.Mountpoint, Capture: !m.cfg.NoCapture, LastSeq: m.store.Last().Seq,
+		Epoch: m.store.Epoch(), PendingBytes: pending, Nodes: nodes, UncleanStart: m.unclean}
 }
 
 // Get returns an encoded batch from the journal.
@@ -178,6 +209,11 @@ func (m *Mount) Close() error {
 	err := m.srv.Unmount()
 	m.cancel()
 	<-m.runDone
+	if err == nil && m.committer.Held() == 0 {
+		if cerr := m.store.MarkClosed(); cerr != nil {
+			err = cerr
+		}
+	}
 	if cerr := <-m.ctlDone; cerr != nil {
 		m.log.Warn("control socket", "err", cerr)
 	}
