@@ -184,6 +184,9 @@ func (f *FS) recordNS(op journal.Op) {
 	f.ns = append(f.ns, op)
 	f.nsCount.Add(1)
 	f.m.op(op.Kind)
+	// Namespace ops carry no payload but still cost memory: count them
+	// roughly, so a metadata storm also seals by size.
+	f.grew(len(op.Path) + len(op.Path2) + len(op.Target) + 96)
 }
 
 // dataLog returns n's log in the open batch, creating it; the caller holds
