@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"bazil.org/fuse"
 
@@ -108,19 +109,30 @@ func (s *Server) spawn() {
 // reader reads and handles requests until the connection ends. When it
 // takes the last idle slot it starts another reader, up to MaxReaders, so
 // a slow request (an fsync, a barrier wait) never stalls the others.
+//
+// Only the end of the connection stops a reader. read(2) on /dev/fuse
+// fails with ENOENT when the kernel withdrew an interrupted request before
+// we read it (signals make that common), and with EINTR or EAGAIN; a reader
+// that gave up on those would leave the mount with nobody reading, and
+// every caller hung.
 func (s *Server) reader() {
 	defer s.wg.Done()
+	defer s.readers.Add(-1)
 	for {
 		req, err := s.conn.ReadRequest()
 		if err != nil {
-			if errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN) {
+			switch {
+			case err == io.EOF || errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EBADF):
+				return
+			case errors.Is(err, syscall.EINTR), errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.ENOENT):
 				continue
 			}
-			if err != io.EOF {
-				s.errOnce.Do(func() { s.err = err })
-				s.log.Error("fuse read failed", "err", err)
-			}
-			return
+			// A malformed message is dropped; the kernel's caller gets
+			// nothing for it, but the mount keeps serving.
+			s.log.Error("fuse read failed", "err", err)
+			s.errOnce.Do(func() { s.err = err })
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
 		if s.busy.Add(1) >= s.readers.Load() && s.readers.Load() < int32(s.opts.MaxReaders) {
 			s.spawn()

@@ -60,6 +60,7 @@ func Setup(t testing.TB, cfg mount.Config, seed func(vol string)) *Env {
 		t.Fatalf("mount: %v", err)
 	}
 	e.Mount = m
+	Watchdog(t, e.Vol)
 	t.Cleanup(func() { e.Close() })
 	return e
 }
