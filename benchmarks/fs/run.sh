@@ -26,15 +26,22 @@
 #                           the files actually done
 #   BENCH_SQLITE_TX=2000    INSERT transactions in the SQLite job
 #   BENCH_SQLITE_SYNC=FULL  PRAGMA synchronous (FULL fsyncs the WAL at each commit)
+#   BENCH_SETTLE=1          seconds to rest after each job, once its writes are synced
 #   BENCH_CONFIGS="plain pbfs pbfs-noxattrs pbfs-nocapture bindfs"
 #   BENCH_JOBS="seqwrite randwrite randread smallfiles sqlite"
-#   BENCH_WORKDIR           work dir (default: mktemp -d under /var/tmp; never under /work)
-#   BENCH_KEEP=0            1 keeps the work dir (fio JSON, mount logs, journals)
+#   BENCH_WORKDIR=/var/tmp  where the run's own pbfs-bench.XXXXXX dir is made (never under /work)
+#   BENCH_KEEP=0            1 keeps that dir (fio JSON, mount logs, journals); it is
+#                           also kept when the run fails
 #   BENCH_RESULTS_DIR       where fs-<date>.md goes (default benchmarks/results)
 #   BENCH_NO_RESULTS=0      1 prints the table without writing a results file
-#   BENCH_PERF_DIR          when set, record `perf record -a -g` (cpu-clock) around
-#                           every job on every pbfs configuration into
-#                           DIR/<config>-<job>.data (for docs/PERFORMANCE.md)
+#   BENCH_PERF_DIR          when set, run `perf record -a` around every job on every
+#                           mounted configuration into DIR/<config>-<job>.data; read
+#                           them with benchmarks/fs/perf-summary.py (see
+#                           docs/PERFORMANCE.md). The recording spans the whole
+#                           job, including the file layout before a fio run.
+#   BENCH_PERF_EVENTS       perf record's event flags (default: CPU profile,
+#                           "-g -e cpu-clock -F 999"; for FUSE round trips use
+#                           "-e fuse:fuse_request_send -e fuse:fuse_request_end")
 #   PBFS_BIN                pbfs binary (default bin/pbfs, built if missing)
 set -euo pipefail
 
@@ -52,7 +59,9 @@ CONFIGS=${BENCH_CONFIGS:-plain pbfs pbfs-noxattrs pbfs-nocapture bindfs}
 JOBS=${BENCH_JOBS:-seqwrite randwrite randread smallfiles sqlite}
 RESULTS_DIR=${BENCH_RESULTS_DIR:-$ROOT/benchmarks/results}
 PERF_DIR=${BENCH_PERF_DIR:-}
+PERF_EVENTS=${BENCH_PERF_EVENTS:--g -e cpu-clock -F 999}
 KEEP=${BENCH_KEEP:-0}
+SETTLE=${BENCH_SETTLE:-1}
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -61,19 +70,18 @@ for tool in fio python3 sqlite3; do
 	command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install -y fio sqlite3 python3)"
 done
 FUSERMOUNT=$(command -v fusermount3 || command -v fusermount || true)
+[ -z "${BENCH_PERF_DIR:-}" ] || command -v perf >/dev/null || die "BENCH_PERF_DIR needs perf (apt-get install -y linux-perf)"
 [ -n "$FUSERMOUNT" ] || die "fusermount3 is not installed (apt-get install -y fuse3)"
 
 # --- work dir -----------------------------------------------------------------
-if [ -n "${BENCH_WORKDIR:-}" ]; then
-	WORK=$BENCH_WORKDIR
-	mkdir -p "$WORK"
-else
-	WORK=$(mktemp -d /var/tmp/pbfs-bench.XXXXXX)
-fi
-WORK=$(cd "$WORK" && pwd -P)
-case "$WORK/" in
-/work/* | "$ROOT"/*) die "work dir $WORK is under /work or the repository; pick another BENCH_WORKDIR" ;;
+# A fresh directory of our own, so the cleanup's rm -rf never reaches
+# anything else.
+PARENT=$(realpath -m "${BENCH_WORKDIR:-/var/tmp}")
+case "$PARENT/" in
+/work/* | "$ROOT"/*) die "work dir $PARENT is under /work or the repository; pick another BENCH_WORKDIR" ;;
 esac
+mkdir -p "$PARENT"
+WORK=$(mktemp -d "$PARENT/pbfs-bench.XXXXXX")
 
 # --- mounts and cleanup -------------------------------------------------------
 declare -A MP=() PID=()
@@ -124,7 +132,7 @@ cleanup() {
 		log "lazily unmounting leftovers: $left"
 		for mp in $left; do "$FUSERMOUNT" -u -z "$mp" 2>/dev/null || umount -l "$mp"; done
 	fi
-	if [ "$KEEP" = 1 ] || [ -n "$(awk -v w="$WORK/" 'index($2, w) == 1' /proc/mounts)" ]; then
+	if [ "$KEEP" = 1 ] || [ "$status" != 0 ] || [ -n "$(awk -v w="$WORK/" 'index($2, w) == 1' /proc/mounts)" ]; then
 		log "work dir kept: $WORK"
 	else
 		rm -rf "$WORK"
@@ -274,9 +282,10 @@ job_sqlite() {
 # --- perf ---------------------------------------------------------------------
 perf_start() { # CFG JOB
 	[ -n "$PERF_DIR" ] || return 0
-	case $1 in pbfs*) ;; *) return 0 ;; esac
+	[ "$1" != plain ] || return 0
 	mkdir -p "$PERF_DIR"
-	perf record -q -a -g -e cpu-clock -F 999 -o "$PERF_DIR/$1-$2.data" >"$PERF_DIR/$1-$2.log" 2>&1 &
+	# shellcheck disable=SC2086 # PERF_EVENTS is a list of flags
+	perf record -q -a $PERF_EVENTS -o "$PERF_DIR/$1-$2.data" >"$PERF_DIR/$1-$2.log" 2>&1 &
 	PERF_PID=$!
 	echo "${PID[$1]}" >"$PERF_DIR/$1-$2.pid"
 	sleep 1
@@ -291,9 +300,14 @@ perf_stop() {
 # --- main ---------------------------------------------------------------------
 if [ ! -x "$PBFS" ]; then
 	log "building $PBFS"
-	(cd "$ROOT" && go build -o "$PBFS" ./cmd/pbfs)
+	# -buildvcs=auto stamps the commit into the binary (read back below)
+	# even where GOFLAGS turns stamping off.
+	(cd "$ROOT" && go build -buildvcs=auto -o "$PBFS" ./cmd/pbfs)
 fi
 
+for job in $JOBS; do
+	declare -F "job_$job" >/dev/null || die "unknown job $job (have: seqwrite randwrite randread smallfiles sqlite)"
+done
 cfgs=()
 for cfg in $CONFIGS; do
 	if [ "$cfg" = bindfs ] && ! command -v bindfs >/dev/null; then
@@ -311,6 +325,23 @@ SQL_FILE=$WORK/inserts.sql
 	done
 } >"$SQL_FILE"
 
+# Which source the binary was built from (go embeds it), read before any
+# mount starts; the checkout may move on while the benchmark runs.
+PBFS_IDENT=$(go version -m "$PBFS" 2>/dev/null | awk '
+	$1 == "build" && split($2, kv, "=") == 2 {
+		if (kv[1] == "vcs.revision") rev = substr(kv[2], 1, 12)
+		if (kv[1] == "vcs.modified" && kv[2] == "true") mod = " with uncommitted changes"
+		if (kv[1] == "vcs.time") t = kv[2]
+	}
+	END { if (rev) print "built from " rev mod " (commit time " t ")" }' || true)
+if [ -z "$PBFS_IDENT" ]; then # built with -buildvcs=false: say what the checkout was
+	PBFS_IDENT="checkout at start: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+	if (cd "$ROOT" && git status --porcelain --untracked-files=no 2>/dev/null | grep -q .); then
+		PBFS_IDENT+=" with uncommitted changes"
+	fi
+fi
+PBFS_IDENT="$PBFS (sha256 $(sha256sum "$PBFS" | cut -c1-12), built $(date -u -r "$PBFS" '+%Y-%m-%d %H:%M:%S UTC')), $PBFS_IDENT"
+
 START=$(date +%s)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 log "work dir $WORK; configurations: ${cfgs[*]}; jobs: $JOBS"
@@ -322,8 +353,9 @@ RESULTS=$WORK/results.tsv
 ERRORS=$WORK/errors.txt
 : >"$RESULTS"
 : >"$ERRORS"
+: >"$WORK/barrier.tsv"
+sync
 for job in $JOBS; do
-	declare -F "job_$job" >/dev/null || die "unknown job $job"
 	for cfg in "${cfgs[@]}"; do
 		mkdir -p "$WORK/out"
 		perf_start "$cfg" "$job"
@@ -338,12 +370,34 @@ for job in $JOBS; do
 			} >>"$ERRORS"
 		fi
 		t1=$(date +%s%N)
+		# The journal appends asynchronously: a barrier after the job waits
+		# for whatever capture still owes, so it neither escapes the record
+		# nor spills into the next configuration's run.
+		drain=
+		case $cfg in
+		pbfs*)
+			b0=$(date +%s%N)
+			if "$PBFS" barrier --journal "$WORK/$cfg/journal" >/dev/null 2>"$WORK/out/$cfg-$job.barrier.err"; then
+				drain=$((($(date +%s%N) - b0) / 1000000))
+				printf '%s\t%s\t%s\n' "$cfg" "$job" "$drain" >>"$WORK/barrier.tsv"
+			else
+				{
+					echo "$cfg / $job: barrier after the job failed:"
+					sed 's/^/    /' "$WORK/out/$cfg-$job.barrier.err"
+				} >>"$ERRORS"
+			fi
+			;;
+		esac
 		perf_stop
 		printf '%s\t%s\t%s\n' "$cfg" "$job" "$val" >>"$RESULTS"
-		log "$(printf '%-11s %-15s %12s   (%.1f s)' "$job" "$cfg" "$val" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')")"
+		log "$(printf '%-11s %-15s %12s   (%.1f s%s)' "$job" "$cfg" "$val" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')" "${drain:+, barrier after it ${drain} ms}")"
 		if [ "${PID[$cfg]:-}" ] && ! is_mounted "${MP[$cfg]}"; then
 			echo "$cfg: the mount went away during $job" >>"$ERRORS"
 		fi
+		# Write back this job's dirty pages (and the journal's) before the
+		# next configuration runs, so no run pays for another's writeback.
+		sync
+		sleep "$SETTLE"
 	done
 done
 
@@ -368,8 +422,7 @@ done
 
 DATE=$(date -u +%Y-%m-%d-%H%M%S)
 export BENCH_META_DATE=$DATE BENCH_META_ELAPSED=$ELAPSED BENCH_META_LOAD_BEFORE=$LOAD_BEFORE BENCH_META_LOAD_AFTER=$LOAD_AFTER
-export BENCH_META_COMMIT=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
-export BENCH_META_DIRTY=$(cd "$ROOT" && git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo " (with uncommitted changes)" || true)
+export BENCH_META_BINARY=$PBFS_IDENT
 export BENCH_META_KERNEL=$(uname -r) BENCH_META_NPROC=$(nproc)
 export BENCH_META_CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 export BENCH_META_MEM=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
@@ -378,10 +431,10 @@ export BENCH_META_PARAMS="BENCH_SECONDS=$BENCH_SECONDS BENCH_SEQ_MB=$SEQ_MB BENC
 export BENCH_META_VERSIONS="$(fio --version), sqlite3 $(sqlite3 --version | cut -d' ' -f1), $(command -v bindfs >/dev/null && bindfs --version 2>&1 | head -1 || echo 'no bindfs'), $(go version 2>/dev/null | cut -d' ' -f3)"
 
 REPORT=$WORK/report.md
-python3 - "$RESULTS" "$ERRORS" "$WORK/out" >"$REPORT" <<'EOF'
+python3 - "$RESULTS" "$ERRORS" "$WORK/out" "$WORK/barrier.tsv" >"$REPORT" <<'EOF'
 import json, os, sys
 
-results, errors, outdir = sys.argv[1:4]
+results, errors, outdir, barriers = sys.argv[1:5]
 m = {k[len("BENCH_META_"):].lower(): v for k, v in os.environ.items() if k.startswith("BENCH_META_")}
 rows, cfgs, jobs = {}, [], []
 for line in open(results):
@@ -419,7 +472,8 @@ def ratio(cfg, job):
 print(f"# pbfs filesystem benchmark, {m['date']} UTC\n")
 print(f"- machine: {m['nproc']} cores ({m['cpu']}), {m['mem']}, kernel {m['kernel']}")
 print(f"- work dir filesystem: {m['fs']}")
-print(f"- pbfs commit {m['commit']}{m['dirty']}; {m['versions']}")
+print(f"- pbfs binary: {m['binary']}")
+print(f"- tools: {m['versions']}")
 print(f"- parameters: {m['params']}")
 print(f"- load average before / after: {m['load_before']} / {m['load_after']}; wall time {m['elapsed']} s")
 print(f"- command: `bash benchmarks/fs/run.sh`\n")
@@ -471,6 +525,20 @@ if "randwrite" in jobs or "randread" in jobs:
                 cells.append("ERR")
         print(f"| {label.get(c, c)} | " + " | ".join(cells) + " |")
     print("\n(For randwrite this is the write call alone; the fdatasync after each write is not in clat.)")
+
+drain = {}
+for line in open(barriers):
+    cfg, job, ms = line.rstrip("\n").split("\t")
+    drain[(cfg, job)] = ms
+if drain:
+    bc = [c for c in cfgs if c.startswith("pbfs")]
+    print("\n## Barrier right after each job (ms)\n")
+    print("Not part of the numbers above: the time `pbfs barrier` took once the job had finished, i.e. how much")
+    print("captured data was still on its way into the journal.\n")
+    print("| job | " + " | ".join(label.get(c, c) for c in bc) + " |")
+    print("|---|" + "---:|" * len(bc))
+    for j in jobs:
+        print(f"| {jobdesc.get(j, (j, ''))[0]} | " + " | ".join(drain.get((c, j), "ERR") for c in bc) + " |")
 
 err = open(errors).read().strip()
 print("\n## Errors\n")
