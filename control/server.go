@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate"
 )
 
 // SocketName is the control socket's file name inside the journal directory.
@@ -36,6 +37,7 @@ var ErrNoMount = errors.New("no running mount for this journal")
 // Status describes a running mount.
 type Status struct {
 	Volume       string `json:"volume"`
+	VolumeID     string `json:"volume_id"`
 	Capture      bool   `json:"capture"`
 	LastSeq      uint64 `json:"last_seq"`
 	Epoch        uint64 `json:"epoch"`
@@ -44,6 +46,8 @@ type Status struct {
 	// UncleanStart: the mount before this one crashed, so the volume may
 	// hold changes the journal lacks.
 	UncleanStart bool `json:"unclean_start"`
+	// Backups, when the mount replicates.
+	Backups []replicate.BackupStatus `json:"backups,omitempty"`
 }
 
 // Backend is what the socket exposes.

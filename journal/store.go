@@ -41,9 +41,26 @@ type Store struct {
 	db  *badger.DB
 	log *slog.Logger
 
-	mu    sync.Mutex
-	last  Header // header of the newest batch (zero if none)
-	epoch uint64
+	mu      sync.Mutex
+	last    Header // header of the newest batch (zero if none)
+	epoch   uint64
+	changed chan struct{} // closed and replaced whenever last changes
+}
+
+// Changed returns a channel that is closed once the journal grows past
+// what Last returned before the call.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// setLast records a new newest batch and wakes Changed's waiters; the
+// caller holds mu.
+func (s *Store) setLast(h Header) {
+	s.last = h
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
 // OpenStore opens (creating if needed) the journal in dir.
@@ -72,7 +89,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open journal %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: log, epoch: 1}
+	s := &Store{db: db, log: log, epoch: 1, changed: make(chan struct{})}
 	// A read-only store is opened to inspect the journal, damage included.
 	if err := s.load(); err != nil && !o.ReadOnly {
 		db.Close()
@@ -197,7 +214,7 @@ func (s *Store) Append(ops []Op, created time.Time, written uint64) (Header, int
 	if err != nil {
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
 	}
-	s.last = h
+	s.setLast(h)
 	return h, len(buf), nil
 }
 
@@ -237,6 +254,89 @@ func (s *Store) Scan(from uint64, fn func(seq uint64, enc []byte) error) error {
 		}
 		return nil
 	})
+}
+
+// ErrChain refuses a batch that does not continue the stored chain.
+var ErrChain = errors.New("batch does not follow the journal")
+
+// AppendEncoded durably stores already-encoded batches (received from a
+// primary) in one synced write. Each must verify and continue the chain:
+// seq one past the last, Prev equal to the last checksum, epoch not below
+// the journal's. It returns the new last header.
+func (s *Store) AppendEncoded(encs [][]byte) (Header, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.last
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, enc := range encs {
+		h, err := Verify(enc)
+		if err != nil {
+			return s.last, err
+		}
+		if h.Seq != last.Seq+1 || (last.Seq != 0 && h.Prev != last.Checksum) {
+			return s.last, fmt.Errorf("batch %d (prev %08x) after %d (%08x): %w", h.Seq, h.Prev, last.Seq, last.Checksum, ErrChain)
+		}
+		if h.Epoch < s.epoch {
+			return s.last, fmt.Errorf("batch %d has epoch %d, journal is at %d: %w", h.Seq, h.Epoch, s.epoch, ErrChain)
+		}
+		if err := wb.Set(batchKey(h.Seq), enc); err != nil {
+			return s.last, fmt.Errorf("append batch %d: %w", h.Seq, err)
+		}
+		last = h
+	}
+	if err := wb.Flush(); err != nil {
+		return s.last, fmt.Errorf("append batches: %w", err)
+	}
+	if err := s.db.Sync(); err != nil {
+		return s.last, fmt.Errorf("append batches: sync: %w", err)
+	}
+	if last.Seq != s.last.Seq {
+		s.setLast(last)
+	}
+	return last, nil
+}
+
+// Meta reads a metadata value ("m/" + name); nil if unset.
+func (s *Store) Meta(name string) ([]byte, error) {
+	var out []byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get([]byte("m/" + name))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out, err = it.ValueCopy(nil)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// SetMeta durably writes a metadata value ("m/" + name).
+func (s *Store) SetMeta(name string, v []byte) error {
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("m/"+name), v) }); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}
+
+// MetaUint reads a metadata value written by SetMetaUint (0 if unset).
+func (s *Store) MetaUint(name string) (uint64, error) {
+	v, err := s.Meta(name)
+	if err != nil || len(v) != 8 {
+		return 0, err
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// SetMetaUint durably writes a number.
+func (s *Store) SetMetaUint(name string, v uint64) error {
+	return s.SetMeta(name, binary.BigEndian.AppendUint64(nil, v))
 }
 
 // Put stores an encoded batch under its seq without checks; tests use it

@@ -5,6 +5,8 @@ package mount
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +21,7 @@ import (
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/fs"
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate"
 )
 
 // ErrJournalInVolume refuses a journal directory inside the volume.
@@ -37,6 +40,13 @@ type Config struct {
 	MaxBatchBytes int64
 	SealInterval  time.Duration
 	Logger        *slog.Logger
+
+	// Backups are the addresses of `pbfs backup` processes to ship to;
+	// Ack is the ack policy (all, majority, none or a number) and Token the
+	// shared secret they check.
+	Backups []string
+	Ack     string
+	Token   string
 }
 
 // Mount is a running pbfs primary.
@@ -52,6 +62,8 @@ type Mount struct {
 	ctlDone   chan error
 	log       *slog.Logger
 	unclean   bool
+	primary   *replicate.Primary
+	volumeID  string
 }
 
 // Start mounts and starts serving. Close undoes it.
@@ -92,6 +104,11 @@ func Start(cfg Config) (*Mount, error) {
 		unix.Close(rootFd)
 		return nil, err
 	}
+	if m.volumeID, err = volumeID(m.store); err != nil {
+		unix.Close(rootFd)
+		m.store.Close()
+		return nil, err
+	}
 	unclean, since, err := m.store.MarkOpen()
 	if err != nil {
 		unix.Close(rootFd)
@@ -123,6 +140,16 @@ func Start(cfg Config) (*Mount, error) {
 		return nil, err
 	}
 	m.committer = capture.NewCommitter(m.fs, m.store, cfg.SealInterval, m.reg, cfg.Logger)
+	if len(cfg.Backups) > 0 {
+		m.primary, err = replicate.StartPrimary(replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, Token: cfg.Token,
+			VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger})
+		if err != nil {
+			ln.Close()
+			m.fs.Close()
+			m.store.Close()
+			return nil, err
+		}
+	}
 	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger})
 	if err != nil {
 		ln.Close()
@@ -140,6 +167,23 @@ func Start(cfg Config) (*Mount, error) {
 	m.log.Info("mounted", "mountpoint", cfg.Mountpoint, "backing", cfg.Backing, "journal", cfg.Journal,
 		"capture", !cfg.NoCapture, "last_seq", m.store.Last().Seq, "epoch", m.store.Epoch())
 	return m, nil
+}
+
+// volumeID returns the journal's volume id, creating one for a new journal.
+func volumeID(st *journal.Store) (string, error) {
+	v, err := st.Meta("volume")
+	if err != nil {
+		return "", err
+	}
+	if len(v) > 0 {
+		return string(v), nil
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(b[:])
+	return id, st.SetMeta("volume", []byte(id))
 }
 
 // clearStaleMount detaches a dead FUSE mount left at dir by a daemon that
@@ -184,14 +228,30 @@ func checkOutside(journalDir, volume string) error {
 // Done is closed when the kernel side of the mount goes away.
 func (m *Mount) Done() <-chan struct{} { return m.srv.Done() }
 
-// Barrier seals everything captured so far into the journal.
-func (m *Mount) Barrier(ctx context.Context) (uint64, error) { return m.committer.Barrier(ctx) }
+// Barrier seals everything captured so far into the journal and returns
+// its seq once that batch, and every batch before it, is durable on the
+// ack set. With nothing new it returns the last seq without sealing, and
+// without a network round trip once that seq is acked.
+func (m *Mount) Barrier(ctx context.Context) (uint64, error) {
+	seq, err := m.committer.Barrier(ctx)
+	if err != nil || m.primary == nil {
+		return seq, err
+	}
+	if err := m.primary.Wait(ctx, seq); err != nil {
+		return 0, err
+	}
+	return seq, nil
+}
 
 // Status reports the mount's state.
 func (m *Mount) Status() control.Status {
 	pending, nodes := m.fs.Stats()
-	return control.Status{Volume: m.cfg.Mountpoint, Capture: !m.cfg.NoCapture, LastSeq: m.store.Last().Seq,
+	st := control.Status{Volume: m.cfg.Mountpoint, VolumeID: m.volumeID, Capture: !m.cfg.NoCapture, LastSeq: m.store.Last().Seq,
 		Epoch: m.store.Epoch(), PendingBytes: pending, Nodes: nodes, UncleanStart: m.unclean}
+	if m.primary != nil {
+		st.Backups = m.primary.Status()
+	}
+	return st
 }
 
 // Get returns an encoded batch from the journal.
@@ -209,6 +269,11 @@ func (m *Mount) Close() error {
 	err := m.srv.Unmount()
 	m.cancel()
 	<-m.runDone
+	if m.primary != nil {
+		// The final batch had its chance to ship while the committer
+		// closed; a backup that missed it catches up on the next mount.
+		m.primary.Close()
+	}
 	if err == nil && m.committer.Held() == 0 {
 		if cerr := m.store.MarkClosed(); cerr != nil {
 			err = cerr

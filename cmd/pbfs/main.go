@@ -20,6 +20,7 @@ func main() {
 		},
 		Commands: []*cli.Command{
 			mountCommand(),
+			backupCommand(),
 			barrierCommand(),
 			journalCommand(),
 		},

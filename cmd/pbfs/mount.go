@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pbfs/pbfs/mount"
+	"github.com/pbfs/pbfs/replicate"
 )
 
 func mountCommand() *cli.Command {
@@ -25,13 +26,24 @@ func mountCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-xattrs", Usage: "answer extended-attribute calls with ENOSYS (saves a trip per write)"},
 			&cli.Int64Flag{Name: "batch-bytes", Value: 64 << 20, Usage: "seal the open batch once it holds this many bytes"},
 			&cli.DurationFlag{Name: "seal-interval", Value: 50e6, Usage: "seal the open batch at least this often"},
+			&cli.StringSliceFlag{Name: "backup", Usage: "address of a `pbfs backup` to replicate to (repeatable)"},
+			&cli.StringFlag{Name: "ack", Value: "all", Usage: "backups that must hold a batch before its barrier returns: all, majority, none or a number"},
+			tokenFlag, tokenFileFlag,
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("mount: want exactly one VOLUME or MOUNTPOINT argument", 2)
 			}
 			log := logger(c)
+			var token string
+			if len(c.StringSlice("backup")) > 0 {
+				var err error
+				if token, err = replicate.LoadToken(c.String("token"), c.String("token-file")); err != nil {
+					return cli.Exit("mount: "+err.Error(), 2)
+				}
+			}
 			m, err := mount.Start(mount.Config{
+				Backups: c.StringSlice("backup"), Ack: c.String("ack"), Token: token,
 				Mountpoint: c.Args().First(), Backing: c.String("backing"), Journal: c.String("journal"),
 				AllowOther: c.Bool("allow-other"), NoCapture: c.Bool("no-capture"), WriteDiff: c.Bool("write-diff"),
 				NoXattrs: c.Bool("no-xattrs"), MaxBatchBytes: c.Int64("batch-bytes"), SealInterval: c.Duration("seal-interval"),

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pbfs/pbfs/replicate"
+)
+
+func backupCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "backup",
+		Usage:     "receive a primary's batches, make them durable, ack them and apply them to VOLUME",
+		ArgsUsage: "VOLUME",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Required: true, Usage: "address to accept the primary on (host:port)"},
+			&cli.StringFlag{Name: "journal", Required: true, Usage: "the backup's own journal directory (outside VOLUME)"},
+			tokenFlag, tokenFileFlag,
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit("backup: want exactly one VOLUME argument", 2)
+			}
+			token, err := replicate.LoadToken(c.String("token"), c.String("token-file"))
+			if err != nil {
+				return cli.Exit("backup: "+err.Error(), 2)
+			}
+			log := logger(c)
+			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log})
+			if err != nil {
+				return cli.Exit("backup: "+err.Error(), 1)
+			}
+			ln, err := net.Listen("tcp", c.String("listen"))
+			if err != nil {
+				b.Close()
+				return cli.Exit("backup: "+err.Error(), 1)
+			}
+			served := make(chan error, 1)
+			go func() { served <- b.Serve(ln) }()
+			sig := make(chan os.Signal, 2)
+			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+			select {
+			case s := <-sig:
+				log.Info("signal received; stopping", "signal", s.String())
+			case err := <-served:
+				log.Error("serving stopped", "err", err)
+			}
+			st := b.Status()
+			if err := b.Close(); err != nil {
+				return cli.Exit("backup: "+err.Error(), 1)
+			}
+			log.Info("backup stopped", "durable_seq", st.DurableSeq, "applied_seq", st.AppliedSeq)
+			return nil
+		},
+	}
+}
+
+var (
+	tokenFlag     = &cli.StringFlag{Name: "token", Usage: "shared replication secret (prefer --token-file or PBFS_TOKEN, which stay out of ps)"}
+	tokenFileFlag = &cli.StringFlag{Name: "token-file", Usage: "file holding the shared replication secret"}
+)

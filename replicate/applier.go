@@ -1,0 +1,63 @@
+package replicate
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// applyLoop applies durable batches in order until Close. Progress is
+// kept in two journal keys: "applying" is written before a batch touches
+// the volume, "applied" after the batch and a syncfs of the volume, so a
+// restart knows whether it was killed in the middle of one.
+func (b *Backup) applyLoop() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.done:
+			return
+		case <-b.kick:
+		case <-t.C:
+		}
+		for !b.stalled.Load() {
+			next := b.applied.Load() + 1
+			if next > b.store.Last().Seq {
+				break
+			}
+			if err := b.applyOne(next, false); err != nil {
+				b.stalled.Store(true)
+				b.m.applyFailures.Inc()
+				b.log.Error("apply failed; the backup stops applying and needs a resync", "seq", next, "err", err)
+			}
+		}
+	}
+}
+
+func (b *Backup) applyOne(seq uint64, redo bool) error {
+	enc, err := b.store.Get(seq)
+	if err != nil {
+		return err
+	}
+	batch, err := journal.Decode(enc)
+	if err != nil {
+		return err
+	}
+	if err := b.store.SetMetaUint("applying", seq); err != nil {
+		return err
+	}
+	if redo {
+		err = b.applier.Redo(batch)
+	} else {
+		err = b.applier.Apply(batch)
+	}
+	if err != nil {
+		return fmt.Errorf("apply batch %d: %w", seq, err)
+	}
+	if err := b.store.SetMetaUint("applied", seq); err != nil {
+		return err
+	}
+	b.setApplied(seq)
+	return nil
+}

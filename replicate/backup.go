@@ -1,0 +1,180 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/replpb"
+)
+
+// BackupConfig configures a backup.
+type BackupConfig struct {
+	Volume   string // the backup's copy of the volume
+	Journal  string // the backup's own journal directory
+	Token    string
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+}
+
+// Backup receives one primary's batches, makes them durable, acks them and
+// applies them in order to its volume.
+type Backup struct {
+	replpb.UnimplementedReplicationServer
+	cfg     BackupConfig
+	log     *slog.Logger
+	store   *journal.Store
+	applier *apply.Applier
+	m       *backupMetrics
+
+	mu       sync.Mutex
+	volumeID string
+	active   *session // the primary stream being served, if any
+
+	applied  atomic.Uint64
+	progress chan struct{} // closed and replaced when applied advances; guarded by mu
+	stalled  atomic.Bool // apply failed: the volume needs a resync
+	kick     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+	srv      *grpc.Server
+}
+
+type session struct {
+	epoch  uint64
+	cancel context.CancelFunc
+}
+
+// OpenBackup opens the backup's journal and volume.
+func OpenBackup(cfg BackupConfig) (*Backup, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Token == "" {
+		return nil, ErrNoToken
+	}
+	st, err := journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	ap, err := apply.New(cfg.Volume, cfg.Logger)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, m: newBackupMetrics(cfg.Registry),
+		kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{})}
+	vid, err := st.Meta("volume")
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	b.volumeID = string(vid)
+	applied, err := st.MetaUint("applied")
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	b.applied.Store(applied)
+	if applying, _ := st.MetaUint("applying"); applying > applied {
+		// Killed while applying: the volume holds part of that batch.
+		b.log.Warn("the last run was killed while applying a batch; re-applying it tolerantly", "seq", applying)
+		if err := b.applyOne(applying, true); err != nil {
+			b.log.Error("re-applying the torn batch failed; the volume needs a resync", "seq", applying, "err", err)
+			b.stalled.Store(true)
+		}
+	}
+	go b.applyLoop()
+	return b, nil
+}
+
+// Serve answers primaries on ln until Close.
+func (b *Backup) Serve(ln net.Listener) error {
+	b.srv = grpc.NewServer(
+		grpc.StreamInterceptor(checkToken(b.cfg.Token, func(reason string) {
+			b.m.authFailures.Inc()
+			b.log.Warn("refused a primary", "reason", reason)
+		})),
+		grpc.MaxRecvMsgSize(journal.HeaderSize+journal.MaxBodySize+1024),
+	)
+	replpb.RegisterReplicationServer(b.srv, b)
+	b.log.Info("backup serving", "addr", ln.Addr().String(), "volume", b.cfg.Volume,
+		"durable_seq", b.store.Last().Seq, "applied_seq", b.applied.Load(), "epoch", b.store.Epoch())
+	return b.srv.Serve(ln)
+}
+
+// Close stops serving and applying.
+func (b *Backup) Close() error {
+	b.stopOnce.Do(func() {
+		if b.srv != nil {
+			b.srv.Stop()
+		}
+		close(b.done)
+	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.applier.Close()
+	return b.store.Close()
+}
+
+// Status is what a backup holds.
+type Status struct {
+	VolumeID   string
+	DurableSeq uint64
+	AppliedSeq uint64
+	Epoch      uint64
+	Stalled    bool
+}
+
+// Status reports the backup's progress.
+func (b *Backup) Status() Status {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Status{VolumeID: b.volumeID, DurableSeq: b.store.Last().Seq, AppliedSeq: b.applied.Load(),
+		Epoch: b.store.Epoch(), Stalled: b.stalled.Load()}
+}
+
+// WaitApplied waits until seq is applied (tests and promotion use it).
+func (b *Backup) WaitApplied(ctx context.Context, seq uint64) error {
+	for b.applied.Load() < seq {
+		if b.stalled.Load() {
+			return errors.New("backup stalled: apply failed")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// appliedChanged returns a channel closed when the applied seq advances.
+func (b *Backup) appliedChanged() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.progress
+}
+
+func (b *Backup) setApplied(seq uint64) {
+	b.applied.Store(seq)
+	b.m.applied.Set(float64(seq))
+	b.mu.Lock()
+	close(b.progress)
+	b.progress = make(chan struct{})
+	b.mu.Unlock()
+}
+
+func reject(code replpb.Reject_Code, epoch uint64, format string, a ...any) *replpb.BackupMsg {
+	return &replpb.BackupMsg{Msg: &replpb.BackupMsg_Reject{Reject: &replpb.Reject{Code: code, Reason: fmt.Sprintf(format, a...), Epoch: epoch}}}
+}

@@ -1,0 +1,52 @@
+package replicate
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type backupMetrics struct {
+	durable       prometheus.Gauge
+	applied       prometheus.Gauge
+	rejected      *prometheus.CounterVec
+	authFailures  prometheus.Counter
+	applyFailures prometheus.Counter
+}
+
+func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
+	m := &backupMetrics{
+		durable: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_backup_durable_seq", Help: "Newest batch durable in the backup's journal."}),
+		applied: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_backup_applied_seq", Help: "Newest batch applied to the backup's volume."}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pbfs_backup_rejected_total", Help: "Primaries or batches refused, by reason.",
+		}, []string{"reason"}),
+		authFailures:  prometheus.NewCounter(prometheus.CounterOpts{Name: "pbfs_backup_auth_failures_total", Help: "Connections refused for a wrong or missing token."}),
+		applyFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "pbfs_backup_apply_failures_total", Help: "Batches that failed to apply."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.durable, m.applied, m.rejected, m.authFailures, m.applyFailures)
+	}
+	return m
+}
+
+type shipMetrics struct {
+	acked    *prometheus.GaugeVec
+	sent     *prometheus.CounterVec
+	sentB    *prometheus.CounterVec
+	state    *prometheus.GaugeVec
+	barriers prometheus.Histogram
+}
+
+func newShipMetrics(reg prometheus.Registerer) *shipMetrics {
+	m := &shipMetrics{
+		acked: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pbfs_replicate_acked_seq", Help: "Newest batch a backup acked as durable."}, []string{"backup"}),
+		sent:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_replicate_batches_sent_total", Help: "Batches sent, by backup."}, []string{"backup"}),
+		sentB: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_replicate_bytes_sent_total", Help: "Encoded batch bytes sent, by backup."}, []string{"backup"}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pbfs_replicate_backup_up", Help: "1 while a backup's stream is up."}, []string{"backup"}),
+		barriers: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "pbfs_replicate_barrier_seconds", Help: "Time for a barrier to be durable on the ack set.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.acked, m.sent, m.sentB, m.state, m.barriers)
+	}
+	return m
+}

@@ -1,0 +1,210 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/replpb"
+)
+
+// Errors a shipper reports.
+var (
+	ErrDeposed      = errors.New("deposed: a backup has seen a higher epoch")
+	ErrNeedsResync  = errors.New("backup needs a resync")
+	errStreamClosed = errors.New("stream closed")
+)
+
+// Shipper streams the primary's journal to one backup, pipelined, and
+// tracks what the backup has acked as durable.
+type Shipper struct {
+	addr     string
+	store    *journal.Store
+	volumeID string
+	log      *slog.Logger
+	m        *shipMetrics
+	notify   func()
+	conn     *grpc.ClientConn
+
+	acked   atomic.Uint64
+	applied atomic.Uint64
+	up      atomic.Bool
+	deposed atomic.Bool
+	stale   atomic.Bool // the backup's history differs: it needs a resync
+}
+
+func newShipper(addr, token, volumeID string, store *journal.Store, m *shipMetrics, notify func(), log *slog.Logger) (*Shipper, error) {
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(tokenCreds{token: token}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(journal.HeaderSize+journal.MaxBodySize+1024)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("backup %s: %w", addr, err)
+	}
+	return &Shipper{addr: addr, store: store, volumeID: volumeID, log: log.With("backup", addr), m: m, notify: notify, conn: conn}, nil
+}
+
+// Acked returns the newest seq the backup holds durably.
+func (s *Shipper) Acked() uint64 { return s.acked.Load() }
+
+// run keeps a stream to the backup up until ctx ends.
+func (s *Shipper) run(ctx context.Context) {
+	defer s.conn.Close()
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := s.session(ctx)
+		s.up.Store(false)
+		s.m.state.WithLabelValues(s.addr).Set(0)
+		s.notify()
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > 5*time.Second {
+			backoff = 50 * time.Millisecond
+		}
+		s.log.Warn("replication stream down; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		if errors.Is(err, ErrNeedsResync) {
+			backoff = 5 * time.Second
+		}
+	}
+}
+
+func (s *Shipper) session(parent context.Context) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	stream, err := replpb.NewReplicationClient(s.conn).Stream(ctx)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{
+		VolumeId: s.volumeID, Epoch: s.store.Epoch(), LastSeq: s.store.Last().Seq,
+	}}}); err != nil {
+		return err
+	}
+	msg, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if rej := msg.GetReject(); rej != nil {
+		return s.rejected(rej)
+	}
+	w := msg.GetWelcome()
+	if w == nil {
+		return errors.New("backup did not answer Hello with Welcome")
+	}
+	if err := s.checkHistory(w); err != nil {
+		s.stale.Store(true)
+		return err
+	}
+	s.stale.Store(false)
+	s.acked.Store(w.DurableSeq)
+	s.applied.Store(w.AppliedSeq)
+	s.up.Store(true)
+	s.m.state.WithLabelValues(s.addr).Set(1)
+	s.m.acked.WithLabelValues(s.addr).Set(float64(w.DurableSeq))
+	s.notify()
+	s.log.Info("replication stream up", "backup_durable_seq", w.DurableSeq, "primary_last_seq", s.store.Last().Seq)
+
+	recvErr := make(chan error, 1)
+	go func() { recvErr <- s.receive(stream) }()
+	next := w.DurableSeq + 1
+	for {
+		changed := s.store.Changed()
+		for next <= s.store.Last().Seq {
+			enc, err := s.store.Get(next)
+			if err != nil {
+				return fmt.Errorf("read batch %d: %w", next, err)
+			}
+			if err := stream.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Batch{Batch: &replpb.Batch{Seq: next, Encoded: enc}}}); err != nil {
+				return err
+			}
+			s.m.sent.WithLabelValues(s.addr).Inc()
+			s.m.sentB.WithLabelValues(s.addr).Add(float64(len(enc)))
+			next++
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-recvErr:
+			return err
+		case <-changed:
+		}
+	}
+}
+
+// checkHistory makes sure the backup's journal is a prefix of ours.
+func (s *Shipper) checkHistory(w *replpb.Welcome) error {
+	if w.VolumeId != "" && w.VolumeId != s.volumeID {
+		return fmt.Errorf("backup serves volume %s, not %s: %w", w.VolumeId, s.volumeID, ErrNeedsResync)
+	}
+	if w.DurableSeq == 0 {
+		return nil
+	}
+	if w.DurableSeq > s.store.Last().Seq {
+		return fmt.Errorf("backup holds seq %d, this primary only %d: %w", w.DurableSeq, s.store.Last().Seq, ErrNeedsResync)
+	}
+	enc, err := s.store.Get(w.DurableSeq)
+	if errors.Is(err, journal.ErrNotFound) {
+		return fmt.Errorf("batch %d is no longer in the journal: %w", w.DurableSeq, ErrNeedsResync)
+	} else if err != nil {
+		return err
+	}
+	h, err := journal.DecodeHeader(enc)
+	if err != nil {
+		return err
+	}
+	if h.Checksum != w.DurableChecksum {
+		return fmt.Errorf("batch %d differs on the backup: %w", w.DurableSeq, ErrNeedsResync)
+	}
+	return nil
+}
+
+func (s *Shipper) receive(stream replpb.Replication_StreamClient) error {
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if rej := msg.GetReject(); rej != nil {
+			return s.rejected(rej)
+		}
+		if ack := msg.GetAck(); ack != nil {
+			if ack.DurableSeq > s.acked.Load() {
+				s.acked.Store(ack.DurableSeq)
+				s.m.acked.WithLabelValues(s.addr).Set(float64(ack.DurableSeq))
+			}
+			s.applied.Store(ack.AppliedSeq)
+			s.notify()
+		}
+	}
+}
+
+func (s *Shipper) rejected(rej *replpb.Reject) error {
+	err := fmt.Errorf("backup refused: %s: %s", rej.Code, rej.Reason)
+	switch rej.Code {
+	case replpb.Reject_STALE_EPOCH:
+		s.deposed.Store(true)
+		s.notify()
+		s.log.Error("this primary is deposed: a backup has seen a higher epoch", "epoch", rej.Epoch)
+		return fmt.Errorf("%v: %w", err, ErrDeposed)
+	case replpb.Reject_WRONG_VOLUME, replpb.Reject_DIVERGED, replpb.Reject_GAP:
+		s.stale.Store(true)
+		return fmt.Errorf("%v: %w", err, ErrNeedsResync)
+	}
+	return err
+}

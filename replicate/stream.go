@@ -1,0 +1,186 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/replpb"
+)
+
+// maxAppend bounds how many received batches one synced write stores.
+const maxAppend = 64
+
+// Stream serves one primary: Hello, Welcome, then batches in and acks out.
+func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		b.m.rejected.WithLabelValues("protocol").Inc()
+		return stream.Send(reject(replpb.Reject_UNKNOWN, 0, "stream must start with Hello"))
+	}
+	ctx, err := b.admit(stream, hello)
+	if err != nil {
+		return err
+	}
+	last := b.store.Last()
+	if err := stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Welcome{Welcome: &replpb.Welcome{
+		VolumeId: b.volumeID, DurableSeq: last.Seq, DurableChecksum: last.Checksum,
+		AppliedSeq: b.applied.Load(), Epoch: b.store.Epoch(),
+	}}}); err != nil {
+		return err
+	}
+	incoming := make(chan *replpb.Batch, maxAppend)
+	recvErr := make(chan error, 1)
+	go func() {
+		defer close(incoming)
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			bt := msg.GetBatch()
+			if bt == nil {
+				recvErr <- errors.New("unexpected message after Hello")
+				return
+			}
+			select {
+			case incoming <- bt:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		var encs [][]byte
+		progressed := b.appliedChanged()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-progressed:
+			// Report apply progress even when no batch arrives.
+			if err := b.sendAck(stream); err != nil {
+				return err
+			}
+			continue
+		case bt, ok := <-incoming:
+			if !ok {
+				return <-recvErr
+			}
+			encs = append(encs, bt.Encoded)
+		drain:
+			for len(encs) < maxAppend {
+				select {
+				case bt, ok := <-incoming:
+					if !ok {
+						break drain
+					}
+					encs = append(encs, bt.Encoded)
+				default:
+					break drain
+				}
+			}
+		}
+		if rej := b.store1(hello.Epoch, encs); rej != nil {
+			stream.Send(rej)
+			return fmt.Errorf("rejected: %s", rej.GetReject().GetReason())
+		}
+		b.m.durable.Set(float64(b.store.Last().Seq))
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
+		if err := b.sendAck(stream); err != nil {
+			return err
+		}
+	}
+}
+
+func (b *Backup) sendAck(stream replpb.Replication_StreamServer) error {
+	return stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Ack{Ack: &replpb.Ack{
+		DurableSeq: b.store.Last().Seq, AppliedSeq: b.applied.Load(),
+	}}})
+}
+
+// admit checks a primary's Hello: volume and epoch. A new primary session
+// replaces the one being served (the same primary reconnecting, or a new
+// one with a higher epoch).
+func (b *Backup) admit(stream replpb.Replication_StreamServer, hello *replpb.Hello) (context.Context, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if hello.VolumeId == "" {
+		return nil, b.refuse(stream, "protocol", reject(replpb.Reject_UNKNOWN, 0, "Hello without a volume id"))
+	}
+	if b.volumeID == "" {
+		if err := b.store.SetMeta("volume", []byte(hello.VolumeId)); err != nil {
+			return nil, err
+		}
+		b.volumeID = hello.VolumeId
+		b.log.Info("serving a new volume", "volume_id", hello.VolumeId)
+	} else if b.volumeID != hello.VolumeId {
+		return nil, b.refuse(stream, "wrong_volume", reject(replpb.Reject_WRONG_VOLUME, 0,
+			"this backup serves volume %s, not %s", b.volumeID, hello.VolumeId))
+	}
+	if e := b.store.Epoch(); hello.Epoch < e {
+		return nil, b.refuse(stream, "stale_epoch", reject(replpb.Reject_STALE_EPOCH, e,
+			"epoch %d is below %d: this primary was deposed", hello.Epoch, e))
+	} else if hello.Epoch > e {
+		if err := b.store.SetEpoch(hello.Epoch); err != nil {
+			return nil, err
+		}
+	}
+	if b.active != nil {
+		b.active.cancel()
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	b.active = &session{epoch: hello.Epoch, cancel: cancel}
+	b.log.Info("primary connected", "epoch", hello.Epoch, "primary_last_seq", hello.LastSeq, "durable_seq", b.store.Last().Seq)
+	return ctx, nil
+}
+
+func (b *Backup) refuse(stream replpb.Replication_StreamServer, label string, msg *replpb.BackupMsg) error {
+	b.m.rejected.WithLabelValues(label).Inc()
+	b.log.Warn("refused a primary", "reason", msg.GetReject().GetReason())
+	stream.Send(msg)
+	return errors.New(msg.GetReject().GetReason())
+}
+
+// store1 stores received batches durably; a non-nil result rejects them.
+func (b *Backup) store1(sessionEpoch uint64, encs [][]byte) *replpb.BackupMsg {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	epoch := b.store.Epoch()
+	if sessionEpoch < epoch {
+		b.m.rejected.WithLabelValues("stale_epoch").Inc()
+		return reject(replpb.Reject_STALE_EPOCH, epoch, "epoch %d is below %d: this primary was deposed", sessionEpoch, epoch)
+	}
+	for _, enc := range encs {
+		h, err := journal.DecodeHeader(enc)
+		if err == nil && h.Epoch > sessionEpoch {
+			err = fmt.Errorf("batch %d claims epoch %d in a session of epoch %d: %w", h.Seq, h.Epoch, sessionEpoch, journal.ErrCorrupt)
+		}
+		if err != nil {
+			b.m.rejected.WithLabelValues("corrupt").Inc()
+			b.log.Error("refused a batch", "err", err)
+			return reject(replpb.Reject_CORRUPT, epoch, "%v", err)
+		}
+	}
+	if _, err := b.store.AppendEncoded(encs); err != nil {
+		code, label := replpb.Reject_STORAGE, "storage"
+		switch {
+		case errors.Is(err, journal.ErrChain):
+			code, label = replpb.Reject_GAP, "gap"
+		case errors.Is(err, journal.ErrCorrupt), errors.Is(err, journal.ErrVersion), errors.Is(err, journal.ErrTooLarge):
+			code, label = replpb.Reject_CORRUPT, "corrupt"
+		}
+		b.m.rejected.WithLabelValues(label).Inc()
+		b.log.Error("refused batches", "err", err)
+		return reject(code, epoch, "%v", err)
+	}
+	return nil
+}
