@@ -43,7 +43,7 @@ type Backup struct {
 
 	applied  atomic.Uint64
 	progress chan struct{} // closed and replaced when applied advances; guarded by mu
-	stalled  atomic.Bool // apply failed: the volume needs a resync
+	stalled  atomic.Bool   // apply failed: the volume needs a resync
 	kick     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
