@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/pbfs
 FUZZTIME ?= 30s
 
-.PHONY: build test test-short fuzz bench demo vet fmt clean
+.PHONY: build test test-short fuzz proto bench demo vet fmt clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/pbfs
@@ -24,6 +24,11 @@ fuzz:
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzParseBody$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDataLog$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./replicate -run '^$$' -fuzz '^FuzzPrimaryMsg$$' -fuzztime $(FUZZTIME)
+
+# Regenerate the gRPC code from the published .proto files.
+proto:
+	protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative replicate/replpb/replicate.proto
 
 bench: build
 	bash benchmarks/fs/run.sh

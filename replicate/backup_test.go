@@ -1,0 +1,198 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/replpb"
+)
+
+// startBackup serves a backup in-process on a loopback port.
+func startBackup(t *testing.T) (*Backup, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	vol := filepath.Join(dir, "vol")
+	os.Mkdir(vol, 0o755)
+	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(dir, "j"), Token: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go b.Serve(ln)
+	t.Cleanup(func() { b.Close() })
+	return b, ln.Addr().String(), vol
+}
+
+func dial(t *testing.T, addr, token string) replpb.Replication_StreamClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(tokenCreds{token: token}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	s, err := replpb.NewReplicationClient(conn).Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func hello(t *testing.T, s replpb.Replication_StreamClient, epoch uint64) *replpb.BackupMsg {
+	t.Helper()
+	if err := s.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{VolumeId: "vol-1", Epoch: epoch}}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func batch(t *testing.T, seq, epoch uint64, prev uint32, ops ...journal.Op) (*replpb.PrimaryMsg, uint32) {
+	enc, h, err := journal.Encode(&journal.Batch{Seq: seq, Epoch: epoch, Prev: prev, Ops: ops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Batch{Batch: &replpb.Batch{Seq: seq, Encoded: enc}}}, h.Checksum
+}
+
+func TestWrongTokenRefused(t *testing.T) {
+	_, addr, _ := startBackup(t)
+	for _, tok := range []string{"wrong", ""} {
+		s := dial(t, addr, tok)
+		s.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{VolumeId: "v", Epoch: 1}}})
+		_, err := s.Recv()
+		if status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("token %q: %v, want Unauthenticated", tok, err)
+		}
+	}
+}
+
+// TestStaleEpochFenced: after a primary of epoch 5, a primary of epoch 3
+// is refused, at Hello and for its batches.
+func TestStaleEpochFenced(t *testing.T) {
+	b, addr, _ := startBackup(t)
+	if m := hello(t, dial(t, addr, "right"), 5); m.GetWelcome() == nil {
+		t.Fatalf("epoch 5: %v", m)
+	}
+	m := hello(t, dial(t, addr, "right"), 3)
+	if m.GetReject().GetCode() != replpb.Reject_STALE_EPOCH {
+		t.Fatalf("epoch 3 after 5: %v, want STALE_EPOCH", m)
+	}
+	if b.Status().Epoch != 5 {
+		t.Fatalf("epoch %d", b.Status().Epoch)
+	}
+}
+
+// TestHostileBatchesRefused: a gap, a corrupt batch and a batch with a
+// higher epoch than its session are refused and never stored; a batch that
+// tries to escape the volume through a planted symlink stops the applier
+// and touches nothing outside.
+func TestHostileBatchesRefused(t *testing.T) {
+	b, addr, vol := startBackup(t)
+	outside := t.TempDir()
+	os.Symlink(outside, filepath.Join(vol, "escape"))
+
+	s := dial(t, addr, "right")
+	hello(t, s, 1)
+	gap, _ := batch(t, 2, 1, 0, journal.Op{Kind: journal.KindCreate, Path: "x", Mode: 0o644})
+	s.Send(gap)
+	if m, _ := s.Recv(); m.GetReject().GetCode() != replpb.Reject_GAP {
+		t.Fatalf("gap: %v", m)
+	}
+
+	s = dial(t, addr, "right")
+	hello(t, s, 1)
+	bad, _ := batch(t, 1, 1, 0, journal.Op{Kind: journal.KindCreate, Path: "x", Mode: 0o644})
+	enc := bad.GetBatch().Encoded
+	enc[len(enc)-1] ^= 1
+	s.Send(bad)
+	if m, _ := s.Recv(); m.GetReject().GetCode() != replpb.Reject_CORRUPT {
+		t.Fatalf("corrupt: %v", m)
+	}
+
+	s = dial(t, addr, "right")
+	hello(t, s, 1)
+	future, _ := batch(t, 1, 9, 0, journal.Op{Kind: journal.KindCreate, Path: "x", Mode: 0o644})
+	s.Send(future)
+	if m, _ := s.Recv(); m.GetReject().GetCode() != replpb.Reject_CORRUPT {
+		t.Fatalf("epoch above the session's: %v", m)
+	}
+	if b.Status().DurableSeq != 0 {
+		t.Fatalf("a refused batch was stored: durable %d", b.Status().DurableSeq)
+	}
+
+	s = dial(t, addr, "right")
+	hello(t, s, 1)
+	escape, _ := batch(t, 1, 1, 0, journal.Op{Kind: journal.KindCreate, Path: "escape/pwned", Mode: 0o644})
+	s.Send(escape)
+	if m, _ := s.Recv(); m.GetAck().GetDurableSeq() != 1 {
+		t.Fatalf("a well-formed batch was not acked: %v", m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.WaitApplied(ctx, 1); err == nil {
+		t.Fatal("a batch escaping through a symlink was applied")
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("the batch wrote outside the volume: %v", ents)
+	}
+	if !b.Status().Stalled {
+		t.Fatal("backup not marked stalled after a failed apply")
+	}
+}
+
+func TestParseAck(t *testing.T) {
+	for _, c := range []struct {
+		policy string
+		n, want int
+		bad     bool
+	}{{"all", 2, 2, false}, {"majority", 2, 1, false}, {"majority", 4, 2, false}, {"none", 3, 0, false}, {"1", 2, 1, false}, {"3", 2, 0, true}, {"x", 2, 0, true}} {
+		got, err := ParseAck(c.policy, c.n)
+		if (err != nil) != c.bad || (!c.bad && got != c.want) {
+			t.Errorf("ParseAck(%q, %d) = %d, %v", c.policy, c.n, got, err)
+		}
+	}
+}
+
+// FuzzPrimaryMsg feeds arbitrary bytes to the backup's message decoding:
+// protobuf, then the journal's batch verification.
+func FuzzPrimaryMsg(f *testing.F) {
+	m, _ := batch(&testing.T{}, 1, 1, 0, journal.Op{Kind: journal.KindCreate, Path: "x", Mode: 0o644})
+	seed, _ := proto.Marshal(m)
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var msg replpb.PrimaryMsg
+		if proto.Unmarshal(data, &msg) != nil {
+			return
+		}
+		if bt := msg.GetBatch(); bt != nil {
+			if _, err := journal.Decode(bt.Encoded); err == nil {
+				if _, err := journal.Verify(bt.Encoded); err != nil {
+					t.Fatal("Decode accepted what Verify refuses")
+				}
+			} else if !errors.Is(err, journal.ErrCorrupt) && !errors.Is(err, journal.ErrVersion) && !errors.Is(err, journal.ErrTooLarge) {
+				t.Fatalf("unclassified error: %v", err)
+			}
+		}
+	})
+}
