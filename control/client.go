@@ -79,6 +79,17 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	return st, err
 }
 
+// Metrics returns the mount's metrics in the Prometheus text format.
+func (c *Client) Metrics(ctx context.Context) (string, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/metrics")
+	if err != nil {
+		return "", fmt.Errorf("metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
 // Get fetches one encoded batch.
 func (c *Client) Get(seq uint64) ([]byte, error) {
 	resp, err := c.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/batches/%d", seq))

@@ -1,17 +1,12 @@
 package fs_test
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/mount"
@@ -19,140 +14,12 @@ import (
 
 var seeds = flag.Int("seeds", 16, "seeds for the randomized workload tests")
 
-// workload is a randomized, concurrent mix of every mutation over a small
-// shared set of names, so writers collide: overlapping writes to shared
-// files, renames racing writes, hard links, truncates, O_APPEND through
-// links, unlink while open, and files created and deleted in one batch.
-type workload struct {
-	vol      string
-	names    []string
-	dirs     []string
-	dataOnly bool
-}
-
-func newWorkload(vol string, dataOnly bool) *workload {
-	w := &workload{vol: vol, dataOnly: dataOnly, dirs: []string{".", "d0", "d1", "d0/e"}}
-	for _, d := range w.dirs {
-		for i := 0; i < 6; i++ {
-			w.names = append(w.names, filepath.Join(d, fmt.Sprintf("f%d", i)))
-		}
-	}
-	return w
-}
-
-// seed lays out the starting state: files, pre-existing hard links.
-func (w *workload) seed(vol string) {
-	r := rand.New(rand.NewPCG(1, 2))
-	for _, d := range w.dirs[1:] {
-		os.MkdirAll(filepath.Join(vol, d), 0o755)
-	}
-	for i, n := range w.names {
-		if i%3 == 0 {
-			os.WriteFile(filepath.Join(vol, n), randBytes(r, 1+r.IntN(20000)), 0o644)
-		}
-	}
-	os.Link(filepath.Join(vol, w.names[0]), filepath.Join(vol, "d1", "prelink"))
-	os.Link(filepath.Join(vol, w.names[3]), filepath.Join(vol, "d0/e", "prelink"))
-}
-
-func randBytes(r *rand.Rand, n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte('a' + r.IntN(26))
-	}
-	return b
-}
-
-func (w *workload) p(name string) string { return filepath.Join(w.vol, name) }
-
-func (w *workload) pick(r *rand.Rand) string {
-	if r.IntN(8) == 0 {
-		return filepath.Join(w.dirs[r.IntN(len(w.dirs))], "prelink")
-	}
-	return w.names[r.IntN(len(w.names))]
-}
-
-// step performs one random operation; errors such as ENOENT are part of
-// the game and ignored.
-func (w *workload) step(r *rand.Rand) {
-	n := w.pick(r)
-	op := r.IntN(100)
-	if w.dataOnly {
-		op = op % 30
-	}
-	switch {
-	case op < 20: // overlapping pwrite
-		if f, err := os.OpenFile(w.p(n), os.O_WRONLY, 0); err == nil {
-			f.WriteAt(randBytes(r, 1+r.IntN(9000)), int64(r.IntN(30000)))
-			f.Close()
-		}
-	case op < 25: // O_APPEND, possibly through a hard link
-		if f, err := os.OpenFile(w.p(n), os.O_WRONLY|os.O_APPEND, 0); err == nil {
-			f.Write(randBytes(r, 1+r.IntN(3000)))
-			f.Close()
-		}
-	case op < 30: // truncate
-		os.Truncate(w.p(n), int64(r.IntN(25000)))
-	case op < 40: // create or O_TRUNC rewrite
-		os.WriteFile(w.p(n), randBytes(r, r.IntN(12000)), 0o644)
-	case op < 47: // rename, racing writers
-		os.Rename(w.p(n), w.p(w.pick(r)))
-	case op < 50: // RENAME_EXCHANGE
-		unix.Renameat2(unix.AT_FDCWD, w.p(n), unix.AT_FDCWD, w.p(w.pick(r)), unix.RENAME_EXCHANGE)
-	case op < 56: // hard link
-		os.Link(w.p(n), w.p(w.pick(r)))
-	case op < 62: // unlink
-		os.Remove(w.p(n))
-	case op < 70: // unlink while open, then keep writing through the fd
-		if f, err := os.OpenFile(w.p(n), os.O_RDWR, 0); err == nil {
-			f.WriteAt(randBytes(r, 100), int64(r.IntN(5000)))
-			os.Remove(w.p(n))
-			f.WriteAt(randBytes(r, 1+r.IntN(4000)), int64(r.IntN(20000)))
-			f.Truncate(int64(r.IntN(20000)))
-			f.Close()
-		}
-	case op < 76: // temp file created, written and deleted (in one batch, usually)
-		tmp := w.p(n) + ".tmp"
-		os.WriteFile(tmp, randBytes(r, 5000), 0o600)
-		if r.IntN(2) == 0 {
-			os.Rename(tmp, w.p(n)) // atomic replace
-		} else {
-			os.Remove(tmp)
-		}
-	case op < 80: // chmod
-		os.Chmod(w.p(n), os.FileMode(0o600+r.IntN(0o177)))
-	case op < 84: // xattr
-		unix.Setxattr(w.p(n), fmt.Sprintf("user.k%d", r.IntN(3)), randBytes(r, r.IntN(50)), 0)
-	case op < 88: // symlink
-		os.Symlink(fmt.Sprintf("target-%d", r.IntN(5)), w.p(n))
-	case op < 92: // directory churn
-		d := w.p(n) + ".d"
-		os.Mkdir(d, 0o755)
-		os.WriteFile(filepath.Join(d, "inner"), []byte("x"), 0o644)
-		if r.IntN(2) == 0 {
-			os.Remove(filepath.Join(d, "inner"))
-			os.Remove(d)
-		}
-	case op < 96: // chown
-		os.Lchown(w.p(n), r.IntN(3)*1000, r.IntN(3)*1000)
-	default: // fallocate / punch hole
-		if f, err := os.OpenFile(w.p(n), os.O_RDWR, 0); err == nil {
-			mode := uint32(0)
-			if r.IntN(2) == 0 {
-				mode = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
-			}
-			unix.Fallocate(int(f.Fd()), mode, int64(r.IntN(20000)), int64(1+r.IntN(8000)))
-			f.Close()
-		}
-	}
-}
-
 // run drives workers goroutines for steps steps each while another takes
 // barriers at random moments, then checks the replay.
 func runWorkload(t *testing.T, seed uint64, dataOnly bool, cfg mount.Config) {
-	w := newWorkload("", dataOnly)
-	e := fstest.Setup(t, cfg, w.seed)
-	w.vol = e.Vol
+	w := fstest.NewWorkload("", dataOnly)
+	e := fstest.Setup(t, cfg, w.Seed)
+	w.Vol = e.Vol
 	const workers, steps = 4, 250
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -173,7 +40,7 @@ func runWorkload(t *testing.T, seed uint64, dataOnly bool, cfg mount.Config) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(seed, uint64(i)))
 			for s := 0; s < steps; s++ {
-				w.step(r)
+				w.Step(r)
 			}
 		}(i)
 	}
@@ -201,5 +68,3 @@ func TestRandomDataWritesReplay(t *testing.T) {
 		}
 	}
 }
-
-var _ = bytes.Equal

@@ -86,7 +86,7 @@ func rewrite(b *testing.B, changed float64, diff, scatter bool) {
 	e.Barrier()
 	b.StopTimer()
 	var stored, payload int64
-	journal.Walk(e.Mount, before+1, 0, true, func(c journal.Checked) error {
+	journal.Walk(e.Client, before+1, 0, true, func(c journal.Checked) error {
 		if c.Err != nil {
 			b.Fatal(c.Err)
 		}

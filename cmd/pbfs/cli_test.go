@@ -7,9 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/journal"
@@ -46,60 +44,10 @@ func run(t *testing.T, args ...string) (string, int) {
 	return string(out), code
 }
 
-type daemon struct {
-	cmd *exec.Cmd
-	out *bytes.Buffer
-	vol string
-}
-
-// startMount starts `pbfs mount` (optionally under a prefix command such
-// as prlimit) and waits until the mount answers.
-func startMount(t *testing.T, prefix []string, vol, journalDir string, extra ...string) *daemon {
-	t.Helper()
-	args := append(append([]string{}, prefix...), pbfsBin, "mount", "--journal", journalDir)
-	args = append(append(args, extra...), vol)
-	cmd := exec.Command(args[0], args[1:]...)
-	d := &daemon{cmd: cmd, out: &bytes.Buffer{}, vol: vol}
-	cmd.Stdout, cmd.Stderr = d.out, d.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.stop(t) })
-	for i := 0; i < 200; i++ {
-		if mounted(vol) {
-			if _, code := run(t, "barrier", "--journal", journalDir); code == 0 {
-				return d
-			}
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("mount did not come up:\n%s", d.out)
-	return nil
-}
-
-func (d *daemon) stop(t *testing.T) {
-	if d.cmd.ProcessState != nil {
-		return
-	}
-	d.cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- d.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("pbfs mount exited: %v\n%s", err, d.out)
-		}
-	case <-time.After(20 * time.Second):
-		d.cmd.Process.Kill()
-		<-done
-		syscall.Unmount(d.vol, syscall.MNT_DETACH)
-		t.Errorf("pbfs mount did not stop on SIGINT:\n%s", d.out)
-	}
-}
-
-func mounted(dir string) bool {
-	data, _ := os.ReadFile("/proc/mounts")
-	return strings.Contains(string(data), " "+dir+" fuse.pbfs ")
+// startMount runs `pbfs mount` (optionally under a prefix such as
+// prlimit) and waits until it answers.
+func startMount(t *testing.T, prefix []string, vol, journalDir string, extra ...string) *fstest.Proc {
+	return fstest.StartMount(t, prefix, vol, journalDir, extra...)
 }
 
 func layout(t *testing.T) (vol, start, jdir string) {
@@ -132,8 +80,8 @@ func TestMountBarrierJournalReplay(t *testing.T) {
 		t.Fatalf("journal show 1:\n%s", out)
 	}
 	want := fstest.Snapshot(t, vol)
-	d.stop(t)
-	if mounted(vol) {
+	d.Stop()
+	if fstest.Mounted(vol) {
 		t.Fatal("still mounted after SIGINT")
 	}
 	if out, code := run(t, "journal", "replay", "--journal", jdir, start); code != 0 {
@@ -151,7 +99,7 @@ func TestCorruptBatchIsReportedAndNeverApplied(t *testing.T) {
 		os.WriteFile(filepath.Join(vol, fmt.Sprintf("f%d", i)), []byte("content"), 0o644)
 		run(t, "barrier", "--journal", jdir)
 	}
-	d.stop(t)
+	d.Stop()
 	st, err := journal.OpenStore(jdir, journal.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -220,9 +168,9 @@ func TestFdExhaustion(t *testing.T) {
 		t.Fatalf("barrier after exhaustion: %s", out)
 	}
 	want := fstest.Snapshot(t, vol)
-	d.stop(t)
-	if !strings.Contains(d.out.String(), "EMFILE") && !strings.Contains(d.out.String(), "too many open files") {
-		t.Errorf("no log line about the exhausted descriptors:\n%s", d.out)
+	d.Stop()
+	if !strings.Contains(d.Out.String(), "EMFILE") && !strings.Contains(d.Out.String(), "too many open files") {
+		t.Errorf("no log line about the exhausted descriptors:\n%s", d.Out)
 	}
 	if out, code := run(t, "journal", "replay", "--journal", jdir, start); code != 0 {
 		t.Fatalf("replay: %s", out)
@@ -241,16 +189,15 @@ func TestKill9AndRestart(t *testing.T) {
 		t.Fatal(out)
 	}
 	os.WriteFile(filepath.Join(vol, "unacked"), []byte("maybe lost from the journal"), 0o644)
-	d.cmd.Process.Kill()
-	d.cmd.Wait()
+	d.Kill()
 	d2 := startMount(t, nil, vol, jdir)
-	if !strings.Contains(d2.out.String(), "did not shut down cleanly") {
-		t.Errorf("no warning about the unclean shutdown:\n%s", d2.out)
+	if !strings.Contains(d2.Out.String(), "did not shut down cleanly") {
+		t.Errorf("no warning about the unclean shutdown:\n%s", d2.Out)
 	}
 	if data, err := os.ReadFile(filepath.Join(vol, "acked")); err != nil || string(data) != "covered by a barrier" {
 		t.Fatalf("after restart: %q %v", data, err)
 	}
-	d2.stop(t)
+	d2.Stop()
 	if out, code := run(t, "journal", "verify", "--journal", jdir); code != 0 {
 		t.Fatalf("verify after kill -9: %s", out)
 	}
@@ -262,8 +209,8 @@ func TestKill9AndRestart(t *testing.T) {
 	}
 	// The second mount shut down cleanly: a third starts without warning.
 	d3 := startMount(t, nil, vol, jdir)
-	d3.stop(t)
-	if strings.Contains(d3.out.String(), "did not shut down cleanly") {
-		t.Errorf("warning after a clean shutdown:\n%s", d3.out)
+	d3.Stop()
+	if strings.Contains(d3.Out.String(), "did not shut down cleanly") {
+		t.Errorf("warning after a clean shutdown:\n%s", d3.Out)
 	}
 }

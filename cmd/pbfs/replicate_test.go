@@ -34,14 +34,14 @@ type cluster struct {
 	dir     string
 	vol     string
 	jdir    string
-	primary *daemon
+	primary *fstest.Proc
 	backups []*backupProc
 }
 
 type backupProc struct {
 	addr, vol, jdir string
 	cmd             *exec.Cmd
-	out             *lockedBuffer
+	out             *fstest.Buffer
 }
 
 func newCluster(t *testing.T, backups int, seed func(string)) *cluster {
@@ -72,7 +72,7 @@ func newCluster(t *testing.T, backups int, seed func(string)) *cluster {
 
 func (c *cluster) startBackup(b *backupProc) {
 	b.cmd = exec.Command(pbfsBin, "backup", "--listen", b.addr, "--journal", b.jdir, "--token", testToken, b.vol)
-	b.out = &lockedBuffer{}
+	b.out = &fstest.Buffer{}
 	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
 	if err := b.cmd.Start(); err != nil {
 		c.t.Fatal(err)
@@ -104,7 +104,7 @@ func (c *cluster) barrier() uint64 {
 	defer cancel()
 	seq, err := cl.Barrier(ctx)
 	if err != nil {
-		c.t.Fatalf("barrier: %v\nprimary:\n%s", err, c.primary.out)
+		c.t.Fatalf("barrier: %v\nprimary:\n%s", err, c.primary.Out)
 	}
 	return seq
 }
@@ -209,8 +209,7 @@ func TestPrimaryKilledKeepsAckedWrites(t *testing.T) {
 		acked = i + 1
 	}
 	os.WriteFile(filepath.Join(c.vol, "unacked"), []byte("x"), 0o644)
-	c.primary.cmd.Process.Kill()
-	c.primary.cmd.Wait()
+	c.primary.Kill()
 	syscall.Unmount(c.vol, syscall.MNT_DETACH)
 	for _, b := range c.backups {
 		deadline := time.Now().Add(20 * time.Second)
@@ -231,23 +230,4 @@ func TestPrimaryKilledKeepsAckedWrites(t *testing.T) {
 			}
 		}
 	}
-}
-
-// lockedBuffer is an output buffer safe for a process and a test to share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }

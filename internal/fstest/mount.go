@@ -2,27 +2,28 @@ package fstest
 
 import (
 	"context"
-	"log/slog"
+	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/mount"
 )
 
 // Env is a mounted volume with its journal and a copy of its starting
-// state.
+// state. The mount is a `pbfs mount` process (see Binary for why).
 type Env struct {
 	T       testing.TB
 	Dir     string // the test's temporary directory
 	Vol     string // the mounted volume (mounted over itself)
 	Start   string // copy of the volume as it was before mounting
 	Journal string
-	Mount   *mount.Mount
+	Proc    *Proc
+	Client  *control.Client
 	applied uint64 // last seq ReplayInto applied
 }
 
@@ -34,9 +35,33 @@ func RequireFUSE(t testing.TB) {
 	}
 }
 
+// MountArgs turns the mount options of cfg into `pbfs mount` flags.
+func MountArgs(cfg mount.Config) []string {
+	var a []string
+	if cfg.AllowOther {
+		a = append(a, "--allow-other")
+	}
+	if cfg.NoCapture {
+		a = append(a, "--no-capture")
+	}
+	if cfg.WriteDiff {
+		a = append(a, "--write-diff")
+	}
+	if cfg.NoXattrs {
+		a = append(a, "--no-xattrs")
+	}
+	if cfg.MaxBatchBytes > 0 {
+		a = append(a, fmt.Sprintf("--batch-bytes=%d", cfg.MaxBatchBytes))
+	}
+	if cfg.SealInterval > 0 {
+		a = append(a, "--seal-interval="+cfg.SealInterval.String())
+	}
+	return a
+}
+
 // Setup calls seed to fill a fresh volume, copies it as the starting state,
-// and mounts pbfs over it with cfg (Mountpoint and Journal are filled in).
-// The mount is closed in Cleanup; Cleanup also checks the journal.
+// and mounts pbfs over it with cfg's options. The mount is stopped in
+// Cleanup.
 func Setup(t testing.TB, cfg mount.Config, seed func(vol string)) *Env {
 	t.Helper()
 	RequireFUSE(t)
@@ -51,29 +76,9 @@ func Setup(t testing.TB, cfg mount.Config, seed func(vol string)) *Env {
 		seed(e.Vol)
 	}
 	CopyTree(t, e.Vol, e.Start)
-	cfg.Mountpoint, cfg.Journal = e.Vol, e.Journal
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	m, err := mount.Start(cfg)
-	if err != nil {
-		t.Fatalf("mount: %v", err)
-	}
-	e.Mount = m
-	Watchdog(t, e.Vol)
-	t.Cleanup(func() { e.Close() })
+	e.Proc = StartMount(t, nil, e.Vol, e.Journal, MountArgs(cfg)...)
+	e.Client = e.Proc.Client()
 	return e
-}
-
-// Close unmounts (once).
-func (e *Env) Close() {
-	if e.Mount == nil {
-		return
-	}
-	if err := e.Mount.Close(); err != nil {
-		e.T.Errorf("unmount: %v", err)
-	}
-	e.Mount = nil
 }
 
 // Barrier seals everything written so far and returns the seq.
@@ -81,9 +86,9 @@ func (e *Env) Barrier() uint64 {
 	e.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	seq, err := e.Mount.Barrier(ctx)
+	seq, err := e.Client.Barrier(ctx)
 	if err != nil {
-		e.T.Fatalf("barrier: %v", err)
+		e.T.Fatalf("barrier: %v\n%s", err, e.Proc.Out)
 	}
 	return seq
 }
@@ -98,7 +103,7 @@ func (e *Env) ReplayInto(target string) int {
 	}
 	defer a.Close()
 	n := 0
-	bad, err := journal.Walk(e.Mount, e.applied+1, 0, true, func(c journal.Checked) error {
+	bad, err := journal.Walk(e.Client, e.applied+1, 0, true, func(c journal.Checked) error {
 		if c.Err != nil {
 			e.T.Fatalf("batch %d: %v", c.Seq, c.Err)
 		}
@@ -122,11 +127,4 @@ func (e *Env) CheckReplay() {
 	e.Barrier()
 	e.ReplayInto(e.Start)
 	RequireEqual(e.T, Snapshot(e.T, e.Vol), Snapshot(e.T, e.Start), "replica vs primary")
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

@@ -1,0 +1,168 @@
+package fstest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pbfs/pbfs/control"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// Binary builds the pbfs command once per test binary and returns its path.
+//
+// Tests serve their mounts from this separate process, never in-process: a
+// test process that also serves the mount can deadlock, because opening a
+// file registers it with Go's netpoller, whose epoll_ctl sends a FUSE POLL
+// while holding a P, and a stop-the-world GC then waits for that P while the
+// goroutine that would answer the POLL waits for the world.
+func Binary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "pbfs-test-bin")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "pbfs")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/pbfs/pbfs/cmd/pbfs").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("build pbfs: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// Proc is a pbfs process a test started.
+type Proc struct {
+	t       testing.TB
+	Cmd     *exec.Cmd
+	Out     *Buffer
+	Vol     string
+	Journal string
+}
+
+// StartMount runs `pbfs mount` over vol (args go before vol; prefix, such
+// as prlimit, before pbfs) and waits until it answers a barrier. The mount
+// is stopped in Cleanup.
+func StartMount(t testing.TB, prefix []string, vol, journalDir string, args ...string) *Proc {
+	t.Helper()
+	RequireFUSE(t)
+	argv := append(append([]string{}, prefix...), Binary(t), "mount", "--journal", journalDir)
+	argv = append(append(argv, args...), vol)
+	p := &Proc{t: t, Cmd: exec.Command(argv[0], argv[1:]...), Out: &Buffer{}, Vol: vol, Journal: journalDir}
+	p.Cmd.Stdout, p.Cmd.Stderr = p.Out, p.Out
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop() })
+	for i := 0; i < 400; i++ {
+		if Mounted(vol) {
+			if _, err := p.Client().Status(t.Context()); err == nil {
+				return p
+			}
+		}
+		if p.Cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("pbfs mount did not come up:\n%s", p.Out)
+	return nil
+}
+
+// Client returns a control-socket client for the mount.
+func (p *Proc) Client() *control.Client {
+	c, err := control.Dial(p.Journal)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return c
+}
+
+// Stop sends SIGINT and waits; a process that does not stop is killed and
+// its mount detached, and the test fails.
+func (p *Proc) Stop() {
+	if p.Cmd.ProcessState != nil {
+		return
+	}
+	p.Cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- p.Cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			p.t.Errorf("pbfs exited: %v\n%s", err, p.Out)
+		}
+	case <-time.After(20 * time.Second):
+		p.Cmd.Process.Kill()
+		<-done
+		syscall.Unmount(p.Vol, syscall.MNT_DETACH)
+		p.t.Errorf("pbfs did not stop on SIGINT:\n%s", p.Out)
+	}
+}
+
+// Kill kills the process with SIGKILL, as a crash would.
+func (p *Proc) Kill() {
+	p.Cmd.Process.Kill()
+	p.Cmd.Wait()
+}
+
+// Mounted reports whether a pbfs mount is at dir.
+func Mounted(dir string) bool {
+	data, _ := os.ReadFile("/proc/mounts")
+	return strings.Contains(string(data), " "+dir+" fuse.pbfs ")
+}
+
+// Buffer is an output buffer a process and a test can share.
+type Buffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+// Counter sums the samples of a Prometheus counter whose labels contain
+// label, from the mount's /metrics.
+func (p *Proc) Counter(name, label string) float64 {
+	p.t.Helper()
+	text, err := p.Client().Metrics(context.Background())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, name+"{") && strings.Contains(line, label) {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			sum += v
+		}
+	}
+	return sum
+}
