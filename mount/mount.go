@@ -47,6 +47,9 @@ type Config struct {
 	Backups []string
 	Ack     string
 	Token   string
+	// DegradeAfter drops a backup that has been behind this long from the
+	// ack set (marking it stale); zero makes barriers wait for it.
+	DegradeAfter time.Duration
 }
 
 // Mount is a running pbfs primary.
@@ -142,7 +145,7 @@ func Start(cfg Config) (*Mount, error) {
 	m.committer = capture.NewCommitter(m.fs, m.store, cfg.SealInterval, m.reg, cfg.Logger)
 	if len(cfg.Backups) > 0 {
 		m.primary, err = replicate.StartPrimary(replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, Token: cfg.Token,
-			VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger})
+			VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter})
 		if err != nil {
 			ln.Close()
 			m.fs.Close()

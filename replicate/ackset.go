@@ -36,10 +36,16 @@ func ParseAck(policy string, n int) (int, error) {
 // durable on the ack set.
 type Primary struct {
 	shippers []*Shipper
+	policy   string
 	need     int
-	m        *shipMetrics
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	store    *journal.Store
+	log      *slog.Logger
+	// degradeAfter, when set, drops a backup from the ack set once it has
+	// been behind for that long (see watch); zero blocks barriers instead.
+	degradeAfter time.Duration
+	m            *shipMetrics
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 
 	mu      sync.Mutex
 	changed chan struct{}
@@ -54,6 +60,8 @@ type PrimaryConfig struct {
 	Store    *journal.Store
 	Registry prometheus.Registerer
 	Logger   *slog.Logger
+	// DegradeAfter: see Primary.degradeAfter.
+	DegradeAfter time.Duration
 }
 
 // StartPrimary starts a shipper per backup.
@@ -68,7 +76,8 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Primary{need: need, m: newShipMetrics(cfg.Registry), changed: make(chan struct{})}
+	p := &Primary{need: need, policy: cfg.Ack, store: cfg.Store, log: cfg.Logger, degradeAfter: cfg.DegradeAfter,
+		m: newShipMetrics(cfg.Registry), changed: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	for _, addr := range cfg.Backups {
@@ -82,6 +91,10 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 	for _, s := range p.shippers {
 		p.wg.Add(1)
 		go func() { defer p.wg.Done(); s.run(ctx) }()
+	}
+	if p.degradeAfter > 0 {
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); p.watch(ctx) }()
 	}
 	cfg.Logger.Info("replicating", "backups", strings.Join(cfg.Backups, ","), "ack", cfg.Ack, "need", need)
 	return p, nil
@@ -102,16 +115,18 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) error {
 		p.mu.Lock()
 		ch := p.changed
 		p.mu.Unlock()
-		have := 0
+		have, degraded := 0, 0
 		for _, s := range p.shippers {
 			if s.deposed.Load() {
 				return ErrDeposed
 			}
-			if s.acked.Load() >= seq {
+			if s.degraded.Load() {
+				degraded++
+			} else if s.acked.Load() >= seq {
 				have++
 			}
 		}
-		if have >= p.need {
+		if have >= p.needOf(len(p.shippers)-degraded) {
 			p.m.barriers.Observe(time.Since(start).Seconds())
 			return nil
 		}
@@ -123,6 +138,64 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) error {
 	}
 }
 
+// needOf is how many acks a barrier needs when n backups are in the ack set.
+func (p *Primary) needOf(n int) int {
+	if n == len(p.shippers) {
+		return p.need
+	}
+	k, err := ParseAck(p.policy, n)
+	if err != nil { // a number larger than the backups left
+		return n
+	}
+	return k
+}
+
+// watch implements the degrade policy: a backup that has been behind the
+// journal for degradeAfter leaves the ack set and is marked stale (it lacks
+// acknowledged batches, so it must not be promoted) until it has caught up.
+// Every degraded second is logged and counted.
+func (p *Primary) watch(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	lagSince := make([]time.Time, len(p.shippers))
+	lastLog := make([]time.Time, len(p.shippers))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			last := p.store.Last().Seq
+			for i, s := range p.shippers {
+				if s.acked.Load() >= last {
+					lagSince[i] = time.Time{}
+					if s.degraded.Swap(false) {
+						p.log.Info("backup caught up; back in the ack set", "backup", s.addr, "seq", last)
+						p.notify()
+					}
+					continue
+				}
+				if lagSince[i].IsZero() {
+					lagSince[i] = now
+				}
+				if !s.degraded.Load() && now.Sub(lagSince[i]) >= p.degradeAfter {
+					s.degraded.Store(true)
+					p.log.Warn("backup dropped from the ack set: it is stale and must not be promoted without a resync",
+						"backup", s.addr, "behind_for", now.Sub(lagSince[i]).Round(time.Millisecond), "acked_seq", s.acked.Load(), "last_seq", last)
+					p.notify()
+				}
+				if s.degraded.Load() {
+					p.m.degraded.WithLabelValues(s.addr).Add(0.1)
+					if now.Sub(lastLog[i]) >= time.Second {
+						lastLog[i] = now
+						p.log.Warn("degraded: replicating without a backup", "backup", s.addr,
+							"behind_for", now.Sub(lagSince[i]).Round(time.Second), "acked_seq", s.acked.Load(), "last_seq", last)
+					}
+				}
+			}
+		}
+	}
+}
+
 // BackupStatus describes one backup as the primary sees it.
 type BackupStatus struct {
 	Addr       string `json:"addr"`
@@ -130,13 +203,15 @@ type BackupStatus struct {
 	AckedSeq   uint64 `json:"acked_seq"`
 	AppliedSeq uint64 `json:"applied_seq"`
 	Stale      bool   `json:"stale"`
+	Degraded   bool   `json:"degraded"` // dropped from the ack set by the degrade policy
 }
 
 // Status lists the backups.
 func (p *Primary) Status() []BackupStatus {
 	var out []BackupStatus
 	for _, s := range p.shippers {
-		out = append(out, BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(), Stale: s.stale.Load()})
+		out = append(out, BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(),
+			Stale: s.stale.Load() || s.degraded.Load(), Degraded: s.degraded.Load()})
 	}
 	return out
 }

@@ -31,6 +31,7 @@ type shipMetrics struct {
 	sent     *prometheus.CounterVec
 	sentB    *prometheus.CounterVec
 	state    *prometheus.GaugeVec
+	degraded *prometheus.CounterVec
 	barriers prometheus.Histogram
 }
 
@@ -40,13 +41,16 @@ func newShipMetrics(reg prometheus.Registerer) *shipMetrics {
 		sent:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_replicate_batches_sent_total", Help: "Batches sent, by backup."}, []string{"backup"}),
 		sentB: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_replicate_bytes_sent_total", Help: "Encoded batch bytes sent, by backup."}, []string{"backup"}),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pbfs_replicate_backup_up", Help: "1 while a backup's stream is up."}, []string{"backup"}),
+		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pbfs_replicate_degraded_seconds_total", Help: "Seconds a backup spent dropped from the ack set.",
+		}, []string{"backup"}),
 		barriers: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "pbfs_replicate_barrier_seconds", Help: "Time for a barrier to be durable on the ack set.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.acked, m.sent, m.sentB, m.state, m.barriers)
+		reg.MustRegister(m.acked, m.sent, m.sentB, m.state, m.degraded, m.barriers)
 	}
 	return m
 }

@@ -38,6 +38,8 @@ type Shipper struct {
 	up      atomic.Bool
 	deposed atomic.Bool
 	stale   atomic.Bool // the backup's history differs: it needs a resync
+	// degraded: dropped from the ack set by the degrade policy (Primary.watch)
+	degraded atomic.Bool
 }
 
 func newShipper(addr, token, volumeID string, store *journal.Store, m *shipMetrics, notify func(), log *slog.Logger) (*Shipper, error) {

@@ -28,6 +28,7 @@ func mountCommand() *cli.Command {
 			&cli.DurationFlag{Name: "seal-interval", Value: 50e6, Usage: "seal the open batch at least this often"},
 			&cli.StringSliceFlag{Name: "backup", Usage: "address of a `pbfs backup` to replicate to (repeatable)"},
 			&cli.StringFlag{Name: "ack", Value: "all", Usage: "backups that must hold a batch before its barrier returns: all, majority, none or a number"},
+			&cli.DurationFlag{Name: "degrade-after", Usage: "drop a backup that has been behind this long from the ack set, marking it stale (default: barriers wait for it)"},
 			tokenFlag, tokenFileFlag,
 		},
 		Action: func(c *cli.Context) error {
@@ -43,7 +44,7 @@ func mountCommand() *cli.Command {
 				}
 			}
 			m, err := mount.Start(mount.Config{
-				Backups: c.StringSlice("backup"), Ack: c.String("ack"), Token: token,
+				Backups: c.StringSlice("backup"), Ack: c.String("ack"), Token: token, DegradeAfter: c.Duration("degrade-after"),
 				Mountpoint: c.Args().First(), Backing: c.String("backing"), Journal: c.String("journal"),
 				AllowOther: c.Bool("allow-other"), NoCapture: c.Bool("no-capture"), WriteDiff: c.Bool("write-diff"),
 				NoXattrs: c.Bool("no-xattrs"), MaxBatchBytes: c.Int64("batch-bytes"), SealInterval: c.Duration("seal-interval"),

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -44,7 +45,7 @@ type backupProc struct {
 	out             *fstest.Buffer
 }
 
-func newCluster(t *testing.T, backups int, seed func(string)) *cluster {
+func newCluster(t *testing.T, backups int, seed func(string), mountArgs ...string) *cluster {
 	fstest.RequireFUSE(t)
 	c := &cluster{t: t, dir: t.TempDir()}
 	c.vol, c.jdir = filepath.Join(c.dir, "vol"), filepath.Join(c.dir, "jp")
@@ -66,7 +67,7 @@ func newCluster(t *testing.T, backups int, seed func(string)) *cluster {
 		args = append(args, "--backup", b.addr)
 	}
 	os.Setenv("PBFS_TOKEN", testToken)
-	c.primary = startMount(t, nil, c.vol, c.jdir, append(args, "--ack", "all")...)
+	c.primary = startMount(t, nil, c.vol, c.jdir, append(append(args, "--ack", "all"), mountArgs...)...)
 	return c
 }
 
@@ -229,5 +230,61 @@ func TestPrimaryKilledKeepsAckedWrites(t *testing.T) {
 				t.Fatalf("backup %s lost acked write %d: %q %v", b.addr, i, data, err)
 			}
 		}
+	}
+}
+
+// TestDeadBackupBlocksBarriers: with --ack all and no degrade policy, a
+// dead backup holds every barrier (the client sees a timeout, never an
+// early return), and the barrier completes once the backup is back.
+func TestDeadBackupBlocksBarriers(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	b := c.backups[0]
+	b.cmd.Process.Kill()
+	b.cmd.Wait()
+	os.WriteFile(filepath.Join(c.vol, "held"), []byte("must not be acknowledged yet"), 0o644)
+	cl, _ := control.Dial(c.jdir)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	if seq, err := cl.Barrier(ctx); err == nil {
+		t.Fatalf("barrier returned seq %d with a backup of the ack set dead", seq)
+	}
+	c.startBackup(b)
+	c.requireConverged()
+}
+
+// TestDeadBackupDegrades: with --degrade-after, a dead backup leaves the
+// ack set after the timeout (barriers complete again), is reported stale
+// and logged, and rejoins once it has caught up.
+func TestDeadBackupDegrades(t *testing.T) {
+	c := newCluster(t, 2, nil, "--degrade-after", "500ms")
+	b := c.backups[0]
+	b.cmd.Process.Kill()
+	b.cmd.Wait()
+	os.WriteFile(filepath.Join(c.vol, "f"), []byte("written while degraded"), 0o644)
+	start := time.Now()
+	c.barrier()
+	if d := time.Since(start); d < 400*time.Millisecond {
+		t.Fatalf("barrier returned after %v, before the degrade timeout", d)
+	}
+	cl, _ := control.Dial(c.jdir)
+	st, _ := cl.Status(context.Background())
+	if !st.Backups[0].Degraded || !st.Backups[0].Stale {
+		t.Fatalf("dead backup not reported degraded and stale: %+v", st.Backups)
+	}
+	if !strings.Contains(c.primary.Out.String(), "dropped from the ack set") {
+		t.Fatalf("no log line for the degraded backup:\n%s", c.primary.Out)
+	}
+	c.startBackup(b)
+	c.requireConverged()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ = cl.Status(context.Background())
+		if !st.Backups[0].Degraded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backup still degraded after catching up: %+v", st.Backups)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
