@@ -50,6 +50,13 @@ type Config struct {
 	// DegradeAfter drops a backup that has been behind this long from the
 	// ack set (marking it stale); zero makes barriers wait for it.
 	DegradeAfter time.Duration
+
+	// Retain keeps batches every backup holds for this long before
+	// trimming them; RetainMax trims any batch older than that (a backup
+	// that has not acked it will need a resync). Zero Retain disables
+	// trimming; with backups it defaults to 10 minutes and RetainMax to 24
+	// hours.
+	Retain, RetainMax time.Duration
 }
 
 // Mount is a running pbfs primary.
@@ -162,6 +169,7 @@ func Start(cfg Config) (*Mount, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
+	m.startRetention(ctx)
 	go func() {
 		m.committer.Run(ctx)
 		close(m.runDone)
@@ -170,6 +178,26 @@ func Start(cfg Config) (*Mount, error) {
 	m.log.Info("mounted", "mountpoint", cfg.Mountpoint, "backing", cfg.Backing, "journal", cfg.Journal,
 		"capture", !cfg.NoCapture, "last_seq", m.store.Last().Seq, "epoch", m.store.Epoch())
 	return m, nil
+}
+
+// startRetention trims the journal in the background, when configured.
+func (m *Mount) startRetention(ctx context.Context) {
+	cfg := m.cfg
+	if cfg.Retain == 0 && m.primary != nil {
+		cfg.Retain, cfg.RetainMax = 10*time.Minute, 24*time.Hour
+	}
+	if cfg.Retain <= 0 {
+		return
+	}
+	safe := func() uint64 { return m.store.Last().Seq }
+	if m.primary != nil {
+		safe = m.primary.SafeSeq
+	}
+	trimmed := prometheus.NewCounter(prometheus.CounterOpts{Name: "pbfs_journal_trimmed_batches_total", Help: "Batches retention deleted."})
+	m.reg.MustRegister(trimmed)
+	r := &journal.Retention{Store: m.store, Window: cfg.Retain, MaxAge: cfg.RetainMax, SafeSeq: safe,
+		Every: min(10*time.Second, cfg.Retain), Logger: m.log, Trimmed: func(n int) { trimmed.Add(float64(n)) }}
+	go r.Run(ctx)
 }
 
 // volumeID returns the journal's volume id, creating one for a new journal.

@@ -196,6 +196,16 @@ func (p *Primary) watch(ctx context.Context) {
 	}
 }
 
+// SafeSeq is the newest seq every backup holds durably: what the journal
+// may trim.
+func (p *Primary) SafeSeq() uint64 {
+	safe := p.store.Last().Seq
+	for _, s := range p.shippers {
+		safe = min(safe, s.acked.Load())
+	}
+	return safe
+}
+
 // BackupStatus describes one backup as the primary sees it.
 type BackupStatus struct {
 	Addr       string `json:"addr"`

@@ -25,6 +25,9 @@ type BackupConfig struct {
 	Token    string
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
+	// Retain keeps applied batches this long before trimming them
+	// (default 10 minutes; negative keeps everything).
+	Retain time.Duration
 }
 
 // Backup receives one primary's batches, makes them durable, acks them and
@@ -95,6 +98,16 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		}
 	}
 	go b.applyLoop()
+	if cfg.Retain == 0 {
+		cfg.Retain = 10 * time.Minute
+	}
+	if cfg.Retain > 0 {
+		r := &journal.Retention{Store: st, Window: cfg.Retain, SafeSeq: b.applied.Load,
+			Every: min(10*time.Second, cfg.Retain), Logger: b.log}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-b.done; cancel() }()
+		go r.Run(ctx)
+	}
 	return b, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -19,6 +20,7 @@ func backupCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Required: true, Usage: "address to accept the primary on (host:port)"},
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "the backup's own journal directory (outside VOLUME)"},
+			&cli.DurationFlag{Name: "retain", Value: 10 * time.Minute, Usage: "trim applied batches from the backup's journal once they are this old (negative keeps everything)"},
 			tokenFlag, tokenFileFlag,
 		},
 		Action: func(c *cli.Context) error {
@@ -30,7 +32,7 @@ func backupCommand() *cli.Command {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}
 			log := logger(c)
-			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log})
+			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: c.Duration("retain")})
 			if err != nil {
 				return cli.Exit("backup: "+err.Error(), 1)
 			}

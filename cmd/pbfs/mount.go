@@ -28,6 +28,8 @@ func mountCommand() *cli.Command {
 			&cli.DurationFlag{Name: "seal-interval", Value: 50e6, Usage: "seal the open batch at least this often"},
 			&cli.StringSliceFlag{Name: "backup", Usage: "address of a `pbfs backup` to replicate to (repeatable)"},
 			&cli.StringFlag{Name: "ack", Value: "all", Usage: "backups that must hold a batch before its barrier returns: all, majority, none or a number"},
+			&cli.DurationFlag{Name: "retain", Usage: "trim batches every backup holds once they are this old (default with backups: 10m; 0 keeps everything)"},
+			&cli.DurationFlag{Name: "retain-max", Usage: "trim any batch this old, acked or not (default with backups: 24h)"},
 			&cli.DurationFlag{Name: "degrade-after", Usage: "drop a backup that has been behind this long from the ack set, marking it stale (default: barriers wait for it)"},
 			tokenFlag, tokenFileFlag,
 		},
@@ -45,6 +47,7 @@ func mountCommand() *cli.Command {
 			}
 			m, err := mount.Start(mount.Config{
 				Backups: c.StringSlice("backup"), Ack: c.String("ack"), Token: token, DegradeAfter: c.Duration("degrade-after"),
+				Retain: c.Duration("retain"), RetainMax: c.Duration("retain-max"),
 				Mountpoint: c.Args().First(), Backing: c.String("backing"), Journal: c.String("journal"),
 				AllowOther: c.Bool("allow-other"), NoCapture: c.Bool("no-capture"), WriteDiff: c.Bool("write-diff"),
 				NoXattrs: c.Bool("no-xattrs"), MaxBatchBytes: c.Int64("batch-bytes"), SealInterval: c.Duration("seal-interval"),

@@ -158,7 +158,7 @@ func (p *Proc) Counter(name, label string) float64 {
 	}
 	var sum float64
 	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, name+"{") && strings.Contains(line, label) {
+		if (strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ")) && strings.Contains(line, label) {
 			var v float64
 			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
 			sum += v
