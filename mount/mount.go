@@ -57,6 +57,9 @@ type Config struct {
 	// trimming; with backups it defaults to 10 minutes and RetainMax to 24
 	// hours.
 	Retain, RetainMax time.Duration
+
+	// TLS, if set, uses mutual TLS to the backups.
+	TLS replicate.TLSFiles
 }
 
 // Mount is a running pbfs primary.
@@ -152,7 +155,7 @@ func Start(cfg Config) (*Mount, error) {
 	m.committer = capture.NewCommitter(m.fs, m.store, cfg.SealInterval, m.reg, cfg.Logger)
 	if len(cfg.Backups) > 0 {
 		m.primary, err = replicate.StartPrimary(replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, Token: cfg.Token,
-			VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter})
+			VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter, TLS: cfg.TLS})
 		if err != nil {
 			ln.Close()
 			m.fs.Close()

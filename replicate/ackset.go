@@ -62,6 +62,8 @@ type PrimaryConfig struct {
 	Logger   *slog.Logger
 	// DegradeAfter: see Primary.degradeAfter.
 	DegradeAfter time.Duration
+	// TLS, if set, uses mutual TLS to every backup.
+	TLS TLSFiles
 }
 
 // StartPrimary starts a shipper per backup.
@@ -81,7 +83,7 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	for _, addr := range cfg.Backups {
-		s, err := newShipper(addr, cfg.Token, cfg.VolumeID, cfg.Store, p.m, p.notify, cfg.Logger)
+		s, err := newShipper(addr, cfg.Token, cfg.TLS, cfg.VolumeID, cfg.Store, p.m, p.notify, cfg.Logger)
 		if err != nil {
 			cancel()
 			return nil, err

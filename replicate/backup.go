@@ -28,6 +28,8 @@ type BackupConfig struct {
 	// Retain keeps applied batches this long before trimming them
 	// (default 10 minutes; negative keeps everything).
 	Retain time.Duration
+	// TLS, if set, requires mutual TLS from primaries.
+	TLS TLSFiles
 }
 
 // Backup receives one primary's batches, makes them durable, acks them and
@@ -113,13 +115,21 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 
 // Serve answers primaries on ln until Close.
 func (b *Backup) Serve(ln net.Listener) error {
-	b.srv = grpc.NewServer(
+	opts := []grpc.ServerOption{}
+	if b.cfg.TLS.Enabled() {
+		creds, err := b.cfg.TLS.serverCreds()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+	b.srv = grpc.NewServer(append(opts,
 		grpc.StreamInterceptor(checkToken(b.cfg.Token, func(reason string) {
 			b.m.authFailures.Inc()
 			b.log.Warn("refused a primary", "reason", reason)
 		})),
 		grpc.MaxRecvMsgSize(journal.HeaderSize+journal.MaxBodySize+1024),
-	)
+	)...)
 	replpb.RegisterReplicationServer(b.srv, b)
 	b.log.Info("backup serving", "addr", ln.Addr().String(), "volume", b.cfg.Volume,
 		"durable_seq", b.store.Last().Seq, "applied_seq", b.applied.Load(), "epoch", b.store.Epoch())

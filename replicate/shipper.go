@@ -42,10 +42,17 @@ type Shipper struct {
 	degraded atomic.Bool
 }
 
-func newShipper(addr, token, volumeID string, store *journal.Store, m *shipMetrics, notify func(), log *slog.Logger) (*Shipper, error) {
+func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *journal.Store, m *shipMetrics, notify func(), log *slog.Logger) (*Shipper, error) {
+	creds := insecure.NewCredentials()
+	if tlsFiles.Enabled() {
+		var err error
+		if creds, err = tlsFiles.clientCreds(addr); err != nil {
+			return nil, err
+		}
+	}
 	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(tokenCreds{token: token}),
+		grpc.WithTransportCredentials(creds),
+		grpc.WithPerRPCCredentials(tokenCreds{token: token, secure: tlsFiles.Enabled()}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(journal.HeaderSize+journal.MaxBodySize+1024)),
 	)
 	if err != nil {

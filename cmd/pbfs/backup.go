@@ -21,7 +21,7 @@ func backupCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Required: true, Usage: "address to accept the primary on (host:port)"},
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "the backup's own journal directory (outside VOLUME)"},
 			&cli.DurationFlag{Name: "retain", Value: 10 * time.Minute, Usage: "trim applied batches from the backup's journal once they are this old (negative keeps everything)"},
-			tokenFlag, tokenFileFlag,
+			tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2],
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -32,7 +32,8 @@ func backupCommand() *cli.Command {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}
 			log := logger(c)
-			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: c.Duration("retain")})
+			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: c.Duration("retain"),
+				TLS: tlsFiles(c)})
 			if err != nil {
 				return cli.Exit("backup: "+err.Error(), 1)
 			}
@@ -62,6 +63,15 @@ func backupCommand() *cli.Command {
 }
 
 var (
+	tlsFlags = []cli.Flag{
+		&cli.StringFlag{Name: "tls-cert", Usage: "this node's TLS certificate (PEM), for mutual TLS between primary and backups"},
+		&cli.StringFlag{Name: "tls-key", Usage: "this node's TLS key (PEM)"},
+		&cli.StringFlag{Name: "tls-ca", Usage: "CA certificate (PEM) that signs the other side's certificate"},
+	}
 	tokenFlag     = &cli.StringFlag{Name: "token", Usage: "shared replication secret (prefer --token-file or PBFS_TOKEN, which stay out of ps)"}
 	tokenFileFlag = &cli.StringFlag{Name: "token-file", Usage: "file holding the shared replication secret"}
 )
+
+func tlsFiles(c *cli.Context) replicate.TLSFiles {
+	return replicate.TLSFiles{Cert: c.String("tls-cert"), Key: c.String("tls-key"), CA: c.String("tls-ca")}
+}

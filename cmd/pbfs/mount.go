@@ -31,7 +31,7 @@ func mountCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retain", Usage: "trim batches every backup holds once they are this old (default with backups: 10m; 0 keeps everything)"},
 			&cli.DurationFlag{Name: "retain-max", Usage: "trim any batch this old, acked or not (default with backups: 24h)"},
 			&cli.DurationFlag{Name: "degrade-after", Usage: "drop a backup that has been behind this long from the ack set, marking it stale (default: barriers wait for it)"},
-			tokenFlag, tokenFileFlag,
+			tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2],
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -47,7 +47,7 @@ func mountCommand() *cli.Command {
 			}
 			m, err := mount.Start(mount.Config{
 				Backups: c.StringSlice("backup"), Ack: c.String("ack"), Token: token, DegradeAfter: c.Duration("degrade-after"),
-				Retain: c.Duration("retain"), RetainMax: c.Duration("retain-max"),
+				Retain: c.Duration("retain"), RetainMax: c.Duration("retain-max"), TLS: tlsFiles(c),
 				Mountpoint: c.Args().First(), Backing: c.String("backing"), Journal: c.String("journal"),
 				AllowOther: c.Bool("allow-other"), NoCapture: c.Bool("no-capture"), WriteDiff: c.Bool("write-diff"),
 				NoXattrs: c.Bool("no-xattrs"), MaxBatchBytes: c.Int64("batch-bytes"), SealInterval: c.Duration("seal-interval"),

@@ -1,0 +1,65 @@
+package replicate
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+
+	"google.golang.org/grpc/credentials"
+)
+
+// TLSFiles names the PEM files for mutual TLS between a primary and its
+// backups: this node's certificate and key, and the CA that signs the
+// other side's certificate. All empty means no TLS (the token alone).
+type TLSFiles struct {
+	Cert, Key, CA string
+}
+
+// Enabled reports whether TLS is configured.
+func (f TLSFiles) Enabled() bool { return f.Cert != "" || f.Key != "" || f.CA != "" }
+
+func (f TLSFiles) load() (tls.Certificate, *x509.CertPool, error) {
+	if f.Cert == "" || f.Key == "" || f.CA == "" {
+		return tls.Certificate{}, nil, fmt.Errorf("mutual TLS needs a certificate, a key and a CA")
+	}
+	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("load TLS key pair: %w", err)
+	}
+	pem, err := os.ReadFile(f.CA)
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("read TLS CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return tls.Certificate{}, nil, fmt.Errorf("TLS CA %s holds no certificate", f.CA)
+	}
+	return cert, pool, nil
+}
+
+// serverCreds requires and verifies the primary's certificate.
+func (f TLSFiles) serverCreds() (credentials.TransportCredentials, error) {
+	cert, pool, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}), nil
+}
+
+// clientCreds presents our certificate and verifies the backup's against
+// the CA, for the host in addr.
+func (f TLSFiles) clientCreds(addr string) (credentials.TransportCredentials, error) {
+	cert, pool, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	return credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool,
+		ServerName: host, MinVersion: tls.VersionTLS13}), nil
+}
