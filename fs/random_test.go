@@ -3,10 +3,7 @@ package fs_test
 import (
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/mount"
@@ -20,32 +17,7 @@ func runWorkload(t *testing.T, seed uint64, dataOnly bool, cfg mount.Config) {
 	w := fstest.NewWorkload("", dataOnly)
 	e := fstest.Setup(t, cfg, w.Seed)
 	w.Vol = e.Vol
-	const workers, steps = 4, 250
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	go func() {
-		r := rand.New(rand.NewPCG(seed, 99))
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Duration(r.IntN(3000)) * time.Microsecond):
-				e.Barrier()
-			}
-		}
-	}()
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(seed, uint64(i)))
-			for s := 0; s < steps; s++ {
-				w.Step(r)
-			}
-		}(i)
-	}
-	wg.Wait()
-	close(stop)
+	w.Run(seed, 4, 250, func() { e.Barrier() }, nil)
 	e.CheckReplay()
 }
 

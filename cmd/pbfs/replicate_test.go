@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -146,25 +144,7 @@ func (c *cluster) requireConverged() {
 // workload runs the randomized concurrent workload against the volume
 // with barriers at random moments; midway runs at half time.
 func (c *cluster) workload(seed uint64, steps int, midway func()) {
-	w := fstest.NewWorkload(c.vol, false)
-	var wg sync.WaitGroup
-	for i := 0; i < 3; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(seed, uint64(i)))
-			for s := 0; s < steps; s++ {
-				w.Step(r)
-				if i == 0 && s%40 == 39 {
-					c.barrier()
-				}
-				if i == 0 && s == steps/2 && midway != nil {
-					midway()
-				}
-			}
-		}(i)
-	}
-	wg.Wait()
+	fstest.NewWorkload(c.vol, false).Run(seed, 3, steps, func() { c.barrier() }, midway)
 }
 
 // TestReplicatedWorkloadConverges is the replication end to end: a primary

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -135,4 +137,38 @@ func (w *Workload) Step(r *rand.Rand) {
 			f.Close()
 		}
 	}
+}
+
+// Run drives workers goroutines of steps steps each (seeded), while another
+// goroutine calls barrier at random moments; midway, if set, runs once in
+// the middle of worker 0's steps.
+func (w *Workload) Run(seed uint64, workers, steps int, barrier, midway func()) {
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	go func() {
+		r := rand.New(rand.NewPCG(seed, 99))
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(r.IntN(3000)) * time.Microsecond):
+				barrier()
+			}
+		}
+	}()
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(seed, uint64(i)))
+			for s := 0; s < steps; s++ {
+				w.Step(r)
+				if i == 0 && s == steps/2 && midway != nil {
+					midway()
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(stop)
 }
