@@ -4,6 +4,7 @@
 package apply
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -57,17 +58,44 @@ func (a *Applier) Close() error { return a.root.Close() }
 // filesystem (syncfs), so a nil return means the batch is durable. It stops
 // at the first op that fails and returns an *OpError naming it; the ops
 // before it stay applied.
-func (a *Applier) Apply(b *journal.Batch) error {
+func (a *Applier) Apply(b *journal.Batch) error { return a.apply(b, false) }
+
+// Redo applies a batch that may already be partly applied (the applier
+// was killed in the middle of it): a create, mkdir, symlink or link whose
+// name exists, and an unlink, rmdir or rename whose name is gone, are taken
+// as done. Data and metadata ops are idempotent and simply run again. Redo
+// cannot tell a rename already done from one whose source name was reused
+// later in the batch; callers treat a redone volume as needing verification.
+func (a *Applier) Redo(b *journal.Batch) error { return a.apply(b, true) }
+
+func (a *Applier) apply(b *journal.Batch, redo bool) error {
 	s := session{a: a, dirs: map[string]*os.File{}}
 	defer s.close()
 	for i := range b.Ops {
 		op := &b.Ops[i]
-		if err := s.apply(op); err != nil {
+		err := s.apply(op)
+		if redo && alreadyDone(op.Kind, err) {
+			s.forget(op.Path)
+			continue
+		}
+		if err != nil {
 			a.log.Error("apply op failed", "seq", b.Seq, "index", i, "op", op.String(), "err", err)
 			return &OpError{Seq: b.Seq, Index: i, Op: op.String(), Err: err}
 		}
 	}
 	return a.Sync()
+}
+
+func alreadyDone(k journal.Kind, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, unix.EEXIST):
+		return k == journal.KindCreate || k == journal.KindMknod || k == journal.KindMkdir || k == journal.KindSymlink || k == journal.KindLink
+	case errors.Is(err, unix.ENOENT):
+		return k == journal.KindUnlink || k == journal.KindRmdir || k == journal.KindRename
+	}
+	return false
 }
 
 // Sync flushes the target's filesystem.
