@@ -33,6 +33,7 @@ proto:
 bench: build
 	bash benchmarks/fs/run.sh
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./benchmarks/writediff
+	$(GO) run ./benchmarks/replicate -bin $(BIN)
 
 # A primary over a scratch volume: write, barrier, replay onto a copy, compare.
 demo: build

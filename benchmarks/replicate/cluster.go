@@ -1,0 +1,331 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pbfs/pbfs/control"
+)
+
+// proc is a pbfs process the benchmark started, logging to a file.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error // from Wait, once done is closed
+}
+
+func startProc(name, logPath string, env []string, argv ...string) (*proc, error) {
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.Env = append(os.Environ(), env...)
+	// Its own process group, so a Ctrl-C in the terminal reaches only the
+	// benchmark, which then stops everything in order; SIGTERM if the
+	// benchmark dies without cleaning up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		lf.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGINT and waits; a process that does not stop in time is
+// killed, and that is an error.
+func (p *proc) stop(timeout time.Duration) error {
+	if !p.exited() {
+		p.cmd.Process.Signal(syscall.SIGINT)
+	}
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return fmt.Errorf("%s exited: %v (log: %s)", p.name, p.err, p.logPath)
+		}
+		return nil
+	case <-time.After(timeout):
+		p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s did not stop within %s after SIGINT; killed (log: %s)", p.name, timeout, p.logPath)
+	}
+}
+
+// logTail returns the last lines of the process's log.
+func (p *proc) logTail(n int) string {
+	data, _ := os.ReadFile(p.logPath)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// complaints returns the log lines above INFO.
+func (p *proc) complaints() []string {
+	data, _ := os.ReadFile(p.logPath)
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "panic") {
+			out = append(out, p.name+": "+l)
+		}
+	}
+	return out
+}
+
+// cluster is a primary mount with its backups, and a delay proxy in front
+// of each backup when the link has a delay.
+type cluster struct {
+	name    string
+	dir     string
+	vol     string
+	jdir    string
+	delay   time.Duration
+	primary *proc
+	backups []*proc
+	bvols   []string
+	proxies []*DelayProxy
+	client  *control.Client
+	file    *os.File // the file the benchmark writes, on the mount
+	stopped bool
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// mounted reports whether a pbfs mount is at dir.
+func mounted(dir string) bool {
+	data, _ := os.ReadFile("/proc/mounts")
+	return strings.Contains(string(data), " "+dir+" fuse.pbfs ")
+}
+
+// startCluster starts n backups (each on an empty volume, which is a copy
+// of the primary's empty volume), a delay proxy in front of each when
+// delay > 0, and the primary with --ack all. The caller stops it, also
+// when startCluster fails.
+func startCluster(ctx context.Context, bin, runDir, token string, n int, delay time.Duration) (*cluster, error) {
+	c := &cluster{name: fmt.Sprintf("b%d-d%dus", n, delay.Microseconds()), delay: delay}
+	c.dir = filepath.Join(runDir, c.name)
+	c.vol, c.jdir = filepath.Join(c.dir, "vol"), filepath.Join(c.dir, "jp")
+	if err := os.MkdirAll(c.vol, 0o755); err != nil {
+		return c, err
+	}
+	env := []string{"PBFS_TOKEN=" + token}
+	var targets []string
+	for i := 0; i < n; i++ {
+		addr, err := freeAddr()
+		if err != nil {
+			return c, err
+		}
+		bvol := filepath.Join(c.dir, fmt.Sprintf("b%d", i))
+		if err := os.Mkdir(bvol, 0o755); err != nil {
+			return c, err
+		}
+		c.bvols = append(c.bvols, bvol)
+		p, err := startProc(fmt.Sprintf("%s/backup%d", c.name, i), filepath.Join(c.dir, fmt.Sprintf("backup%d.log", i)), env,
+			bin, "backup", "--listen", addr, "--journal", filepath.Join(c.dir, fmt.Sprintf("jb%d", i)), bvol)
+		if err != nil {
+			return c, err
+		}
+		c.backups = append(c.backups, p)
+		if err := waitListening(ctx, p, addr); err != nil {
+			return c, err
+		}
+		target := addr
+		if delay > 0 {
+			px, err := NewDelayProxy("127.0.0.1:0", addr, delay)
+			if err != nil {
+				return c, err
+			}
+			c.proxies = append(c.proxies, px)
+			target = px.Addr()
+		}
+		targets = append(targets, target)
+	}
+	argv := []string{bin, "mount", "--journal", c.jdir}
+	for _, t := range targets {
+		argv = append(argv, "--backup", t)
+	}
+	argv = append(argv, "--ack", "all", c.vol)
+	p, err := startProc(c.name+"/primary", filepath.Join(c.dir, "primary.log"), env, argv...)
+	if err != nil {
+		return c, err
+	}
+	c.primary = p
+	if c.client, err = control.Dial(c.jdir); err != nil {
+		return c, err
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if p.exited() {
+			return c, fmt.Errorf("primary exited: %v\n%s", p.err, p.logTail(20))
+		}
+		if mounted(c.vol) {
+			st, err := c.client.Status(ctx)
+			up := 0
+			for _, b := range st.Backups {
+				if b.Up {
+					up++
+				}
+			}
+			if err == nil && up == n {
+				break
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return c, fmt.Errorf("primary did not come up with %d backups connected:\n%s", n, p.logTail(20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.file, err = os.OpenFile(filepath.Join(c.vol, "data"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return c, err
+	}
+	if _, err := c.barrier(ctx); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func waitListening(ctx context.Context, p *proc, addr string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if conn, err := net.Dial("tcp", addr); err == nil {
+			conn.Close()
+			return nil
+		}
+		if p.exited() {
+			return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.logTail(20))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s did not listen on %s:\n%s", p.name, addr, p.logTail(20))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (c *cluster) barrier(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	seq, err := c.client.Barrier(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w\n%s", c.name, err, c.primary.logTail(10))
+	}
+	return seq, nil
+}
+
+// waitApplied waits until every backup has applied seq, so that one
+// point's apply work does not spill into the next.
+func (c *cluster) waitApplied(ctx context.Context, seq uint64) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := c.client.Status(ctx)
+		if err != nil {
+			return err
+		}
+		done := 0
+		for _, b := range st.Backups {
+			if b.AppliedSeq >= seq {
+				done++
+			}
+		}
+		if done == len(c.backups) {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s: backups did not apply seq %d: %+v", c.name, seq, st.Backups)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// verify compares each backup's copy of the data file with the primary's.
+func (c *cluster) verify() error {
+	want, err := os.ReadFile(filepath.Join(c.vol, "data"))
+	if err != nil {
+		return err
+	}
+	for i, bvol := range c.bvols {
+		got, err := os.ReadFile(filepath.Join(bvol, "data"))
+		if err != nil {
+			return fmt.Errorf("%s backup %d: %w", c.name, i, err)
+		}
+		if !bytes.Equal(got, want) {
+			return fmt.Errorf("%s backup %d: data file differs from the primary's (%d bytes against %d)", c.name, i, len(got), len(want))
+		}
+	}
+	return nil
+}
+
+// stop stops the primary (which unmounts), then the backups and proxies.
+// It always tries everything and returns every error.
+func (c *cluster) stop() error {
+	if c.stopped {
+		return nil
+	}
+	c.stopped = true
+	var errs []error
+	if c.file != nil {
+		c.file.Close()
+		c.file = nil
+	}
+	if c.primary != nil {
+		if err := c.primary.stop(20 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if mounted(c.vol) {
+		errs = append(errs, fmt.Errorf("%s still mounted after the primary stopped; detaching", c.vol))
+		syscall.Unmount(c.vol, syscall.MNT_DETACH)
+	}
+	for _, b := range c.backups {
+		if err := b.stop(10 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, px := range c.proxies {
+		px.Close()
+	}
+	return errors.Join(errs...)
+}
+
+func (c *cluster) procs() []*proc {
+	var ps []*proc
+	if c.primary != nil {
+		ps = append(ps, c.primary)
+	}
+	return append(ps, c.backups...)
+}
