@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -178,3 +179,45 @@ func (s *session) open(p string) (*os.File, error) {
 }
 
 func fd(f *os.File) int { return int(f.Fd()) }
+
+// Redoable reports whether Redo reproduces b exactly however much of it
+// was applied: every name its namespace ops use appears in one op only, and
+// no op works inside a directory the batch renames. Otherwise a redo could
+// take a later reuse of a name for the op already done (rename a b; create
+// a), and the volume needs a resync instead.
+func Redoable(b *journal.Batch) bool {
+	seen := map[string]bool{}
+	var moved []string
+	use := func(p string) bool {
+		if seen[p] {
+			return false
+		}
+		seen[p] = true
+		return true
+	}
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		if !op.Kind.IsNamespace() {
+			continue
+		}
+		if !use(op.Path) {
+			return false
+		}
+		if op.Kind == journal.KindRename || op.Kind == journal.KindLink {
+			if !use(op.Path2) {
+				return false
+			}
+		}
+		if op.Kind == journal.KindRename {
+			moved = append(moved, op.Path+"/", op.Path2+"/")
+		}
+	}
+	for p := range seen {
+		for _, m := range moved {
+			if strings.HasPrefix(p, m) {
+				return false
+			}
+		}
+	}
+	return true
+}

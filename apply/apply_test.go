@@ -94,3 +94,21 @@ func TestMissingTarget(t *testing.T) {
 		t.Fatal("New on a missing directory succeeded")
 	}
 }
+
+func TestRedoable(t *testing.T) {
+	op := func(k journal.Kind, p, p2 string) journal.Op { return journal.Op{Kind: k, Path: p, Path2: p2} }
+	cases := []struct {
+		ops  []journal.Op
+		want bool
+	}{
+		{[]journal.Op{op(journal.KindCreate, "a", ""), op(journal.KindMkdir, "d", ""), op(journal.KindWrite, "a", "")}, true},
+		{[]journal.Op{op(journal.KindRename, "a", "b"), op(journal.KindCreate, "a", "")}, false},   // name reused
+		{[]journal.Op{op(journal.KindCreate, "d/x", ""), op(journal.KindRename, "d", "e")}, false}, // inside a moved dir
+		{[]journal.Op{op(journal.KindUnlink, "old", ""), op(journal.KindRename, "t", "f")}, true},
+	}
+	for i, c := range cases {
+		if got := Redoable(&journal.Batch{Ops: c.ops}); got != c.want {
+			t.Errorf("case %d: Redoable = %v, want %v", i, got, c.want)
+		}
+	}
+}

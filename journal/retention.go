@@ -10,15 +10,19 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// Trim deletes the batches up to and including upTo that were sealed before
-// olderThan, oldest first, and reports how many it deleted. The newest
-// batch is never deleted: it anchors the chain for the next append.
+// Trim deletes the batches below upTo that were sealed before olderThan,
+// oldest first, and reports how many it deleted. upTo itself stays: it is
+// what a backup that holds upTo proves its history with (its checksum), and
+// the newest batch always stays, anchoring the chain for the next append.
 func (s *Store) Trim(upTo uint64, olderThan time.Time) (int, error) {
 	last := s.Last().Seq
 	if last == 0 {
 		return 0, nil
 	}
-	upTo = min(upTo, last-1)
+	if upTo == 0 {
+		return 0, nil
+	}
+	upTo = min(upTo-1, last-1)
 	var doomed []uint64
 	err := s.Scan(0, func(seq uint64, enc []byte) error {
 		if seq > upTo {

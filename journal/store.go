@@ -277,8 +277,11 @@ func (s *Store) AppendEncoded(encs [][]byte) (Header, error) {
 		if h.Seq != last.Seq+1 || (last.Seq != 0 && h.Prev != last.Checksum) {
 			return s.last, fmt.Errorf("batch %d (prev %08x) after %d (%08x): %w", h.Seq, h.Prev, last.Seq, last.Checksum, ErrChain)
 		}
-		if h.Epoch < s.epoch {
-			return s.last, fmt.Errorf("batch %d has epoch %d, journal is at %d: %w", h.Seq, h.Epoch, s.epoch, ErrChain)
+		// Epochs never fall along the chain. (A primary of a new epoch
+		// also ships older batches of earlier epochs to catch a backup up;
+		// the session's epoch is checked by the receiver.)
+		if h.Epoch < last.Epoch {
+			return s.last, fmt.Errorf("batch %d has epoch %d after epoch %d: %w", h.Seq, h.Epoch, last.Epoch, ErrChain)
 		}
 		if err := wb.Set(batchKey(h.Seq), enc); err != nil {
 			return s.last, fmt.Errorf("append batch %d: %w", h.Seq, err)

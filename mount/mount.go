@@ -27,6 +27,13 @@ import (
 // ErrJournalInVolume refuses a journal directory inside the volume.
 var ErrJournalInVolume = errors.New("journal directory is inside the volume")
 
+// ErrVolumeAhead fails barriers of a replicating primary whose volume may
+// hold changes its journal lacks: it crashed after applying writes it had
+// not journaled. Backups fed from this journal would silently differ, so
+// nothing is shipped until the backups are resynced (re-created from a copy
+// of this volume, with fresh journals everywhere).
+var ErrVolumeAhead = errors.New("volume may hold changes the journal lacks after a crash: backups need a resync")
+
 // Config describes one mount.
 type Config struct {
 	Mountpoint string // where the service sees the volume
@@ -75,6 +82,7 @@ type Mount struct {
 	ctlDone   chan error
 	log       *slog.Logger
 	unclean   bool
+	ahead     bool // see ErrVolumeAhead
 	primary   *replicate.Primary
 	volumeID  string
 }
@@ -135,6 +143,15 @@ func Start(cfg Config) (*Mount, error) {
 		m.unclean = true
 		cfg.Logger.Warn("the previous mount of this journal did not shut down cleanly; the volume may hold changes the journal lacks",
 			"opened_at_seq", since, "last_seq", m.store.Last().Seq)
+		if err := m.store.SetMetaUint("ahead", since+1); err != nil {
+			unix.Close(rootFd)
+			m.store.Close()
+			return nil, err
+		}
+	}
+	if ahead, _ := m.store.MetaUint("ahead"); ahead > 0 && len(cfg.Backups) > 0 {
+		m.ahead = true
+		cfg.Logger.Error("not replicating: "+ErrVolumeAhead.Error(), "since_seq", ahead)
 	}
 	ln, err := control.Listen(cfg.Journal)
 	if err != nil {
@@ -153,7 +170,7 @@ func Start(cfg Config) (*Mount, error) {
 		return nil, err
 	}
 	m.committer = capture.NewCommitter(m.fs, m.store, cfg.SealInterval, m.reg, cfg.Logger)
-	if len(cfg.Backups) > 0 {
+	if len(cfg.Backups) > 0 && !m.ahead {
 		m.primary, err = replicate.StartPrimary(replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, Token: cfg.Token,
 			VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter, TLS: cfg.TLS})
 		if err != nil {
@@ -268,6 +285,9 @@ func (m *Mount) Done() <-chan struct{} { return m.srv.Done() }
 // without a network round trip once that seq is acked.
 func (m *Mount) Barrier(ctx context.Context) (uint64, error) {
 	seq, err := m.committer.Barrier(ctx)
+	if err == nil && m.ahead {
+		err = ErrVolumeAhead
+	}
 	if err != nil || m.primary == nil {
 		return seq, err
 	}

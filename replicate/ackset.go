@@ -124,7 +124,7 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) error {
 			}
 			if s.degraded.Load() {
 				degraded++
-			} else if s.acked.Load() >= seq {
+			} else if s.counts() && s.acked.Load() >= seq {
 				have++
 			}
 		}
@@ -168,7 +168,7 @@ func (p *Primary) watch(ctx context.Context) {
 		case now := <-t.C:
 			last := p.store.Last().Seq
 			for i, s := range p.shippers {
-				if s.acked.Load() >= last {
+				if s.acked.Load() >= last && !s.stalled.Load() {
 					lagSince[i] = time.Time{}
 					if s.degraded.Swap(false) {
 						p.log.Info("backup caught up; back in the ack set", "backup", s.addr, "seq", last)
@@ -216,6 +216,7 @@ type BackupStatus struct {
 	AppliedSeq uint64 `json:"applied_seq"`
 	Stale      bool   `json:"stale"`
 	Degraded   bool   `json:"degraded"` // dropped from the ack set by the degrade policy
+	Stalled    bool   `json:"stalled"`  // the backup cannot apply what it holds
 }
 
 // Status lists the backups.
@@ -223,7 +224,7 @@ func (p *Primary) Status() []BackupStatus {
 	var out []BackupStatus
 	for _, s := range p.shippers {
 		out = append(out, BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(),
-			Stale: s.stale.Load() || s.degraded.Load(), Degraded: s.degraded.Load()})
+			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load()})
 	}
 	return out
 }

@@ -27,9 +27,12 @@ func (b *Backup) applyLoop() {
 				break
 			}
 			if err := b.applyOne(next, false); err != nil {
-				b.stalled.Store(true)
-				b.m.applyFailures.Inc()
-				b.log.Error("apply failed; the backup stops applying and needs a resync", "seq", next, "err", err)
+				select {
+				case <-b.done: // closing: the batch is torn, not failed
+					return
+				default:
+				}
+				b.stall(next, err)
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/journal"
@@ -91,13 +92,11 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		return nil, err
 	}
 	b.applied.Store(applied)
-	if applying, _ := st.MetaUint("applying"); applying > applied {
-		// Killed while applying: the volume holds part of that batch.
-		b.log.Warn("the last run was killed while applying a batch; re-applying it tolerantly", "seq", applying)
-		if err := b.applyOne(applying, true); err != nil {
-			b.log.Error("re-applying the torn batch failed; the volume needs a resync", "seq", applying, "err", err)
-			b.stalled.Store(true)
-		}
+	if stalled, _ := st.MetaUint("stalled"); stalled > 0 {
+		b.stalled.Store(true)
+		b.log.Error("this backup stalled applying a batch in an earlier run; its volume needs a resync", "seq", stalled)
+	} else if applying, _ := st.MetaUint("applying"); applying > applied {
+		b.recoverTorn(applying)
 	}
 	go b.applyLoop()
 	if cfg.Retain == 0 {
@@ -111,6 +110,41 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		go r.Run(ctx)
 	}
 	return b, nil
+}
+
+// recoverTorn finishes a batch the last run was killed in the middle of:
+// by a tolerant redo when that is exact (apply.Redoable), else the backup
+// stalls until a resync.
+func (b *Backup) recoverTorn(seq uint64) {
+	enc, err := b.store.Get(seq)
+	var batch *journal.Batch
+	if err == nil {
+		batch, err = journal.Decode(enc)
+	}
+	if err == nil && !apply.Redoable(batch) {
+		err = errors.New("the batch reuses names, so a redo cannot know how far it got")
+	}
+	if err == nil {
+		b.log.Warn("the last run was killed while applying a batch; redoing it", "seq", seq)
+		err = b.applyOne(seq, true)
+	}
+	if err != nil {
+		b.stall(seq, fmt.Errorf("torn batch: %w", err))
+	}
+}
+
+// stall stops applying for good (until a resync) and persists that.
+func (b *Backup) stall(seq uint64, err error) {
+	b.stalled.Store(true)
+	b.m.applyFailures.Inc()
+	b.log.Error("the backup stops applying and needs a resync", "seq", seq, "err", err)
+	if perr := b.store.SetMetaUint("stalled", seq); perr != nil {
+		b.log.Error("record stall", "err", perr)
+	}
+	b.mu.Lock()
+	close(b.progress) // tell the primary
+	b.progress = make(chan struct{})
+	b.mu.Unlock()
 }
 
 // Serve answers primaries on ln until Close.
@@ -129,6 +163,9 @@ func (b *Backup) Serve(ln net.Listener) error {
 			b.log.Warn("refused a primary", "reason", reason)
 		})),
 		grpc.MaxRecvMsgSize(journal.HeaderSize+journal.MaxBodySize+1024),
+		grpc.MaxConcurrentStreams(4),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 	)...)
 	replpb.RegisterReplicationServer(b.srv, b)
 	b.log.Info("backup serving", "addr", ln.Addr().String(), "volume", b.cfg.Volume,

@@ -159,6 +159,17 @@ func TestHostileBatchesRefused(t *testing.T) {
 	if !b.Status().Stalled {
 		t.Fatal("backup not marked stalled after a failed apply")
 	}
+	// The stall survives a restart: it is not mistaken for a torn batch
+	// and redone tolerantly.
+	b.Close()
+	b2, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(filepath.Dir(vol), "j"), Token: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	if st := b2.Status(); !st.Stalled || st.AppliedSeq != 0 {
+		t.Fatalf("after restart: %+v, want stalled at applied 0", st)
+	}
 }
 
 func TestParseAck(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
@@ -40,6 +41,8 @@ type Shipper struct {
 	stale   atomic.Bool // the backup's history differs: it needs a resync
 	// degraded: dropped from the ack set by the degrade policy (Primary.watch)
 	degraded atomic.Bool
+	// stalled: the backup reports it cannot apply what it holds
+	stalled atomic.Bool
 }
 
 func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *journal.Store, m *shipMetrics, notify func(), log *slog.Logger) (*Shipper, error) {
@@ -52,6 +55,9 @@ func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *j
 	}
 	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(creds),
+		// Notice a half-open connection within seconds, not the kernel's
+		// fifteen minutes, so barriers do not hang on a dead backup.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.WithPerRPCCredentials(tokenCreds{token: token, secure: tlsFiles.Enabled()}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(journal.HeaderSize+journal.MaxBodySize+1024)),
 	)
@@ -123,6 +129,7 @@ func (s *Shipper) session(parent context.Context) error {
 	s.stale.Store(false)
 	s.acked.Store(w.DurableSeq)
 	s.applied.Store(w.AppliedSeq)
+	s.setStalled(w.Stalled)
 	s.up.Store(true)
 	s.m.state.WithLabelValues(s.addr).Set(1)
 	s.m.acked.WithLabelValues(s.addr).Set(float64(w.DurableSeq))
@@ -161,6 +168,9 @@ func (s *Shipper) checkHistory(w *replpb.Welcome) error {
 	if w.VolumeId != "" && w.VolumeId != s.volumeID {
 		return fmt.Errorf("backup serves volume %s, not %s: %w", w.VolumeId, s.volumeID, ErrNeedsResync)
 	}
+	if first := s.store.First(); first > w.DurableSeq+1 {
+		return fmt.Errorf("backup holds seq %d but the journal starts at %d: %w", w.DurableSeq, first, ErrNeedsResync)
+	}
 	if w.DurableSeq == 0 {
 		return nil
 	}
@@ -198,10 +208,22 @@ func (s *Shipper) receive(stream replpb.Replication_StreamClient) error {
 				s.m.acked.WithLabelValues(s.addr).Set(float64(ack.DurableSeq))
 			}
 			s.applied.Store(ack.AppliedSeq)
+			s.setStalled(ack.Stalled)
 			s.notify()
 		}
 	}
 }
+
+func (s *Shipper) setStalled(v bool) {
+	if v && !s.stalled.Swap(true) {
+		s.log.Error("backup reports it stalled applying batches: it no longer counts toward the ack set until a resync")
+	} else if !v {
+		s.stalled.Store(false)
+	}
+}
+
+// counts reports whether the backup's acks count toward the ack set.
+func (s *Shipper) counts() bool { return !s.degraded.Load() && !s.stalled.Load() }
 
 func (s *Shipper) rejected(rej *replpb.Reject) error {
 	err := fmt.Errorf("backup refused: %s: %s", rej.Code, rej.Reason)

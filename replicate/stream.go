@@ -9,8 +9,12 @@ import (
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
-// maxAppend bounds how many received batches one synced write stores.
-const maxAppend = 64
+// maxAppend and maxAppendBytes bound what one synced write stores, and so
+// what a backup holds in memory for one primary.
+const (
+	maxAppend      = 64
+	maxAppendBytes = 64 << 20
+)
 
 // Stream serves one primary: Hello, Welcome, then batches in and acks out.
 func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
@@ -30,13 +34,15 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 	last := b.store.Last()
 	if err := stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Welcome{Welcome: &replpb.Welcome{
 		VolumeId: b.volumeID, DurableSeq: last.Seq, DurableChecksum: last.Checksum,
-		AppliedSeq: b.applied.Load(), Epoch: b.store.Epoch(),
+		AppliedSeq: b.applied.Load(), Epoch: b.store.Epoch(), Stalled: b.stalled.Load(),
 	}}}); err != nil {
 		return err
 	}
-	incoming := make(chan *replpb.Batch, maxAppend)
+	incoming := make(chan *replpb.Batch, 4)
 	recvErr := make(chan error, 1)
 	go func() {
+		// Every way out reports on recvErr before incoming closes, so the
+		// loop below never waits for an error that will not come.
 		defer close(incoming)
 		for {
 			msg, err := stream.Recv()
@@ -52,6 +58,7 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 			select {
 			case incoming <- bt:
 			case <-ctx.Done():
+				recvErr <- ctx.Err()
 				return
 			}
 		}
@@ -73,18 +80,24 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 				return <-recvErr
 			}
 			encs = append(encs, bt.Encoded)
+			size := len(bt.Encoded)
 		drain:
-			for len(encs) < maxAppend {
+			for len(encs) < maxAppend && size < maxAppendBytes {
 				select {
 				case bt, ok := <-incoming:
 					if !ok {
 						break drain
 					}
 					encs = append(encs, bt.Encoded)
+					size += len(bt.Encoded)
 				default:
 					break drain
 				}
 			}
+		}
+		if ctx.Err() != nil {
+			// A newer session took over: nothing of ours may be stored or acked.
+			return ctx.Err()
 		}
 		if rej := b.store1(hello.Epoch, encs); rej != nil {
 			stream.Send(rej)
@@ -103,7 +116,7 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 
 func (b *Backup) sendAck(stream replpb.Replication_StreamServer) error {
 	return stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Ack{Ack: &replpb.Ack{
-		DurableSeq: b.store.Last().Seq, AppliedSeq: b.applied.Load(),
+		DurableSeq: b.store.Last().Seq, AppliedSeq: b.applied.Load(), Stalled: b.stalled.Load(),
 	}}})
 }
 

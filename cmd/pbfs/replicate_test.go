@@ -305,3 +305,21 @@ func TestRetentionTrimsAckedBatches(t *testing.T) {
 		t.Fatalf("trimmed counter %v", n)
 	}
 }
+
+// TestCrashedPrimaryStopsReplicating: a primary killed with kill -9 may
+// have applied writes it never journaled. Restarted with backups, it must
+// not let barriers claim the backups match: they fail until a resync.
+func TestCrashedPrimaryStopsReplicating(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	os.WriteFile(filepath.Join(c.vol, "a"), []byte("A"), 0o644)
+	c.barrier()
+	c.primary.Kill()
+	p := startMount(t, nil, c.vol, c.jdir, "--backup", c.backups[0].addr)
+	cl := p.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := cl.Barrier(ctx)
+	if err == nil || !strings.Contains(err.Error(), "backups need a resync") {
+		t.Fatalf("barrier after a crash: %v, want a refusal naming the resync", err)
+	}
+}

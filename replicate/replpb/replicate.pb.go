@@ -12,7 +12,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: replicate.proto
+// source: replicate/replpb/replicate.proto
 
 package replpb
 
@@ -76,11 +76,11 @@ func (x Reject_Code) String() string {
 }
 
 func (Reject_Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_replicate_proto_enumTypes[0].Descriptor()
+	return file_replicate_replpb_replicate_proto_enumTypes[0].Descriptor()
 }
 
 func (Reject_Code) Type() protoreflect.EnumType {
-	return &file_replicate_proto_enumTypes[0]
+	return &file_replicate_replpb_replicate_proto_enumTypes[0]
 }
 
 func (x Reject_Code) Number() protoreflect.EnumNumber {
@@ -89,7 +89,7 @@ func (x Reject_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Reject_Code.Descriptor instead.
 func (Reject_Code) EnumDescriptor() ([]byte, []int) {
-	return file_replicate_proto_rawDescGZIP(), []int{6, 0}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{6, 0}
 }
 
 type PrimaryMsg struct {
@@ -105,7 +105,7 @@ type PrimaryMsg struct {
 
 func (x *PrimaryMsg) Reset() {
 	*x = PrimaryMsg{}
-	mi := &file_replicate_proto_msgTypes[0]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -117,7 +117,7 @@ func (x *PrimaryMsg) String() string {
 func (*PrimaryMsg) ProtoMessage() {}
 
 func (x *PrimaryMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_proto_msgTypes[0]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -130,7 +130,7 @@ func (x *PrimaryMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrimaryMsg.ProtoReflect.Descriptor instead.
 func (*PrimaryMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_proto_rawDescGZIP(), []int{0}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *PrimaryMsg) GetMsg() isPrimaryMsg_Msg {
@@ -188,7 +188,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_replicate_proto_msgTypes[1]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -200,7 +200,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_proto_msgTypes[1]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -213,7 +213,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_replicate_proto_rawDescGZIP(), []int{1}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Hello) GetVolumeId() string {
@@ -248,7 +248,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_replicate_proto_msgTypes[2]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -260,7 +260,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_proto_msgTypes[2]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -273,7 +273,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_replicate_proto_rawDescGZIP(), []int{2}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Batch) GetSeq() uint64 {
@@ -304,7 +304,7 @@ type BackupMsg struct {
 
 func (x *BackupMsg) Reset() {
 	*x = BackupMsg{}
-	mi := &file_replicate_proto_msgTypes[3]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +316,7 @@ func (x *BackupMsg) String() string {
 func (*BackupMsg) ProtoMessage() {}
 
 func (x *BackupMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_proto_msgTypes[3]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -329,7 +329,7 @@ func (x *BackupMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupMsg.ProtoReflect.Descriptor instead.
 func (*BackupMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_proto_rawDescGZIP(), []int{3}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *BackupMsg) GetMsg() isBackupMsg_Msg {
@@ -398,14 +398,18 @@ type Welcome struct {
 	// Everything up to applied_seq is applied to the backup's volume, synced.
 	AppliedSeq uint64 `protobuf:"varint,4,opt,name=applied_seq,json=appliedSeq,proto3" json:"applied_seq,omitempty"`
 	// The highest epoch the backup has seen.
-	Epoch         uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The backup cannot apply what it holds (a failed or torn apply): its
+	// durable batches do not make it promotable, so it does not count toward
+	// the ack set until a resync.
+	Stalled       bool `protobuf:"varint,6,opt,name=stalled,proto3" json:"stalled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_replicate_proto_msgTypes[4]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +421,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_proto_msgTypes[4]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +434,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_replicate_proto_rawDescGZIP(), []int{4}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Welcome) GetVolumeId() string {
@@ -468,17 +472,25 @@ func (x *Welcome) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *Welcome) GetStalled() bool {
+	if x != nil {
+		return x.Stalled
+	}
+	return false
+}
+
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DurableSeq    uint64                 `protobuf:"varint,1,opt,name=durable_seq,json=durableSeq,proto3" json:"durable_seq,omitempty"`
 	AppliedSeq    uint64                 `protobuf:"varint,2,opt,name=applied_seq,json=appliedSeq,proto3" json:"applied_seq,omitempty"`
+	Stalled       bool                   `protobuf:"varint,3,opt,name=stalled,proto3" json:"stalled,omitempty"` // as in Welcome
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_replicate_proto_msgTypes[5]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +502,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_proto_msgTypes[5]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +515,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_replicate_proto_rawDescGZIP(), []int{5}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Ack) GetDurableSeq() uint64 {
@@ -520,6 +532,13 @@ func (x *Ack) GetAppliedSeq() uint64 {
 	return 0
 }
 
+func (x *Ack) GetStalled() bool {
+	if x != nil {
+		return x.Stalled
+	}
+	return false
+}
+
 type Reject struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          Reject_Code            `protobuf:"varint,1,opt,name=code,proto3,enum=pbfs.replicate.v1.Reject_Code" json:"code,omitempty"`
@@ -531,7 +550,7 @@ type Reject struct {
 
 func (x *Reject) Reset() {
 	*x = Reject{}
-	mi := &file_replicate_proto_msgTypes[6]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +562,7 @@ func (x *Reject) String() string {
 func (*Reject) ProtoMessage() {}
 
 func (x *Reject) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_proto_msgTypes[6]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +575,7 @@ func (x *Reject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reject.ProtoReflect.Descriptor instead.
 func (*Reject) Descriptor() ([]byte, []int) {
-	return file_replicate_proto_rawDescGZIP(), []int{6}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Reject) GetCode() Reject_Code {
@@ -580,11 +599,11 @@ func (x *Reject) GetEpoch() uint64 {
 	return 0
 }
 
-var File_replicate_proto protoreflect.FileDescriptor
+var File_replicate_replpb_replicate_proto protoreflect.FileDescriptor
 
-const file_replicate_proto_rawDesc = "" +
+const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\n" +
-	"\x0freplicate.proto\x12\x11pbfs.replicate.v1\"w\n" +
+	" replicate/replpb/replicate.proto\x12\x11pbfs.replicate.v1\"w\n" +
 	"\n" +
 	"PrimaryMsg\x120\n" +
 	"\x05hello\x18\x01 \x01(\v2\x18.pbfs.replicate.v1.HelloH\x00R\x05hello\x120\n" +
@@ -601,7 +620,7 @@ const file_replicate_proto_rawDesc = "" +
 	"\awelcome\x18\x01 \x01(\v2\x1a.pbfs.replicate.v1.WelcomeH\x00R\awelcome\x12*\n" +
 	"\x03ack\x18\x02 \x01(\v2\x16.pbfs.replicate.v1.AckH\x00R\x03ack\x123\n" +
 	"\x06reject\x18\x03 \x01(\v2\x19.pbfs.replicate.v1.RejectH\x00R\x06rejectB\x05\n" +
-	"\x03msg\"\xa9\x01\n" +
+	"\x03msg\"\xc3\x01\n" +
 	"\aWelcome\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x1f\n" +
 	"\vdurable_seq\x18\x02 \x01(\x04R\n" +
@@ -609,12 +628,14 @@ const file_replicate_proto_rawDesc = "" +
 	"\x10durable_checksum\x18\x03 \x01(\rR\x0fdurableChecksum\x12\x1f\n" +
 	"\vapplied_seq\x18\x04 \x01(\x04R\n" +
 	"appliedSeq\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"G\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x18\n" +
+	"\astalled\x18\x06 \x01(\bR\astalled\"a\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vdurable_seq\x18\x01 \x01(\x04R\n" +
 	"durableSeq\x12\x1f\n" +
 	"\vapplied_seq\x18\x02 \x01(\x04R\n" +
-	"appliedSeq\"\xd3\x01\n" +
+	"appliedSeq\x12\x18\n" +
+	"\astalled\x18\x03 \x01(\bR\astalled\"\xd3\x01\n" +
 	"\x06Reject\x122\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1e.pbfs.replicate.v1.Reject.CodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x14\n" +
@@ -631,20 +652,20 @@ const file_replicate_proto_rawDesc = "" +
 	"\x06Stream\x12\x1d.pbfs.replicate.v1.PrimaryMsg\x1a\x1c.pbfs.replicate.v1.BackupMsg(\x010\x01B'Z%github.com/pbfs/pbfs/replicate/replpbb\x06proto3"
 
 var (
-	file_replicate_proto_rawDescOnce sync.Once
-	file_replicate_proto_rawDescData []byte
+	file_replicate_replpb_replicate_proto_rawDescOnce sync.Once
+	file_replicate_replpb_replicate_proto_rawDescData []byte
 )
 
-func file_replicate_proto_rawDescGZIP() []byte {
-	file_replicate_proto_rawDescOnce.Do(func() {
-		file_replicate_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_replicate_proto_rawDesc), len(file_replicate_proto_rawDesc)))
+func file_replicate_replpb_replicate_proto_rawDescGZIP() []byte {
+	file_replicate_replpb_replicate_proto_rawDescOnce.Do(func() {
+		file_replicate_replpb_replicate_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_replicate_replpb_replicate_proto_rawDesc), len(file_replicate_replpb_replicate_proto_rawDesc)))
 	})
-	return file_replicate_proto_rawDescData
+	return file_replicate_replpb_replicate_proto_rawDescData
 }
 
-var file_replicate_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_replicate_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
-var file_replicate_proto_goTypes = []any{
+var file_replicate_replpb_replicate_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_replicate_replpb_replicate_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_replicate_replpb_replicate_proto_goTypes = []any{
 	(Reject_Code)(0),   // 0: pbfs.replicate.v1.Reject.Code
 	(*PrimaryMsg)(nil), // 1: pbfs.replicate.v1.PrimaryMsg
 	(*Hello)(nil),      // 2: pbfs.replicate.v1.Hello
@@ -654,7 +675,7 @@ var file_replicate_proto_goTypes = []any{
 	(*Ack)(nil),        // 6: pbfs.replicate.v1.Ack
 	(*Reject)(nil),     // 7: pbfs.replicate.v1.Reject
 }
-var file_replicate_proto_depIdxs = []int32{
+var file_replicate_replpb_replicate_proto_depIdxs = []int32{
 	2, // 0: pbfs.replicate.v1.PrimaryMsg.hello:type_name -> pbfs.replicate.v1.Hello
 	3, // 1: pbfs.replicate.v1.PrimaryMsg.batch:type_name -> pbfs.replicate.v1.Batch
 	5, // 2: pbfs.replicate.v1.BackupMsg.welcome:type_name -> pbfs.replicate.v1.Welcome
@@ -670,16 +691,16 @@ var file_replicate_proto_depIdxs = []int32{
 	0, // [0:6] is the sub-list for field type_name
 }
 
-func init() { file_replicate_proto_init() }
-func file_replicate_proto_init() {
-	if File_replicate_proto != nil {
+func init() { file_replicate_replpb_replicate_proto_init() }
+func file_replicate_replpb_replicate_proto_init() {
+	if File_replicate_replpb_replicate_proto != nil {
 		return
 	}
-	file_replicate_proto_msgTypes[0].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[0].OneofWrappers = []any{
 		(*PrimaryMsg_Hello)(nil),
 		(*PrimaryMsg_Batch)(nil),
 	}
-	file_replicate_proto_msgTypes[3].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[3].OneofWrappers = []any{
 		(*BackupMsg_Welcome)(nil),
 		(*BackupMsg_Ack)(nil),
 		(*BackupMsg_Reject)(nil),
@@ -688,18 +709,18 @@ func file_replicate_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicate_proto_rawDesc), len(file_replicate_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicate_replpb_replicate_proto_rawDesc), len(file_replicate_replpb_replicate_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_replicate_proto_goTypes,
-		DependencyIndexes: file_replicate_proto_depIdxs,
-		EnumInfos:         file_replicate_proto_enumTypes,
-		MessageInfos:      file_replicate_proto_msgTypes,
+		GoTypes:           file_replicate_replpb_replicate_proto_goTypes,
+		DependencyIndexes: file_replicate_replpb_replicate_proto_depIdxs,
+		EnumInfos:         file_replicate_replpb_replicate_proto_enumTypes,
+		MessageInfos:      file_replicate_replpb_replicate_proto_msgTypes,
 	}.Build()
-	File_replicate_proto = out.File
-	file_replicate_proto_goTypes = nil
-	file_replicate_proto_depIdxs = nil
+	File_replicate_replpb_replicate_proto = out.File
+	file_replicate_replpb_replicate_proto_goTypes = nil
+	file_replicate_replpb_replicate_proto_depIdxs = nil
 }

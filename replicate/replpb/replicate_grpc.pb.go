@@ -12,7 +12,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: replicate.proto
+// source: replicate/replpb/replicate.proto
 
 package replpb
 
@@ -121,5 +121,5 @@ var Replication_ServiceDesc = grpc.ServiceDesc{
 			ClientStreams: true,
 		},
 	},
-	Metadata: "replicate.proto",
+	Metadata: "replicate/replpb/replicate.proto",
 }
