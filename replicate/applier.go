@@ -22,6 +22,11 @@ func (b *Backup) applyLoop() {
 		case <-t.C:
 		}
 		for !b.stalled.Load() {
+			select {
+			case <-b.done:
+				return
+			default:
+			}
 			next := b.applied.Load() + 1
 			if next > b.store.Last().Seq {
 				break

@@ -53,7 +53,8 @@ type Backup struct {
 	kick     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
-	srv      *grpc.Server
+	srv      *grpc.Server // guarded by mu
+	loops    sync.WaitGroup
 }
 
 type session struct {
@@ -98,7 +99,8 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	} else if applying, _ := st.MetaUint("applying"); applying > applied {
 		b.recoverTorn(applying)
 	}
-	go b.applyLoop()
+	b.loops.Add(1)
+	go func() { defer b.loops.Done(); b.applyLoop() }()
 	if cfg.Retain == 0 {
 		cfg.Retain = 10 * time.Minute
 	}
@@ -107,7 +109,8 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 			Every: min(10*time.Second, cfg.Retain), Logger: b.log}
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { <-b.done; cancel() }()
-		go r.Run(ctx)
+		b.loops.Add(1)
+		go func() { defer b.loops.Done(); r.Run(ctx) }()
 	}
 	return b, nil
 }
@@ -157,7 +160,7 @@ func (b *Backup) Serve(ln net.Listener) error {
 		}
 		opts = append(opts, grpc.Creds(creds))
 	}
-	b.srv = grpc.NewServer(append(opts,
+	srv0 := grpc.NewServer(append(opts,
 		grpc.StreamInterceptor(checkToken(b.cfg.Token, func(reason string) {
 			b.m.authFailures.Inc()
 			b.log.Warn("refused a primary", "reason", reason)
@@ -167,20 +170,29 @@ func (b *Backup) Serve(ln net.Listener) error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 	)...)
-	replpb.RegisterReplicationServer(b.srv, b)
+	replpb.RegisterReplicationServer(srv0, b)
+	b.mu.Lock()
+	b.srv = srv0
+	srv := srv0
+	b.mu.Unlock()
 	b.log.Info("backup serving", "addr", ln.Addr().String(), "volume", b.cfg.Volume,
 		"durable_seq", b.store.Last().Seq, "applied_seq", b.applied.Load(), "epoch", b.store.Epoch())
-	return b.srv.Serve(ln)
+	return srv.Serve(ln)
 }
 
 // Close stops serving and applying.
 func (b *Backup) Close() error {
 	b.stopOnce.Do(func() {
-		if b.srv != nil {
-			b.srv.Stop()
+		b.mu.Lock()
+		srv := b.srv
+		b.mu.Unlock()
+		if srv != nil {
+			srv.Stop()
 		}
 		close(b.done)
 	})
+	// The store and the volume stay open until the loops that use them end.
+	b.loops.Wait()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.applier.Close()
