@@ -67,6 +67,11 @@ type Config struct {
 
 	// TLS, if set, uses mutual TLS to the backups.
 	TLS replicate.TLSFiles
+
+	// Epoch, if above the journal's, raises it durably before anything is
+	// shipped: a promoted primary starts a new term this way, and backups
+	// then refuse the old primary (fencing).
+	Epoch uint64
 }
 
 // Mount is a running pbfs primary.
@@ -124,6 +129,17 @@ func Start(cfg Config) (*Mount, error) {
 	if err != nil {
 		unix.Close(rootFd)
 		return nil, err
+	}
+	if cfg.Epoch > m.store.Epoch() {
+		if err := m.store.SetEpoch(cfg.Epoch); err != nil {
+			unix.Close(rootFd)
+			m.store.Close()
+			return nil, err
+		}
+	} else if cfg.Epoch != 0 && cfg.Epoch < m.store.Epoch() {
+		unix.Close(rootFd)
+		m.store.Close()
+		return nil, fmt.Errorf("epoch %d is below the journal's %d: epochs never go back", cfg.Epoch, m.store.Epoch())
 	}
 	if m.volumeID, err = volumeID(m.store); err != nil {
 		unix.Close(rootFd)

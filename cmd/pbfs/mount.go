@@ -30,6 +30,7 @@ func mountCommand() *cli.Command {
 			&cli.StringFlag{Name: "ack", Value: "all", Usage: "backups that must hold a batch before its barrier returns: all, majority, none or a number"},
 			&cli.DurationFlag{Name: "retain", Usage: "trim batches every backup holds once they are this old (default with backups: 10m; 0 keeps everything)"},
 			&cli.DurationFlag{Name: "retain-max", Usage: "trim any batch this old, acked or not (default with backups: 24h)"},
+			&cli.Uint64Flag{Name: "epoch", Usage: "start a new term: raise the journal's epoch to this before shipping (backups then refuse older primaries)"},
 			&cli.DurationFlag{Name: "degrade-after", Usage: "drop a backup that has been behind this long from the ack set, marking it stale (default: barriers wait for it)"},
 			tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2],
 		},
@@ -47,7 +48,7 @@ func mountCommand() *cli.Command {
 			}
 			m, err := mount.Start(mount.Config{
 				Backups: c.StringSlice("backup"), Ack: c.String("ack"), Token: token, DegradeAfter: c.Duration("degrade-after"),
-				Retain: c.Duration("retain"), RetainMax: c.Duration("retain-max"), TLS: tlsFiles(c),
+				Retain: c.Duration("retain"), RetainMax: c.Duration("retain-max"), TLS: tlsFiles(c), Epoch: c.Uint64("epoch"),
 				Mountpoint: c.Args().First(), Backing: c.String("backing"), Journal: c.String("journal"),
 				AllowOther: c.Bool("allow-other"), NoCapture: c.Bool("no-capture"), WriteDiff: c.Bool("write-diff"),
 				NoXattrs: c.Bool("no-xattrs"), MaxBatchBytes: c.Int64("batch-bytes"), SealInterval: c.Duration("seal-interval"),

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/journal"
 )
 
 const testToken = "test-token-0123456789"
@@ -321,5 +322,48 @@ func TestCrashedPrimaryStopsReplicating(t *testing.T) {
 	_, err := cl.Barrier(ctx)
 	if err == nil || !strings.Contains(err.Error(), "backups need a resync") {
 		t.Fatalf("barrier after a crash: %v, want a refusal naming the resync", err)
+	}
+}
+
+// TestNewEpochFencesTheOldPrimary: a second primary with a higher epoch
+// reaches the backup; from then on the old primary can never complete a
+// barrier again.
+func TestNewEpochFencesTheOldPrimary(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	os.WriteFile(filepath.Join(c.vol, "a"), []byte("A"), 0o644)
+	c.barrier()
+	// The new primary: a copy of the volume and of the journal, a new term.
+	dir := t.TempDir()
+	vol2, j2 := filepath.Join(dir, "vol"), filepath.Join(dir, "j")
+	os.Mkdir(vol2, 0o755)
+	fstest.CopyTree(t, c.vol, vol2)
+	if out, err := exec.Command("cp", "-a", c.jdir, j2).CombinedOutput(); err != nil {
+		t.Fatalf("copy journal: %v %s", err, out)
+	}
+	os.Remove(filepath.Join(j2, "control.sock"))
+	// The copy was taken while the old primary ran; mark it closed, as the
+	// journal of a promoted node that is up to date would be.
+	st, err := journal.OpenStore(j2, journal.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.MarkClosed()
+	st.Close()
+	p2 := startMount(t, nil, vol2, j2, "--backup", c.backups[0].addr, "--epoch", "2")
+	os.WriteFile(filepath.Join(vol2, "b"), []byte("B"), 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p2.Client().Barrier(ctx); err != nil {
+		t.Fatalf("new primary's barrier: %v\n%s", err, p2.Out)
+	}
+	os.WriteFile(filepath.Join(c.vol, "stale"), []byte("from the deposed primary"), 0o644)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	cl, _ := control.Dial(c.jdir)
+	if seq, err := cl.Barrier(ctx2); err == nil {
+		t.Fatalf("the deposed primary completed a barrier (seq %d)", seq)
+	}
+	if _, err := os.Stat(filepath.Join(c.backups[0].vol, "stale")); err == nil {
+		t.Fatal("the deposed primary's write reached the backup")
 	}
 }
