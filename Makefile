@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/pbfs
 FUZZTIME ?= 30s
 
-.PHONY: build test test-short fuzz proto bench demo vet fmt clean
+.PHONY: build test test-race test-short fuzz proto bench demo vet fmt clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/pbfs
@@ -11,6 +11,11 @@ build:
 # The full suite: real FUSE mounts, real processes. Needs root and /dev/fuse.
 test: vet
 	$(GO) test -count=1 -timeout 20m ./...
+
+# The suite with the race detector, in the tests and in the pbfs processes
+# they start (a race in the daemon fails the test that stops it).
+test-race:
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 test-short:
 	$(GO) test -count=1 -short ./...

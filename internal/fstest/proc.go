@@ -37,7 +37,11 @@ func Binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "pbfs")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/pbfs/pbfs/cmd/pbfs").CombinedOutput()
+		args := []string{"build", "-o", binPath}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "github.com/pbfs/pbfs/cmd/pbfs")...).CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("build pbfs: %v\n%s", err, out)
 		}
