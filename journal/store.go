@@ -210,6 +210,9 @@ func (s *Store) Append(ops []Op, created time.Time, written uint64) (Header, int
 	if err != nil {
 		return Header{}, 0, err
 	}
+	if err := failAppend(); err != nil {
+		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
+	}
 	err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(batchKey(b.Seq), buf) })
 	if err != nil {
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)

@@ -214,3 +214,43 @@ func TestKill9AndRestart(t *testing.T) {
 		t.Errorf("warning after a clean shutdown:\n%s", d3.Out)
 	}
 }
+
+// TestJournalFullIsRetried: the journal refuses appends (ENOSPC, injected
+// with a failpoint): barriers fail with the error meanwhile, the mount logs
+// and counts it and keeps serving, and once the journal takes appends again
+// nothing captured is missing.
+func TestJournalFullIsRetried(t *testing.T) {
+	vol, start, jdir := layout(t)
+	os.Setenv("PBFS_FAILPOINT_APPEND", "40")
+	d := startMount(t, nil, vol, jdir, "--seal-interval", "10ms")
+	os.Unsetenv("PBFS_FAILPOINT_APPEND")
+	for i := 0; i < 5; i++ {
+		if err := os.WriteFile(filepath.Join(vol, fmt.Sprintf("f%d", i)), bytes.Repeat([]byte{byte(i)}, 5000), 0o644); err != nil {
+			t.Fatalf("write while the journal is full: %v", err)
+		}
+	}
+	sawFailure := false
+	for i := 0; i < 200; i++ {
+		out, code := run(t, "barrier", "--journal", jdir)
+		if code != 0 {
+			if !strings.Contains(out, "no space left on device") {
+				t.Fatalf("barrier failed without naming the cause: %s", out)
+			}
+			sawFailure = true
+			continue
+		}
+		break
+	}
+	if d.Counter("pbfs_journal_append_failures_total", "") == 0 || !strings.Contains(d.Out.String(), "journal append failed") {
+		t.Fatalf("append failures not counted or logged:\n%s", d.Out)
+	}
+	if !sawFailure {
+		t.Fatal("no barrier failed while the journal refused appends")
+	}
+	want := fstest.Snapshot(t, vol)
+	d.Stop()
+	if out, code := run(t, "journal", "replay", "--journal", jdir, start); code != 0 {
+		t.Fatalf("replay: %s", out)
+	}
+	fstest.RequireEqual(t, want, fstest.Snapshot(t, start), "replayed copy vs volume after journal failures")
+}
