@@ -26,15 +26,21 @@ func (f *FS) Empty() bool {
 // the seal. Mutations wait only while the batch is swapped out.
 func (f *FS) Seal() Sealed {
 	f.sealMu.Lock()
-	ns := f.ns
+	ns, dirty, data, written := f.swapLocked()
+	f.sealMu.Unlock()
+	return f.finishSeal(ns, dirty, data, written)
+}
+
+// swapLocked takes the open batch out; the caller holds sealMu exclusively.
+func (f *FS) swapLocked() (ns []journal.Op, dirty []*Node, data []journal.Op, written int64) {
+	ns = f.ns
 	f.ns = nil
 	f.nsCount.Store(0)
 	f.dirtyMu.Lock()
-	dirty := f.dirty
+	dirty = f.dirty
 	f.dirty = nil
 	f.dirtyMu.Unlock()
-	written := f.written.Swap(0)
-	var data []journal.Op
+	written = f.written.Swap(0)
 	f.table.mapMu.Lock()
 	for _, n := range dirty {
 		log := n.log
@@ -45,13 +51,15 @@ func (f *FS) Seal() Sealed {
 	}
 	f.table.mapMu.Unlock()
 	f.pending.Store(0)
-	f.sealMu.Unlock()
+	return ns, dirty, data, written
+}
 
+// finishSeal wakes throttled writers and coalesces the swapped-out batch.
+func (f *FS) finishSeal(ns []journal.Op, dirty []*Node, data []journal.Op, written int64) Sealed {
 	f.flowMu.Lock()
 	f.flowCond.Broadcast()
 	f.flowMu.Unlock()
 	f.table.sweep(dirty)
-
 	ops := journal.PruneTemporaries(ns)
 	return Sealed{Ops: append(ops, data...), Written: uint64(written)}
 }

@@ -67,6 +67,15 @@ func (c *Client) Barrier(ctx context.Context) (uint64, error) {
 	return out.Seq, nil
 }
 
+// Resync asks the mount to resync every backup now.
+func (c *Client) Resync(ctx context.Context) error {
+	resp, err := c.do(ctx, http.MethodPost, "/v1/resync")
+	if err != nil {
+		return fmt.Errorf("resync: %w", err)
+	}
+	return resp.Body.Close()
+}
+
 // Status returns the mount's status.
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	var st Status

@@ -53,6 +53,7 @@ type Status struct {
 // Backend is what the socket exposes.
 type Backend interface {
 	Barrier(ctx context.Context) (uint64, error)
+	Resync() error
 	Status() Status
 	Get(seq uint64) ([]byte, error)
 	Scan(from uint64, fn func(seq uint64, enc []byte) error) error
@@ -101,6 +102,13 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 			return
 		}
 		writeJSON(w, map[string]uint64{"seq": seq})
+	})
+	mux.HandleFunc("POST /v1/resync", func(w http.ResponseWriter, r *http.Request) {
+		if err := b.Resync(); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		writeJSON(w, map[string]string{"resync": "started"})
 	})
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Status()) })
 	mux.HandleFunc("GET /v1/batches/{seq}", func(w http.ResponseWriter, r *http.Request) {

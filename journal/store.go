@@ -303,6 +303,51 @@ func (s *Store) AppendEncoded(encs [][]byte) (Header, error) {
 	return last, nil
 }
 
+// Reset replaces every stored batch with anchor, the encoded batch a
+// resync left the volume as of (nil: an empty journal), and raises the
+// epoch to the anchor's. A resynced backup continues from there.
+func (s *Store) Reset(anchor []byte) error {
+	var h Header
+	if anchor != nil {
+		var err error
+		if h, err = Verify(anchor); err != nil {
+			return fmt.Errorf("reset journal: %w", err)
+		}
+	}
+	var seqs []uint64
+	if err := s.Scan(0, func(seq uint64, _ []byte) error { seqs = append(seqs, seq); return nil }); err != nil {
+		return fmt.Errorf("reset journal: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, seq := range seqs {
+		if err := wb.Delete(batchKey(seq)); err != nil {
+			return fmt.Errorf("reset journal: %w", err)
+		}
+	}
+	if anchor != nil {
+		if err := wb.Set(batchKey(h.Seq), anchor); err != nil {
+			return fmt.Errorf("reset journal: %w", err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("reset journal: %w", err)
+	}
+	if err := s.db.Sync(); err != nil {
+		return fmt.Errorf("reset journal: %w", err)
+	}
+	s.setLast(h)
+	if h.Epoch > s.epoch {
+		s.mu.Unlock()
+		err := s.SetEpoch(h.Epoch)
+		s.mu.Lock()
+		return err
+	}
+	return nil
+}
+
 // Meta reads a metadata value ("m/" + name); nil if unset.
 func (s *Store) Meta(name string) ([]byte, error) {
 	var out []byte

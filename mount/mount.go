@@ -188,7 +188,8 @@ func Start(cfg Config) (*Mount, error) {
 	m.committer = capture.NewCommitter(m.fs, m.store, cfg.SealInterval, m.reg, cfg.Logger)
 	if len(cfg.Backups) > 0 && !m.ahead {
 		m.primary, err = replicate.StartPrimary(replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, Token: cfg.Token,
-			VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter, TLS: cfg.TLS})
+			VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter, TLS: cfg.TLS,
+			Snapshots: snapshots{m.committer, m.fs}})
 		if err != nil {
 			ln.Close()
 			m.fs.Close()
@@ -323,6 +324,23 @@ func (m *Mount) Status() control.Status {
 	}
 	return st
 }
+
+// Resync makes every backup resync now.
+func (m *Mount) Resync() error {
+	if m.primary == nil {
+		return errors.New("resync: this mount has no backups")
+	}
+	m.primary.Resync()
+	return nil
+}
+
+// snapshots lets replication take consistent snapshots of the volume.
+type snapshots struct {
+	*capture.Committer
+	fs *capture.FS
+}
+
+func (s snapshots) OpenHandle(h *unix.FileHandle) (*os.File, error) { return s.fs.OpenHandle(h) }
 
 // Get returns an encoded batch from the journal.
 func (m *Mount) Get(seq uint64) ([]byte, error) { return m.store.Get(seq) }

@@ -64,6 +64,8 @@ type PrimaryConfig struct {
 	DegradeAfter time.Duration
 	// TLS, if set, uses mutual TLS to every backup.
 	TLS TLSFiles
+	// Snapshots, if set, lets the primary resync backups that need it.
+	Snapshots Snapshotter
 }
 
 // StartPrimary starts a shipper per backup.
@@ -83,7 +85,7 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	for _, addr := range cfg.Backups {
-		s, err := newShipper(addr, cfg.Token, cfg.TLS, cfg.VolumeID, cfg.Store, p.m, p.notify, cfg.Logger)
+		s, err := newShipper(addr, cfg.Token, cfg.TLS, cfg.VolumeID, cfg.Store, cfg.Snapshots, p.m, p.notify, cfg.Logger)
 		if err != nil {
 			cancel()
 			return nil, err
@@ -194,6 +196,17 @@ func (p *Primary) watch(ctx context.Context) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// Resync makes every backup resync at once (an operator suspects a backup's
+// volume was changed behind its back: the checksums find what differs).
+func (p *Primary) Resync() {
+	for _, s := range p.shippers {
+		s.force.Store(true)
+		if c := s.cancel.Load(); c != nil {
+			(*c)()
 		}
 	}
 }

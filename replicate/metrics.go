@@ -33,6 +33,9 @@ type shipMetrics struct {
 	state    *prometheus.GaugeVec
 	degraded *prometheus.CounterVec
 	barriers prometheus.Histogram
+	resyncs  prometheus.Counter
+	// resyncPause is how long mutations waited while a resync listed the tree.
+	resyncPause prometheus.Histogram
 }
 
 func newShipMetrics(reg prometheus.Registerer) *shipMetrics {
@@ -48,9 +51,14 @@ func newShipMetrics(reg prometheus.Registerer) *shipMetrics {
 			Name: "pbfs_replicate_barrier_seconds", Help: "Time for a barrier to be durable on the ack set.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
+		resyncs: prometheus.NewCounter(prometheus.CounterOpts{Name: "pbfs_replicate_resyncs_total", Help: "Resyncs completed."}),
+		resyncPause: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "pbfs_replicate_resync_pause_seconds", Help: "How long mutations waited while a resync took its snapshot.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.acked, m.sent, m.sentB, m.state, m.degraded, m.barriers)
+		reg.MustRegister(m.acked, m.sent, m.sentB, m.state, m.degraded, m.barriers, m.resyncs, m.resyncPause)
 	}
 	return m
 }

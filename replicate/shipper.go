@@ -43,9 +43,13 @@ type Shipper struct {
 	degraded atomic.Bool
 	// stalled: the backup reports it cannot apply what it holds
 	stalled atomic.Bool
+
+	snaps  Snapshotter // nil: resync unavailable
+	force  atomic.Bool // resync at the next session, asked by an operator
+	cancel atomic.Pointer[context.CancelFunc]
 }
 
-func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *journal.Store, m *shipMetrics, notify func(), log *slog.Logger) (*Shipper, error) {
+func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *journal.Store, snaps Snapshotter, m *shipMetrics, notify func(), log *slog.Logger) (*Shipper, error) {
 	creds := insecure.NewCredentials()
 	if tlsFiles.Enabled() {
 		var err error
@@ -64,7 +68,7 @@ func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *j
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %w", addr, err)
 	}
-	return &Shipper{addr: addr, store: store, volumeID: volumeID, log: log.With("backup", addr), m: m, notify: notify, conn: conn}, nil
+	return &Shipper{addr: addr, store: store, volumeID: volumeID, snaps: snaps, log: log.With("backup", addr), m: m, notify: notify, conn: conn}, nil
 }
 
 // Acked returns the newest seq the backup holds durably.
@@ -77,6 +81,15 @@ func (s *Shipper) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := s.session(ctx)
+		if (errors.Is(err, ErrNeedsResync) || s.force.Load()) && s.snaps != nil && ctx.Err() == nil {
+			s.force.Store(false)
+			if rerr := s.resync(ctx); rerr != nil {
+				s.log.Error("resync failed", "err", rerr)
+				err = rerr
+			} else {
+				continue // stream from the snapshot on
+			}
+		}
 		s.up.Store(false)
 		s.m.state.WithLabelValues(s.addr).Set(0)
 		s.notify()
@@ -102,6 +115,10 @@ func (s *Shipper) run(ctx context.Context) {
 func (s *Shipper) session(parent context.Context) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	s.cancel.Store(&cancel)
+	if s.force.Load() {
+		return errors.New("resync requested")
+	}
 	stream, err := replpb.NewReplicationClient(s.conn).Stream(ctx)
 	if err != nil {
 		return err
@@ -125,6 +142,10 @@ func (s *Shipper) session(parent context.Context) error {
 	if err := s.checkHistory(w); err != nil {
 		s.stale.Store(true)
 		return err
+	}
+	if w.Stalled {
+		s.setStalled(true)
+		return fmt.Errorf("backup stalled: %w", ErrNeedsResync)
 	}
 	s.stale.Store(false)
 	s.acked.Store(w.DurableSeq)
@@ -172,6 +193,12 @@ func (s *Shipper) checkHistory(w *replpb.Welcome) error {
 		return fmt.Errorf("backup holds seq %d but the journal starts at %d: %w", w.DurableSeq, first, ErrNeedsResync)
 	}
 	if w.DurableSeq == 0 {
+		if s.snaps != nil && s.store.Last().Seq > 0 {
+			// A backup with an empty journal gets a resync before anything
+			// else: its volume may be anything, and checksums make a copy
+			// that is already right cheap to confirm.
+			return fmt.Errorf("backup has an empty journal: %w", ErrNeedsResync)
+		}
 		return nil
 	}
 	if w.DurableSeq > s.store.Last().Seq {
@@ -210,6 +237,9 @@ func (s *Shipper) receive(stream replpb.Replication_StreamClient) error {
 			s.applied.Store(ack.AppliedSeq)
 			s.setStalled(ack.Stalled)
 			s.notify()
+			if ack.Stalled {
+				return fmt.Errorf("backup stalled: %w", ErrNeedsResync)
+			}
 		}
 	}
 }

@@ -21,6 +21,7 @@ func main() {
 		Commands: []*cli.Command{
 			mountCommand(),
 			backupCommand(),
+			resyncCommand(),
 			barrierCommand(),
 			journalCommand(),
 		},

@@ -45,6 +45,12 @@ type backupProc struct {
 }
 
 func newCluster(t *testing.T, backups int, seed func(string), mountArgs ...string) *cluster {
+	return newClusterCopy(t, backups, seed, true, mountArgs...)
+}
+
+// newClusterCopy starts the backups on copies of the seeded volume, or, with
+// copy false, on empty directories that a resync must fill.
+func newClusterCopy(t *testing.T, backups int, seed func(string), copy bool, mountArgs ...string) *cluster {
 	fstest.RequireFUSE(t)
 	c := &cluster{t: t, dir: t.TempDir()}
 	c.vol, c.jdir = filepath.Join(c.dir, "vol"), filepath.Join(c.dir, "jp")
@@ -55,9 +61,9 @@ func newCluster(t *testing.T, backups int, seed func(string), mountArgs ...strin
 	for i := 0; i < backups; i++ {
 		b := &backupProc{addr: freeAddr(t), vol: filepath.Join(c.dir, fmt.Sprintf("b%d", i)), jdir: filepath.Join(c.dir, fmt.Sprintf("jb%d", i))}
 		os.Mkdir(b.vol, 0o755)
-		// Until resync exists, a backup starts from a copy of the volume
-		// as it was when the primary's journal began.
-		fstest.CopyTree(t, c.vol, b.vol)
+		if copy {
+			fstest.CopyTree(t, c.vol, b.vol)
+		}
 		c.backups = append(c.backups, b)
 		c.startBackup(b)
 	}
@@ -365,5 +371,61 @@ func TestNewEpochFencesTheOldPrimary(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(c.backups[0].vol, "stale")); err == nil {
 		t.Fatal("the deposed primary's write reached the backup")
+	}
+}
+
+// TestNewEmptyBackupJoinsUnderLoad: a backup that starts empty is resynced
+// from the live primary while the workload runs, and ends equal.
+func TestNewEmptyBackupJoinsUnderLoad(t *testing.T) {
+	w := fstest.NewWorkload("", false)
+	c := newClusterCopy(t, 1, w.Seed, false)
+	c.workload(11, 200, nil)
+	c.requireConverged()
+	if !strings.Contains(c.primary.Out.String(), "resync done") {
+		t.Fatalf("no resync logged:\n%s", c.primary.Out)
+	}
+}
+
+// TestAlteredBackupIsResynced: files changed, added and removed on a
+// backup behind its back are found by the block checksums of a resync
+// and put right.
+func TestAlteredBackupIsResynced(t *testing.T) {
+	w := fstest.NewWorkload("", false)
+	c := newCluster(t, 1, w.Seed)
+	c.workload(12, 100, nil)
+	c.requireConverged()
+	b := c.backups[0]
+	b.cmd.Process.Signal(syscall.SIGINT)
+	b.cmd.Wait()
+	var victim string
+	filepath.Walk(b.vol, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() && fi.Size() > 10 && victim == "" {
+			victim = p
+		}
+		return nil
+	})
+	if victim == "" {
+		t.Fatal("no file to alter")
+	}
+	f, _ := os.OpenFile(victim, os.O_WRONLY, 0)
+	f.WriteAt([]byte("ALTERED BEHIND ITS BACK"), 3)
+	f.Close()
+	os.WriteFile(filepath.Join(b.vol, "intruder"), []byte("x"), 0o644)
+	before := strings.Count(c.primary.Out.String(), "resync done")
+	c.startBackup(b)
+	if out, code := run(t, "resync", "--journal", c.jdir); code != 0 {
+		t.Fatalf("resync: %s", out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(c.primary.Out.String(), "resync done") == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("no resync:\n%s", c.primary.Out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.requireConverged()
+	last := c.primary.Out.String()[strings.LastIndex(c.primary.Out.String(), "resync done"):]
+	if strings.Contains(last, "files_differed=0 ") {
+		t.Fatalf("the resync found nothing to fix: %s", last)
 	}
 }

@@ -89,7 +89,615 @@ func (x Reject_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Reject_Code.Descriptor instead.
 func (Reject_Code) EnumDescriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{6, 0}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{14, 0}
+}
+
+type ResyncPrimaryMsg struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*ResyncPrimaryMsg_Start
+	//	*ResyncPrimaryMsg_Entry
+	//	*ResyncPrimaryMsg_Block
+	//	*ResyncPrimaryMsg_Done
+	Msg           isResyncPrimaryMsg_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResyncPrimaryMsg) Reset() {
+	*x = ResyncPrimaryMsg{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResyncPrimaryMsg) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResyncPrimaryMsg) ProtoMessage() {}
+
+func (x *ResyncPrimaryMsg) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResyncPrimaryMsg.ProtoReflect.Descriptor instead.
+func (*ResyncPrimaryMsg) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ResyncPrimaryMsg) GetMsg() isResyncPrimaryMsg_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *ResyncPrimaryMsg) GetStart() *ResyncStart {
+	if x != nil {
+		if x, ok := x.Msg.(*ResyncPrimaryMsg_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *ResyncPrimaryMsg) GetEntry() *Entry {
+	if x != nil {
+		if x, ok := x.Msg.(*ResyncPrimaryMsg_Entry); ok {
+			return x.Entry
+		}
+	}
+	return nil
+}
+
+func (x *ResyncPrimaryMsg) GetBlock() *BlockData {
+	if x != nil {
+		if x, ok := x.Msg.(*ResyncPrimaryMsg_Block); ok {
+			return x.Block
+		}
+	}
+	return nil
+}
+
+func (x *ResyncPrimaryMsg) GetDone() *ResyncDone {
+	if x != nil {
+		if x, ok := x.Msg.(*ResyncPrimaryMsg_Done); ok {
+			return x.Done
+		}
+	}
+	return nil
+}
+
+type isResyncPrimaryMsg_Msg interface {
+	isResyncPrimaryMsg_Msg()
+}
+
+type ResyncPrimaryMsg_Start struct {
+	Start *ResyncStart `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type ResyncPrimaryMsg_Entry struct {
+	Entry *Entry `protobuf:"bytes,2,opt,name=entry,proto3,oneof"`
+}
+
+type ResyncPrimaryMsg_Block struct {
+	Block *BlockData `protobuf:"bytes,3,opt,name=block,proto3,oneof"`
+}
+
+type ResyncPrimaryMsg_Done struct {
+	Done *ResyncDone `protobuf:"bytes,4,opt,name=done,proto3,oneof"`
+}
+
+func (*ResyncPrimaryMsg_Start) isResyncPrimaryMsg_Msg() {}
+
+func (*ResyncPrimaryMsg_Entry) isResyncPrimaryMsg_Msg() {}
+
+func (*ResyncPrimaryMsg_Block) isResyncPrimaryMsg_Msg() {}
+
+func (*ResyncPrimaryMsg_Done) isResyncPrimaryMsg_Msg() {}
+
+type ResyncStart struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	VolumeId string                 `protobuf:"bytes,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
+	Epoch    uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The journal batch the snapshot is as of, encoded: the backup's journal
+	// restarts from it.
+	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Anchor        []byte `protobuf:"bytes,4,opt,name=anchor,proto3" json:"anchor,omitempty"`
+	BlockSize     uint32 `protobuf:"varint,5,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResyncStart) Reset() {
+	*x = ResyncStart{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResyncStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResyncStart) ProtoMessage() {}
+
+func (x *ResyncStart) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResyncStart.ProtoReflect.Descriptor instead.
+func (*ResyncStart) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ResyncStart) GetVolumeId() string {
+	if x != nil {
+		return x.VolumeId
+	}
+	return ""
+}
+
+func (x *ResyncStart) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ResyncStart) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ResyncStart) GetAnchor() []byte {
+	if x != nil {
+		return x.Anchor
+	}
+	return nil
+}
+
+func (x *ResyncStart) GetBlockSize() uint32 {
+	if x != nil {
+		return x.BlockSize
+	}
+	return 0
+}
+
+type Entry struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Path    string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Mode    uint32                 `protobuf:"varint,2,opt,name=mode,proto3" json:"mode,omitempty"` // st_mode: type and permission bits
+	Uid     uint32                 `protobuf:"varint,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid     uint32                 `protobuf:"varint,4,opt,name=gid,proto3" json:"gid,omitempty"`
+	Size    uint64                 `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`
+	Target  string                 `protobuf:"bytes,6,opt,name=target,proto3" json:"target,omitempty"` // symlink target
+	Rdev    uint64                 `protobuf:"varint,7,opt,name=rdev,proto3" json:"rdev,omitempty"`
+	Xattrs  map[string][]byte      `protobuf:"bytes,8,rep,name=xattrs,proto3" json:"xattrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	LinkTo  string                 `protobuf:"bytes,9,opt,name=link_to,json=linkTo,proto3" json:"link_to,omitempty"` // another name of the same file, sent earlier
+	MtimeNs int64                  `protobuf:"varint,10,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`
+	// Regular files: a checksum per block of the primary's current content.
+	BlockSums     [][]byte `protobuf:"bytes,11,rep,name=block_sums,json=blockSums,proto3" json:"block_sums,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Entry) Reset() {
+	*x = Entry{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Entry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Entry) ProtoMessage() {}
+
+func (x *Entry) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Entry.ProtoReflect.Descriptor instead.
+func (*Entry) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Entry) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Entry) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *Entry) GetUid() uint32 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *Entry) GetGid() uint32 {
+	if x != nil {
+		return x.Gid
+	}
+	return 0
+}
+
+func (x *Entry) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Entry) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *Entry) GetRdev() uint64 {
+	if x != nil {
+		return x.Rdev
+	}
+	return 0
+}
+
+func (x *Entry) GetXattrs() map[string][]byte {
+	if x != nil {
+		return x.Xattrs
+	}
+	return nil
+}
+
+func (x *Entry) GetLinkTo() string {
+	if x != nil {
+		return x.LinkTo
+	}
+	return ""
+}
+
+func (x *Entry) GetMtimeNs() int64 {
+	if x != nil {
+		return x.MtimeNs
+	}
+	return 0
+}
+
+func (x *Entry) GetBlockSums() [][]byte {
+	if x != nil {
+		return x.BlockSums
+	}
+	return nil
+}
+
+type BlockData struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlockData) Reset() {
+	*x = BlockData{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlockData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlockData) ProtoMessage() {}
+
+func (x *BlockData) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlockData.ProtoReflect.Descriptor instead.
+func (*BlockData) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BlockData) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *BlockData) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *BlockData) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type ResyncDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResyncDone) Reset() {
+	*x = ResyncDone{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResyncDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResyncDone) ProtoMessage() {}
+
+func (x *ResyncDone) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResyncDone.ProtoReflect.Descriptor instead.
+func (*ResyncDone) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{4}
+}
+
+type ResyncBackupMsg struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*ResyncBackupMsg_Want
+	//	*ResyncBackupMsg_Result
+	Msg           isResyncBackupMsg_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResyncBackupMsg) Reset() {
+	*x = ResyncBackupMsg{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResyncBackupMsg) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResyncBackupMsg) ProtoMessage() {}
+
+func (x *ResyncBackupMsg) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResyncBackupMsg.ProtoReflect.Descriptor instead.
+func (*ResyncBackupMsg) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ResyncBackupMsg) GetMsg() isResyncBackupMsg_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *ResyncBackupMsg) GetWant() *Want {
+	if x != nil {
+		if x, ok := x.Msg.(*ResyncBackupMsg_Want); ok {
+			return x.Want
+		}
+	}
+	return nil
+}
+
+func (x *ResyncBackupMsg) GetResult() *ResyncResult {
+	if x != nil {
+		if x, ok := x.Msg.(*ResyncBackupMsg_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isResyncBackupMsg_Msg interface {
+	isResyncBackupMsg_Msg()
+}
+
+type ResyncBackupMsg_Want struct {
+	Want *Want `protobuf:"bytes,1,opt,name=want,proto3,oneof"`
+}
+
+type ResyncBackupMsg_Result struct {
+	Result *ResyncResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+func (*ResyncBackupMsg_Want) isResyncBackupMsg_Msg() {}
+
+func (*ResyncBackupMsg_Result) isResyncBackupMsg_Msg() {}
+
+// Want lists the blocks of a file the backup lacks (empty: none).
+type Want struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Blocks        []uint64               `protobuf:"varint,2,rep,packed,name=blocks,proto3" json:"blocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Want) Reset() {
+	*x = Want{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Want) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Want) ProtoMessage() {}
+
+func (x *Want) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Want.ProtoReflect.Descriptor instead.
+func (*Want) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Want) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *Want) GetBlocks() []uint64 {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+type ResyncResult struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	FilesChanged   uint64                 `protobuf:"varint,1,opt,name=files_changed,json=filesChanged,proto3" json:"files_changed,omitempty"`
+	BlocksReceived uint64                 `protobuf:"varint,2,opt,name=blocks_received,json=blocksReceived,proto3" json:"blocks_received,omitempty"`
+	Removed        uint64                 `protobuf:"varint,3,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ResyncResult) Reset() {
+	*x = ResyncResult{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResyncResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResyncResult) ProtoMessage() {}
+
+func (x *ResyncResult) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResyncResult.ProtoReflect.Descriptor instead.
+func (*ResyncResult) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ResyncResult) GetFilesChanged() uint64 {
+	if x != nil {
+		return x.FilesChanged
+	}
+	return 0
+}
+
+func (x *ResyncResult) GetBlocksReceived() uint64 {
+	if x != nil {
+		return x.BlocksReceived
+	}
+	return 0
+}
+
+func (x *ResyncResult) GetRemoved() uint64 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
 }
 
 type PrimaryMsg struct {
@@ -105,7 +713,7 @@ type PrimaryMsg struct {
 
 func (x *PrimaryMsg) Reset() {
 	*x = PrimaryMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[0]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -117,7 +725,7 @@ func (x *PrimaryMsg) String() string {
 func (*PrimaryMsg) ProtoMessage() {}
 
 func (x *PrimaryMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[0]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -130,7 +738,7 @@ func (x *PrimaryMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrimaryMsg.ProtoReflect.Descriptor instead.
 func (*PrimaryMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{0}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PrimaryMsg) GetMsg() isPrimaryMsg_Msg {
@@ -188,7 +796,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -200,7 +808,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -213,7 +821,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{1}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Hello) GetVolumeId() string {
@@ -248,7 +856,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -260,7 +868,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -273,7 +881,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{2}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Batch) GetSeq() uint64 {
@@ -304,7 +912,7 @@ type BackupMsg struct {
 
 func (x *BackupMsg) Reset() {
 	*x = BackupMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -316,7 +924,7 @@ func (x *BackupMsg) String() string {
 func (*BackupMsg) ProtoMessage() {}
 
 func (x *BackupMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -329,7 +937,7 @@ func (x *BackupMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupMsg.ProtoReflect.Descriptor instead.
 func (*BackupMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{3}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BackupMsg) GetMsg() isBackupMsg_Msg {
@@ -409,7 +1017,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +1029,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +1042,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{4}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Welcome) GetVolumeId() string {
@@ -490,7 +1098,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +1110,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +1123,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{5}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Ack) GetDurableSeq() uint64 {
@@ -550,7 +1158,7 @@ type Reject struct {
 
 func (x *Reject) Reset() {
 	*x = Reject{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +1170,7 @@ func (x *Reject) String() string {
 func (*Reject) ProtoMessage() {}
 
 func (x *Reject) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +1183,7 @@ func (x *Reject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reject.ProtoReflect.Descriptor instead.
 func (*Reject) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{6}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Reject) GetCode() Reject_Code {
@@ -603,7 +1211,54 @@ var File_replicate_replpb_replicate_proto protoreflect.FileDescriptor
 
 const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\n" +
-	" replicate/replpb/replicate.proto\x12\x11pbfs.replicate.v1\"w\n" +
+	" replicate/replpb/replicate.proto\x12\x11pbfs.replicate.v1\"\xee\x01\n" +
+	"\x10ResyncPrimaryMsg\x126\n" +
+	"\x05start\x18\x01 \x01(\v2\x1e.pbfs.replicate.v1.ResyncStartH\x00R\x05start\x120\n" +
+	"\x05entry\x18\x02 \x01(\v2\x18.pbfs.replicate.v1.EntryH\x00R\x05entry\x124\n" +
+	"\x05block\x18\x03 \x01(\v2\x1c.pbfs.replicate.v1.BlockDataH\x00R\x05block\x123\n" +
+	"\x04done\x18\x04 \x01(\v2\x1d.pbfs.replicate.v1.ResyncDoneH\x00R\x04doneB\x05\n" +
+	"\x03msg\"\x89\x01\n" +
+	"\vResyncStart\x12\x1b\n" +
+	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06anchor\x18\x04 \x01(\fR\x06anchor\x12\x1d\n" +
+	"\n" +
+	"block_size\x18\x05 \x01(\rR\tblockSize\"\xdf\x02\n" +
+	"\x05Entry\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\rR\x03uid\x12\x10\n" +
+	"\x03gid\x18\x04 \x01(\rR\x03gid\x12\x12\n" +
+	"\x04size\x18\x05 \x01(\x04R\x04size\x12\x16\n" +
+	"\x06target\x18\x06 \x01(\tR\x06target\x12\x12\n" +
+	"\x04rdev\x18\a \x01(\x04R\x04rdev\x12<\n" +
+	"\x06xattrs\x18\b \x03(\v2$.pbfs.replicate.v1.Entry.XattrsEntryR\x06xattrs\x12\x17\n" +
+	"\alink_to\x18\t \x01(\tR\x06linkTo\x12\x19\n" +
+	"\bmtime_ns\x18\n" +
+	" \x01(\x03R\amtimeNs\x12\x1d\n" +
+	"\n" +
+	"block_sums\x18\v \x03(\fR\tblockSums\x1a9\n" +
+	"\vXattrsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"I\n" +
+	"\tBlockData\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\f\n" +
+	"\n" +
+	"ResyncDone\"\x82\x01\n" +
+	"\x0fResyncBackupMsg\x12-\n" +
+	"\x04want\x18\x01 \x01(\v2\x17.pbfs.replicate.v1.WantH\x00R\x04want\x129\n" +
+	"\x06result\x18\x02 \x01(\v2\x1f.pbfs.replicate.v1.ResyncResultH\x00R\x06resultB\x05\n" +
+	"\x03msg\"2\n" +
+	"\x04Want\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06blocks\x18\x02 \x03(\x04R\x06blocks\"v\n" +
+	"\fResyncResult\x12#\n" +
+	"\rfiles_changed\x18\x01 \x01(\x04R\ffilesChanged\x12'\n" +
+	"\x0fblocks_received\x18\x02 \x01(\x04R\x0eblocksReceived\x12\x18\n" +
+	"\aremoved\x18\x03 \x01(\x04R\aremoved\"w\n" +
 	"\n" +
 	"PrimaryMsg\x120\n" +
 	"\x05hello\x18\x01 \x01(\v2\x18.pbfs.replicate.v1.HelloH\x00R\x05hello\x120\n" +
@@ -647,9 +1302,10 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\x03GAP\x10\x03\x12\v\n" +
 	"\aCORRUPT\x10\x04\x12\f\n" +
 	"\bDIVERGED\x10\x05\x12\v\n" +
-	"\aSTORAGE\x10\x062X\n" +
+	"\aSTORAGE\x10\x062\xaf\x01\n" +
 	"\vReplication\x12I\n" +
-	"\x06Stream\x12\x1d.pbfs.replicate.v1.PrimaryMsg\x1a\x1c.pbfs.replicate.v1.BackupMsg(\x010\x01B'Z%github.com/pbfs/pbfs/replicate/replpbb\x06proto3"
+	"\x06Stream\x12\x1d.pbfs.replicate.v1.PrimaryMsg\x1a\x1c.pbfs.replicate.v1.BackupMsg(\x010\x01\x12U\n" +
+	"\x06Resync\x12#.pbfs.replicate.v1.ResyncPrimaryMsg\x1a\".pbfs.replicate.v1.ResyncBackupMsg(\x010\x01B'Z%github.com/pbfs/pbfs/replicate/replpbb\x06proto3"
 
 var (
 	file_replicate_replpb_replicate_proto_rawDescOnce sync.Once
@@ -664,31 +1320,49 @@ func file_replicate_replpb_replicate_proto_rawDescGZIP() []byte {
 }
 
 var file_replicate_replpb_replicate_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_replicate_replpb_replicate_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_replicate_replpb_replicate_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_replicate_replpb_replicate_proto_goTypes = []any{
-	(Reject_Code)(0),   // 0: pbfs.replicate.v1.Reject.Code
-	(*PrimaryMsg)(nil), // 1: pbfs.replicate.v1.PrimaryMsg
-	(*Hello)(nil),      // 2: pbfs.replicate.v1.Hello
-	(*Batch)(nil),      // 3: pbfs.replicate.v1.Batch
-	(*BackupMsg)(nil),  // 4: pbfs.replicate.v1.BackupMsg
-	(*Welcome)(nil),    // 5: pbfs.replicate.v1.Welcome
-	(*Ack)(nil),        // 6: pbfs.replicate.v1.Ack
-	(*Reject)(nil),     // 7: pbfs.replicate.v1.Reject
+	(Reject_Code)(0),         // 0: pbfs.replicate.v1.Reject.Code
+	(*ResyncPrimaryMsg)(nil), // 1: pbfs.replicate.v1.ResyncPrimaryMsg
+	(*ResyncStart)(nil),      // 2: pbfs.replicate.v1.ResyncStart
+	(*Entry)(nil),            // 3: pbfs.replicate.v1.Entry
+	(*BlockData)(nil),        // 4: pbfs.replicate.v1.BlockData
+	(*ResyncDone)(nil),       // 5: pbfs.replicate.v1.ResyncDone
+	(*ResyncBackupMsg)(nil),  // 6: pbfs.replicate.v1.ResyncBackupMsg
+	(*Want)(nil),             // 7: pbfs.replicate.v1.Want
+	(*ResyncResult)(nil),     // 8: pbfs.replicate.v1.ResyncResult
+	(*PrimaryMsg)(nil),       // 9: pbfs.replicate.v1.PrimaryMsg
+	(*Hello)(nil),            // 10: pbfs.replicate.v1.Hello
+	(*Batch)(nil),            // 11: pbfs.replicate.v1.Batch
+	(*BackupMsg)(nil),        // 12: pbfs.replicate.v1.BackupMsg
+	(*Welcome)(nil),          // 13: pbfs.replicate.v1.Welcome
+	(*Ack)(nil),              // 14: pbfs.replicate.v1.Ack
+	(*Reject)(nil),           // 15: pbfs.replicate.v1.Reject
+	nil,                      // 16: pbfs.replicate.v1.Entry.XattrsEntry
 }
 var file_replicate_replpb_replicate_proto_depIdxs = []int32{
-	2, // 0: pbfs.replicate.v1.PrimaryMsg.hello:type_name -> pbfs.replicate.v1.Hello
-	3, // 1: pbfs.replicate.v1.PrimaryMsg.batch:type_name -> pbfs.replicate.v1.Batch
-	5, // 2: pbfs.replicate.v1.BackupMsg.welcome:type_name -> pbfs.replicate.v1.Welcome
-	6, // 3: pbfs.replicate.v1.BackupMsg.ack:type_name -> pbfs.replicate.v1.Ack
-	7, // 4: pbfs.replicate.v1.BackupMsg.reject:type_name -> pbfs.replicate.v1.Reject
-	0, // 5: pbfs.replicate.v1.Reject.code:type_name -> pbfs.replicate.v1.Reject.Code
-	1, // 6: pbfs.replicate.v1.Replication.Stream:input_type -> pbfs.replicate.v1.PrimaryMsg
-	4, // 7: pbfs.replicate.v1.Replication.Stream:output_type -> pbfs.replicate.v1.BackupMsg
-	7, // [7:8] is the sub-list for method output_type
-	6, // [6:7] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	2,  // 0: pbfs.replicate.v1.ResyncPrimaryMsg.start:type_name -> pbfs.replicate.v1.ResyncStart
+	3,  // 1: pbfs.replicate.v1.ResyncPrimaryMsg.entry:type_name -> pbfs.replicate.v1.Entry
+	4,  // 2: pbfs.replicate.v1.ResyncPrimaryMsg.block:type_name -> pbfs.replicate.v1.BlockData
+	5,  // 3: pbfs.replicate.v1.ResyncPrimaryMsg.done:type_name -> pbfs.replicate.v1.ResyncDone
+	16, // 4: pbfs.replicate.v1.Entry.xattrs:type_name -> pbfs.replicate.v1.Entry.XattrsEntry
+	7,  // 5: pbfs.replicate.v1.ResyncBackupMsg.want:type_name -> pbfs.replicate.v1.Want
+	8,  // 6: pbfs.replicate.v1.ResyncBackupMsg.result:type_name -> pbfs.replicate.v1.ResyncResult
+	10, // 7: pbfs.replicate.v1.PrimaryMsg.hello:type_name -> pbfs.replicate.v1.Hello
+	11, // 8: pbfs.replicate.v1.PrimaryMsg.batch:type_name -> pbfs.replicate.v1.Batch
+	13, // 9: pbfs.replicate.v1.BackupMsg.welcome:type_name -> pbfs.replicate.v1.Welcome
+	14, // 10: pbfs.replicate.v1.BackupMsg.ack:type_name -> pbfs.replicate.v1.Ack
+	15, // 11: pbfs.replicate.v1.BackupMsg.reject:type_name -> pbfs.replicate.v1.Reject
+	0,  // 12: pbfs.replicate.v1.Reject.code:type_name -> pbfs.replicate.v1.Reject.Code
+	9,  // 13: pbfs.replicate.v1.Replication.Stream:input_type -> pbfs.replicate.v1.PrimaryMsg
+	1,  // 14: pbfs.replicate.v1.Replication.Resync:input_type -> pbfs.replicate.v1.ResyncPrimaryMsg
+	12, // 15: pbfs.replicate.v1.Replication.Stream:output_type -> pbfs.replicate.v1.BackupMsg
+	6,  // 16: pbfs.replicate.v1.Replication.Resync:output_type -> pbfs.replicate.v1.ResyncBackupMsg
+	15, // [15:17] is the sub-list for method output_type
+	13, // [13:15] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_replicate_replpb_replicate_proto_init() }
@@ -697,10 +1371,20 @@ func file_replicate_replpb_replicate_proto_init() {
 		return
 	}
 	file_replicate_replpb_replicate_proto_msgTypes[0].OneofWrappers = []any{
+		(*ResyncPrimaryMsg_Start)(nil),
+		(*ResyncPrimaryMsg_Entry)(nil),
+		(*ResyncPrimaryMsg_Block)(nil),
+		(*ResyncPrimaryMsg_Done)(nil),
+	}
+	file_replicate_replpb_replicate_proto_msgTypes[5].OneofWrappers = []any{
+		(*ResyncBackupMsg_Want)(nil),
+		(*ResyncBackupMsg_Result)(nil),
+	}
+	file_replicate_replpb_replicate_proto_msgTypes[8].OneofWrappers = []any{
 		(*PrimaryMsg_Hello)(nil),
 		(*PrimaryMsg_Batch)(nil),
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[3].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[11].OneofWrappers = []any{
 		(*BackupMsg_Welcome)(nil),
 		(*BackupMsg_Ack)(nil),
 		(*BackupMsg_Reject)(nil),
@@ -711,7 +1395,7 @@ func file_replicate_replpb_replicate_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicate_replpb_replicate_proto_rawDesc), len(file_replicate_replpb_replicate_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

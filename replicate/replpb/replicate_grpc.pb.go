@@ -30,6 +30,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Replication_Stream_FullMethodName = "/pbfs.replicate.v1.Replication/Stream"
+	Replication_Resync_FullMethodName = "/pbfs.replicate.v1.Replication/Resync"
 )
 
 // ReplicationClient is the client API for Replication service.
@@ -37,6 +38,11 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type ReplicationClient interface {
 	Stream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PrimaryMsg, BackupMsg], error)
+	// Resync makes a backup's volume and journal equal to the primary's as of
+	// a snapshot: the primary sends the tree's metadata (taken under a short
+	// pause) and, per file, block checksums; the backup asks for the blocks
+	// that differ. Afterwards its journal holds only the snapshot's batch.
+	Resync(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ResyncPrimaryMsg, ResyncBackupMsg], error)
 }
 
 type replicationClient struct {
@@ -60,11 +66,29 @@ func (c *replicationClient) Stream(ctx context.Context, opts ...grpc.CallOption)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Replication_StreamClient = grpc.BidiStreamingClient[PrimaryMsg, BackupMsg]
 
+func (c *replicationClient) Resync(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ResyncPrimaryMsg, ResyncBackupMsg], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Replication_ServiceDesc.Streams[1], Replication_Resync_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ResyncPrimaryMsg, ResyncBackupMsg]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Replication_ResyncClient = grpc.BidiStreamingClient[ResyncPrimaryMsg, ResyncBackupMsg]
+
 // ReplicationServer is the server API for Replication service.
 // All implementations must embed UnimplementedReplicationServer
 // for forward compatibility.
 type ReplicationServer interface {
 	Stream(grpc.BidiStreamingServer[PrimaryMsg, BackupMsg]) error
+	// Resync makes a backup's volume and journal equal to the primary's as of
+	// a snapshot: the primary sends the tree's metadata (taken under a short
+	// pause) and, per file, block checksums; the backup asks for the blocks
+	// that differ. Afterwards its journal holds only the snapshot's batch.
+	Resync(grpc.BidiStreamingServer[ResyncPrimaryMsg, ResyncBackupMsg]) error
 	mustEmbedUnimplementedReplicationServer()
 }
 
@@ -77,6 +101,9 @@ type UnimplementedReplicationServer struct{}
 
 func (UnimplementedReplicationServer) Stream(grpc.BidiStreamingServer[PrimaryMsg, BackupMsg]) error {
 	return status.Error(codes.Unimplemented, "method Stream not implemented")
+}
+func (UnimplementedReplicationServer) Resync(grpc.BidiStreamingServer[ResyncPrimaryMsg, ResyncBackupMsg]) error {
+	return status.Error(codes.Unimplemented, "method Resync not implemented")
 }
 func (UnimplementedReplicationServer) mustEmbedUnimplementedReplicationServer() {}
 func (UnimplementedReplicationServer) testEmbeddedByValue()                     {}
@@ -106,6 +133,13 @@ func _Replication_Stream_Handler(srv interface{}, stream grpc.ServerStream) erro
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Replication_StreamServer = grpc.BidiStreamingServer[PrimaryMsg, BackupMsg]
 
+func _Replication_Resync_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ReplicationServer).Resync(&grpc.GenericServerStream[ResyncPrimaryMsg, ResyncBackupMsg]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Replication_ResyncServer = grpc.BidiStreamingServer[ResyncPrimaryMsg, ResyncBackupMsg]
+
 // Replication_ServiceDesc is the grpc.ServiceDesc for Replication service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -117,6 +151,12 @@ var Replication_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Stream",
 			Handler:       _Replication_Stream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Resync",
+			Handler:       _Replication_Resync_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

@@ -1,0 +1,305 @@
+package apply
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// Spec is what a path must be after a resync.
+type Spec struct {
+	Path   string
+	Mode   uint32 // st_mode
+	UID    uint32
+	GID    uint32
+	Size   uint64
+	Target string
+	Rdev   uint64
+	Xattrs map[string][]byte
+	LinkTo string
+	Mtime  int64 // nanoseconds since the epoch
+}
+
+func (s *Spec) typ() uint32 { return s.Mode & unix.S_IFMT }
+
+// Reconciler makes the target equal to a stream of Specs (a resync), all
+// through the same os.Root as Apply: nothing outside the target is touched.
+type Reconciler struct {
+	a       *Applier
+	seen    map[string]bool
+	dirs    []Spec
+	Changed int // paths created, replaced or whose data differed
+	Removed int
+}
+
+// Reconciler starts a resync of the target.
+func (a *Applier) Reconciler() *Reconciler {
+	return &Reconciler{a: a, seen: map[string]bool{".": true}}
+}
+
+// BlockSum is the checksum resyncs compare blocks by.
+func BlockSum(b []byte) []byte {
+	h := sha256.Sum256(b)
+	return h[:16]
+}
+
+// Ensure makes s.Path exist with the right type (not yet its data or
+// metadata, see Finish). It reports whether the path is a regular file
+// whose data must be compared.
+func (r *Reconciler) Ensure(s *Spec) (bool, error) {
+	if s.Path == "." || !journal.ValidPath(s.Path) || (s.LinkTo != "" && !journal.ValidPath(s.LinkTo)) {
+		return false, fmt.Errorf("resync path %q: %w", s.Path, ErrInvalidOp)
+	}
+	r.seen[s.Path] = true
+	root := r.a.root
+	fi, err := root.Lstat(s.Path)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	var st *unix.Stat_t
+	if exists {
+		st, _ = fi.Sys().(*unix.Stat_t)
+	}
+	if s.LinkTo != "" {
+		var lt unix.Stat_t
+		li, err := root.Lstat(s.LinkTo)
+		if err != nil {
+			return false, fmt.Errorf("resync link %s: %w", s.Path, err)
+		}
+		lst, _ := li.Sys().(*unix.Stat_t)
+		if lst != nil {
+			lt = *lst
+		}
+		if exists && st != nil && st.Ino == lt.Ino && st.Dev == lt.Dev {
+			return false, nil
+		}
+		if exists {
+			if err := root.RemoveAll(s.Path); err != nil {
+				return false, err
+			}
+		}
+		r.Changed++
+		return false, root.Link(s.LinkTo, s.Path)
+	}
+	if exists && st != nil && st.Mode&unix.S_IFMT == s.typ() && (s.typ() != unix.S_IFLNK || r.readlink(s.Path) == s.Target) &&
+		(s.typ() == unix.S_IFREG || s.typ() == unix.S_IFDIR || s.typ() == unix.S_IFLNK || st.Rdev == s.Rdev) {
+		if s.typ() == unix.S_IFREG && st.Nlink > 1 {
+			// Linked to something the primary does not link it to: split.
+			if err := r.copyOff(s.Path); err != nil {
+				return false, err
+			}
+		}
+		return s.typ() == unix.S_IFREG, nil
+	}
+	if exists {
+		if err := root.RemoveAll(s.Path); err != nil {
+			return false, err
+		}
+	}
+	r.Changed++
+	switch s.typ() {
+	case unix.S_IFDIR:
+		return false, root.Mkdir(s.Path, 0o700)
+	case unix.S_IFLNK:
+		return false, root.Symlink(s.Target, s.Path)
+	case unix.S_IFREG:
+		f, err := root.OpenFile(s.Path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return false, err
+		}
+		return true, f.Close()
+	default:
+		d, err := root.OpenFile(parentDir(s.Path), os.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return false, err
+		}
+		defer d.Close()
+		return false, unix.Mknodat(int(d.Fd()), path.Base(s.Path), s.Mode, int(s.Rdev))
+	}
+}
+
+func (r *Reconciler) readlink(p string) string {
+	t, _ := r.a.root.Readlink(p)
+	return t
+}
+
+// copyOff replaces a hard-linked file with a private copy of itself.
+func (r *Reconciler) copyOff(p string) error {
+	src, err := r.a.root.Open(p)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	tmp := p + ".pbfs-resync"
+	dst, err := r.a.root.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	dst.Close()
+	return r.a.root.Rename(tmp, p)
+}
+
+// Sums returns the checksums of p's blocks.
+func (r *Reconciler) Sums(p string, blockSize int) ([][]byte, error) {
+	f, err := r.a.root.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out [][]byte
+	buf := make([]byte, blockSize)
+	for {
+		n, err := io.ReadFull(f, buf)
+		if n > 0 {
+			out = append(out, BlockSum(buf[:n]))
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// WriteBlock writes one block the primary sent.
+func (r *Reconciler) WriteBlock(p string, off int64, data []byte) error {
+	f, err := r.a.root.OpenFile(p, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteAt(data, off)
+	return err
+}
+
+// Finish sets s's size and metadata; directories get theirs at Done, after
+// their entries stopped changing.
+func (r *Reconciler) Finish(s *Spec) error {
+	if s.LinkTo != "" {
+		return nil
+	}
+	if s.typ() == unix.S_IFDIR {
+		r.dirs = append(r.dirs, *s)
+		return nil
+	}
+	if s.typ() == unix.S_IFREG {
+		f, err := r.a.root.OpenFile(s.Path, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return err
+		}
+		err = f.Truncate(int64(s.Size))
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return r.meta(s)
+}
+
+func (r *Reconciler) meta(s *Spec) error {
+	root := r.a.root
+	if err := root.Lchown(s.Path, int(s.UID), int(s.GID)); err != nil {
+		return err
+	}
+	if s.typ() != unix.S_IFLNK {
+		if err := root.Chmod(s.Path, fileMode(s.Mode)); err != nil {
+			return err
+		}
+		if err := r.xattrs(s); err != nil {
+			return err
+		}
+	}
+	d, err := root.OpenFile(parentDir(s.Path), os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(s.Mtime)}
+	return unix.UtimesNanoAt(int(d.Fd()), path.Base(s.Path), ts, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+func (r *Reconciler) xattrs(s *Spec) error {
+	f, err := r.a.root.OpenFile(s.Path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	buf := make([]byte, 64<<10)
+	if n, err := unix.Flistxattr(fd, buf); err == nil && n > 0 {
+		for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
+			if _, keep := s.Xattrs[name]; !keep && strings.HasPrefix(name, "user.") {
+				unix.Fremovexattr(fd, name)
+			}
+		}
+	}
+	for name, v := range s.Xattrs {
+		if err := unix.Fsetxattr(fd, name, v, 0); err != nil && !errors.Is(err, unix.ENOTSUP) {
+			return fmt.Errorf("set xattr %s on %s: %w", name, s.Path, err)
+		}
+	}
+	return nil
+}
+
+// Done removes what the primary does not have, sets the directories'
+// metadata (deepest first) and flushes the target.
+func (r *Reconciler) Done() error {
+	var extra []string
+	err := fs.WalkDir(r.a.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !r.seen[p] {
+			extra = append(extra, p)
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("resync: list target: %w", err)
+	}
+	for _, p := range extra {
+		if err := r.a.root.RemoveAll(p); err != nil {
+			return err
+		}
+		r.Removed++
+	}
+	sort.Slice(r.dirs, func(i, j int) bool { return len(r.dirs[i].Path) > len(r.dirs[j].Path) })
+	for i := range r.dirs {
+		if err := r.meta(&r.dirs[i]); err != nil {
+			return err
+		}
+	}
+	return r.a.Sync()
+}
+
+func parentDir(p string) string {
+	d := path.Dir(p)
+	if d == "" {
+		return "."
+	}
+	return d
+}
+
+
+func fileMode(m uint32) os.FileMode {
+	return os.FileMode(m&0o777) | modeBits(m)
+}

@@ -1,0 +1,175 @@
+package replicate
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/replicate/replpb"
+)
+
+// Resync makes this backup's volume and journal equal to the primary's
+// snapshot (see the proto). The backup is marked stalled, durably, from the
+// start until the end, so a crash in the middle leaves it needing another
+// resync, never looking good.
+func (b *Backup) Resync(stream replpb.Replication_ResyncServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	start := first.GetStart()
+	if start == nil || start.BlockSize == 0 || start.BlockSize > 16<<20 {
+		return status.Error(codes.InvalidArgument, "resync must start with ResyncStart")
+	}
+	if err := b.beginResync(start); err != nil {
+		return err
+	}
+	b.log.Info("resync started", "seq", start.Seq, "epoch", start.Epoch)
+	rc := b.applier.Reconciler()
+	var pending *apply.Spec
+	finish := func() error {
+		if pending == nil {
+			return nil
+		}
+		err := rc.Finish(pending)
+		pending = nil
+		return err
+	}
+	blocks := uint64(0)
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch {
+		case msg.GetEntry() != nil:
+			if err := finish(); err != nil {
+				return b.resyncFailed(err)
+			}
+			e := msg.GetEntry()
+			spec := &apply.Spec{Path: e.Path, Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, Target: e.Target,
+				Rdev: e.Rdev, Xattrs: e.Xattrs, LinkTo: e.LinkTo, Mtime: e.MtimeNs}
+			compare, err := rc.Ensure(spec)
+			if err != nil {
+				return b.resyncFailed(err)
+			}
+			pending = spec
+			if spec.Mode&0o170000 == 0o100000 && spec.LinkTo == "" {
+				want, err := b.wantBlocks(rc, spec.Path, int(start.BlockSize), e.BlockSums, compare)
+				if err != nil {
+					return b.resyncFailed(err)
+				}
+				if len(want) > 0 {
+					rc.Changed++
+				}
+				if err := stream.Send(&replpb.ResyncBackupMsg{Msg: &replpb.ResyncBackupMsg_Want{Want: &replpb.Want{Path: spec.Path, Blocks: want}}}); err != nil {
+					return err
+				}
+			}
+		case msg.GetBlock() != nil:
+			bl := msg.GetBlock()
+			if pending == nil || bl.Path != pending.Path || len(bl.Data) > int(start.BlockSize) {
+				return b.resyncFailed(errors.New("block for a file not being resynced"))
+			}
+			if err := rc.WriteBlock(bl.Path, int64(bl.Index)*int64(start.BlockSize), bl.Data); err != nil {
+				return b.resyncFailed(err)
+			}
+			blocks++
+		case msg.GetDone() != nil:
+			if err := finish(); err != nil {
+				return b.resyncFailed(err)
+			}
+			if err := rc.Done(); err != nil {
+				return b.resyncFailed(err)
+			}
+			if err := b.endResync(start); err != nil {
+				return b.resyncFailed(err)
+			}
+			b.log.Info("resync done", "seq", start.Seq, "files_changed", rc.Changed, "blocks_received", blocks, "removed", rc.Removed)
+			return stream.Send(&replpb.ResyncBackupMsg{Msg: &replpb.ResyncBackupMsg_Result{Result: &replpb.ResyncResult{
+				FilesChanged: uint64(rc.Changed), BlocksReceived: blocks, Removed: uint64(rc.Removed)}}})
+		default:
+			return b.resyncFailed(errors.New("unexpected resync message"))
+		}
+	}
+}
+
+// wantBlocks lists the blocks of p that differ from the primary's sums.
+func (b *Backup) wantBlocks(rc *apply.Reconciler, p string, blockSize int, theirs [][]byte, compare bool) ([]uint64, error) {
+	var ours [][]byte
+	if compare {
+		var err error
+		if ours, err = rc.Sums(p, blockSize); err != nil {
+			return nil, err
+		}
+	}
+	var want []uint64
+	for i, sum := range theirs {
+		if i >= len(ours) || string(ours[i]) != string(sum) {
+			want = append(want, uint64(i))
+		}
+	}
+	return want, nil
+}
+
+func (b *Backup) beginResync(start *replpb.ResyncStart) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.volumeID != "" && b.volumeID != start.VolumeId {
+		return status.Errorf(codes.FailedPrecondition, "this backup serves volume %s, not %s", b.volumeID, start.VolumeId)
+	}
+	if e := b.store.Epoch(); start.Epoch < e {
+		b.m.rejected.WithLabelValues("stale_epoch").Inc()
+		return status.Errorf(codes.PermissionDenied, "epoch %d is below %d: this primary was deposed", start.Epoch, e)
+	}
+	if b.active != nil {
+		b.active.cancel()
+		b.active = nil
+	}
+	b.stalled.Store(true) // stops the apply loop
+	return b.store.SetMetaUint("stalled", start.Seq+1)
+}
+
+func (b *Backup) endResync(start *replpb.ResyncStart) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var anchor []byte
+	if len(start.Anchor) > 0 {
+		anchor = start.Anchor
+	}
+	if err := b.store.Reset(anchor); err != nil {
+		return err
+	}
+	if start.Epoch > b.store.Epoch() {
+		if err := b.store.SetEpoch(start.Epoch); err != nil {
+			return err
+		}
+	}
+	for name, v := range map[string]uint64{"applied": start.Seq, "applying": 0, "stalled": 0} {
+		if err := b.store.SetMetaUint(name, v); err != nil {
+			return err
+		}
+	}
+	if err := b.store.SetMeta("volume", []byte(start.VolumeId)); err != nil {
+		return err
+	}
+	b.volumeID = start.VolumeId
+	b.applied.Store(start.Seq)
+	b.m.applied.Set(float64(start.Seq))
+	b.m.durable.Set(float64(start.Seq))
+	b.stalled.Store(false)
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (b *Backup) resyncFailed(err error) error {
+	b.log.Error("resync failed; the backup stays stalled until the next one", "err", err)
+	b.m.applyFailures.Inc()
+	return fmt.Errorf("resync: %w", err)
+}

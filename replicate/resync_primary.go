@@ -1,0 +1,167 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/capture"
+	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/replpb"
+)
+
+// resyncBlock is the block size resyncs compare and send.
+const resyncBlock = 64 << 10
+
+// Snapshotter gives a primary a consistent view of its volume to resync
+// from: capture's Committer.Snapshot and FS.OpenHandle.
+type Snapshotter interface {
+	Snapshot(ctx context.Context) (journal.Header, []capture.Entry, time.Duration, error)
+	OpenHandle(h *unix.FileHandle) (*os.File, error)
+}
+
+// resync brings the backup's volume and journal to a snapshot of the
+// primary's. Mutations pause only while the snapshot lists the tree; file
+// data is read afterwards through file handles, as it is by then, which the
+// batches after the snapshot (replayed by the backup as usual) correct: data
+// ops are idempotent, and the tree the batches apply to is the snapshot's.
+func (s *Shipper) resync(ctx context.Context) error {
+	if s.snaps == nil {
+		return fmt.Errorf("resync: not available: %w", ErrNeedsResync)
+	}
+	started := time.Now()
+	hdr, entries, pause, err := s.snaps.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	s.m.resyncPause.Observe(pause.Seconds())
+	var anchor []byte
+	if hdr.Seq > 0 {
+		if anchor, err = s.store.Get(hdr.Seq); err != nil {
+			return fmt.Errorf("resync: anchor batch: %w", err)
+		}
+	}
+	var total uint64
+	for i := range entries {
+		if entries[i].Stat.Mode&unix.S_IFMT == unix.S_IFREG && entries[i].LinkTo == "" {
+			total += uint64(entries[i].Stat.Size)
+		}
+	}
+	s.log.Info("resync: snapshot taken", "seq", hdr.Seq, "entries", len(entries), "bytes", total, "pause", pause.Round(time.Microsecond))
+	stream, err := replpb.NewReplicationClient(s.conn).Resync(ctx)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Start{Start: &replpb.ResyncStart{
+		VolumeId: s.volumeID, Epoch: s.store.Epoch(), Seq: hdr.Seq, Anchor: anchor, BlockSize: resyncBlock,
+	}}}); err != nil {
+		return err
+	}
+	var done, sent uint64
+	lastLog := time.Now()
+	for i := range entries {
+		n, err := s.resyncEntry(stream, &entries[i])
+		if err != nil {
+			return fmt.Errorf("resync %s: %w", entries[i].Path, err)
+		}
+		sent += n
+		if entries[i].Stat.Mode&unix.S_IFMT == unix.S_IFREG {
+			done += uint64(entries[i].Stat.Size)
+		}
+		if time.Since(lastLog) >= time.Second {
+			lastLog = time.Now()
+			s.log.Info("resync progress", "entries", fmt.Sprintf("%d/%d", i+1, len(entries)),
+				"percent", fmt.Sprintf("%.0f", 100*float64(done)/float64(max(total, 1))), "blocks_sent", sent)
+		}
+	}
+	if err := stream.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Done{Done: &replpb.ResyncDone{}}}); err != nil {
+		return err
+	}
+	msg, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	res := msg.GetResult()
+	if res == nil {
+		return errors.New("resync: no result from the backup")
+	}
+	s.stale.Store(false)
+	s.m.resyncs.Inc()
+	s.log.Info("resync done", "seq", hdr.Seq, "files_differed", res.FilesChanged, "blocks_sent", sent,
+		"removed", res.Removed, "pause", pause.Round(time.Microsecond), "took", time.Since(started).Round(time.Millisecond))
+	return nil
+}
+
+// resyncEntry sends one entry and, for a regular file, the blocks the
+// backup asks for. It returns the number of blocks sent.
+func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture.Entry) (uint64, error) {
+	st := &e.Stat
+	msg := &replpb.Entry{Path: e.Path, Mode: st.Mode, Uid: st.Uid, Gid: st.Gid, Size: uint64(st.Size),
+		Target: e.Target, Rdev: st.Rdev, Xattrs: e.Xattrs, LinkTo: e.LinkTo, MtimeNs: st.Mtim.Nano()}
+	regular := st.Mode&unix.S_IFMT == unix.S_IFREG && e.LinkTo == ""
+	var f *os.File
+	if regular {
+		var err error
+		// Deleted since the snapshot: the batches after it delete it on
+		// the backup too, so its content does not matter.
+		if f, err = s.snaps.OpenHandle(e.Handle); err == nil {
+			defer f.Close()
+			msg.BlockSums, err = sums(f, st.Size)
+			if err != nil {
+				return 0, err
+			}
+		}
+	}
+	if err := stream.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Entry{Entry: msg}}); err != nil {
+		return 0, err
+	}
+	if !regular {
+		return 0, nil
+	}
+	reply, err := stream.Recv()
+	if err != nil {
+		return 0, err
+	}
+	want := reply.GetWant()
+	if want == nil || want.Path != e.Path {
+		return 0, errors.New("backup did not answer with its wanted blocks")
+	}
+	buf := make([]byte, resyncBlock)
+	for _, idx := range want.Blocks {
+		if f == nil || idx >= uint64(len(msg.BlockSums)) {
+			return 0, fmt.Errorf("backup wants block %d it was not offered", idx)
+		}
+		n, err := f.ReadAt(buf, int64(idx)*resyncBlock)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		if err := stream.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Block{Block: &replpb.BlockData{
+			Path: e.Path, Index: idx, Data: buf[:n]}}}); err != nil {
+			return 0, err
+		}
+	}
+	return uint64(len(want.Blocks)), nil
+}
+
+// sums checksums the first size bytes of f, block by block.
+func sums(f *os.File, size int64) ([][]byte, error) {
+	var out [][]byte
+	buf := make([]byte, resyncBlock)
+	for off := int64(0); off < size; off += resyncBlock {
+		n, err := f.ReadAt(buf[:min(resyncBlock, size-off)], off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		out = append(out, apply.BlockSum(buf[:n]))
+		if n == 0 {
+			break
+		}
+	}
+	return out, nil
+}
