@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,10 +29,9 @@ import (
 var ErrJournalInVolume = errors.New("journal directory is inside the volume")
 
 // ErrVolumeAhead fails barriers of a replicating primary whose volume may
-// hold changes its journal lacks: it crashed after applying writes it had
-// not journaled. Backups fed from this journal would silently differ, so
-// nothing is shipped until the backups are resynced (re-created from a copy
-// of this volume, with fresh journals everywhere).
+// hold changes its journal lacks (it crashed after applying writes it had
+// not journaled) while its backups are being resynced to the volume: fed
+// from the journal alone they would silently differ.
 var ErrVolumeAhead = errors.New("volume may hold changes the journal lacks after a crash: backups need a resync")
 
 // Config describes one mount.
@@ -87,7 +87,7 @@ type Mount struct {
 	ctlDone   chan error
 	log       *slog.Logger
 	unclean   bool
-	ahead     bool // see ErrVolumeAhead
+	ahead     atomic.Bool // see ErrVolumeAhead; cleared once every backup is resynced
 	primary   *replicate.Primary
 	volumeID  string
 }
@@ -166,8 +166,8 @@ func Start(cfg Config) (*Mount, error) {
 		}
 	}
 	if ahead, _ := m.store.MetaUint("ahead"); ahead > 0 && len(cfg.Backups) > 0 {
-		m.ahead = true
-		cfg.Logger.Error("not replicating: "+ErrVolumeAhead.Error(), "since_seq", ahead)
+		m.ahead.Store(true)
+		cfg.Logger.Warn("resyncing every backup before replicating: "+ErrVolumeAhead.Error(), "since_seq", ahead)
 	}
 	ln, err := control.Listen(cfg.Journal)
 	if err != nil {
@@ -186,10 +186,10 @@ func Start(cfg Config) (*Mount, error) {
 		return nil, err
 	}
 	m.committer = capture.NewCommitter(m.fs, m.store, cfg.SealInterval, m.reg, cfg.Logger)
-	if len(cfg.Backups) > 0 && !m.ahead {
+	if len(cfg.Backups) > 0 {
 		m.primary, err = replicate.StartPrimary(replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, Token: cfg.Token,
 			VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter, TLS: cfg.TLS,
-			Snapshots: snapshots{m.committer, m.fs}})
+			Snapshots: snapshots{m.committer, m.fs}, ResyncAll: m.ahead.Load(), AllResynced: m.resynced})
 		if err != nil {
 			ln.Close()
 			m.fs.Close()
@@ -257,8 +257,10 @@ func volumeID(st *journal.Store) (string, error) {
 // clearStaleMount detaches a dead FUSE mount left at dir by a daemon that
 // was killed: its directory answers ENOTCONN and hides the volume.
 func clearStaleMount(dir string, log *slog.Logger) {
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != unix.ENOTCONN {
+	// statfs always reaches the daemon (stat may be answered from the
+	// kernel's attribute cache).
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != unix.ENOTCONN {
 		return
 	}
 	log.Warn("detaching a dead FUSE mount left by a killed daemon", "dir", dir)
@@ -302,7 +304,7 @@ func (m *Mount) Done() <-chan struct{} { return m.srv.Done() }
 // without a network round trip once that seq is acked.
 func (m *Mount) Barrier(ctx context.Context) (uint64, error) {
 	seq, err := m.committer.Barrier(ctx)
-	if err == nil && m.ahead {
+	if err == nil && m.ahead.Load() {
 		err = ErrVolumeAhead
 	}
 	if err != nil || m.primary == nil {
@@ -323,6 +325,20 @@ func (m *Mount) Status() control.Status {
 		st.Backups = m.primary.Status()
 	}
 	return st
+}
+
+// resynced runs once every backup has been resynced after an unclean
+// start: the backups hold the volume as it is, lost journal suffix and all.
+func (m *Mount) resynced() {
+	if !m.ahead.Load() {
+		return
+	}
+	if err := m.store.SetMetaUint("ahead", 0); err != nil {
+		m.log.Error("clear the unclean marker", "err", err)
+		return
+	}
+	m.ahead.Store(false)
+	m.log.Info("every backup is resynced; replicating")
 }
 
 // Resync makes every backup resync now.

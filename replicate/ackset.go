@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,6 +67,10 @@ type PrimaryConfig struct {
 	TLS TLSFiles
 	// Snapshots, if set, lets the primary resync backups that need it.
 	Snapshots Snapshotter
+	// ResyncAll resyncs every backup first, and AllResynced is called once
+	// they all have been.
+	ResyncAll   bool
+	AllResynced func()
 }
 
 // StartPrimary starts a shipper per backup.
@@ -91,6 +96,18 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 			return nil, err
 		}
 		p.shippers = append(p.shippers, s)
+	}
+	if cfg.ResyncAll {
+		var left atomic.Int32
+		left.Store(int32(len(p.shippers)))
+		for _, s := range p.shippers {
+			s.force.Store(true)
+			s.onResync = func() {
+				if left.Add(-1) == 0 && cfg.AllResynced != nil {
+					cfg.AllResynced()
+				}
+			}
+		}
 	}
 	for _, s := range p.shippers {
 		p.wg.Add(1)

@@ -93,6 +93,10 @@ func (s *Shipper) resync(ctx context.Context) error {
 	}
 	s.stale.Store(false)
 	s.m.resyncs.Inc()
+	if f := s.onResync; f != nil {
+		s.onResync = nil
+		f()
+	}
 	s.log.Info("resync done", "seq", hdr.Seq, "files_differed", res.FilesChanged, "blocks_sent", sent,
 		"removed", res.Removed, "pause", pause.Round(time.Microsecond), "took", time.Since(started).Round(time.Millisecond))
 	return nil

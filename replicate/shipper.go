@@ -44,9 +44,11 @@ type Shipper struct {
 	// stalled: the backup reports it cannot apply what it holds
 	stalled atomic.Bool
 
-	snaps  Snapshotter // nil: resync unavailable
-	force  atomic.Bool // resync at the next session, asked by an operator
-	cancel atomic.Pointer[context.CancelFunc]
+	snaps Snapshotter // nil: resync unavailable
+	force atomic.Bool // resync at the next session, asked by an operator
+	// onResync, if set, runs once after the first resync completes.
+	onResync func()
+	cancel   atomic.Pointer[context.CancelFunc]
 }
 
 func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *journal.Store, snaps Snapshotter, m *shipMetrics, notify func(), log *slog.Logger) (*Shipper, error) {

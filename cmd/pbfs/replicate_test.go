@@ -313,22 +313,40 @@ func TestRetentionTrimsAckedBatches(t *testing.T) {
 	}
 }
 
-// TestCrashedPrimaryStopsReplicating: a primary killed with kill -9 may
-// have applied writes it never journaled. Restarted with backups, it must
-// not let barriers claim the backups match: they fail until a resync.
-func TestCrashedPrimaryStopsReplicating(t *testing.T) {
+// TestCrashedPrimaryResyncsBackups: a primary killed with kill -9 may have
+// applied writes it never journaled. Restarted with backups, it resyncs
+// them to its volume before any barrier succeeds, so they never differ.
+func TestCrashedPrimaryResyncsBackups(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	os.WriteFile(filepath.Join(c.vol, "a"), []byte("A"), 0o644)
 	c.barrier()
+	f, _ := os.OpenFile(filepath.Join(c.vol, "a"), os.O_WRONLY|os.O_APPEND, 0)
+	f.Write([]byte("B, never acknowledged, perhaps never journaled"))
+	f.Close()
 	c.primary.Kill()
-	p := startMount(t, nil, c.vol, c.jdir, "--backup", c.backups[0].addr)
-	cl := p.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err := cl.Barrier(ctx)
-	if err == nil || !strings.Contains(err.Error(), "backups need a resync") {
-		t.Fatalf("barrier after a crash: %v, want a refusal naming the resync", err)
+	c.primary = startMount(t, nil, c.vol, c.jdir, "--backup", c.backups[0].addr)
+	if !strings.Contains(c.primary.Out.String(), "resyncing every backup") {
+		t.Fatalf("no resync announced after the crash:\n%s", c.primary.Out)
 	}
+	os.WriteFile(filepath.Join(c.vol, "c"), []byte("C"), 0o644)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cl, _ := control.Dial(c.jdir)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := cl.Barrier(ctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "resync") && !strings.Contains(err.Error(), "deadline") {
+			t.Fatalf("barrier after a crash: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("barriers never resumed:\n%s", c.primary.Out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.requireConverged()
 }
 
 // TestNewEpochFencesTheOldPrimary: a second primary with a higher epoch
