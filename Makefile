@@ -30,6 +30,7 @@ fuzz:
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzParseBody$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDataLog$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./replicate -run '^$$' -fuzz '^FuzzPrimaryMsg$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./replicate -run '^$$' -fuzz '^FuzzResyncMsg$$' -fuzztime $(FUZZTIME)
 
 # Regenerate the gRPC code from the published .proto files.
 proto:

@@ -207,3 +207,65 @@ func FuzzPrimaryMsg(f *testing.F) {
 		}
 	})
 }
+
+// TestHostileResyncRefused: resync entries that point outside the volume
+// (through "..", an absolute path or a planted symlink) fail the resync and
+// touch nothing outside; the backup stays stalled, not half-synced.
+func TestHostileResyncRefused(t *testing.T) {
+	for _, e := range []*replpb.Entry{
+		{Path: "../outside", Mode: 0o100644},
+		{Path: "/etc/pbfs-pwned", Mode: 0o100644},
+		{Path: "escape/pwned", Mode: 0o100644},
+		{Path: "ok", Mode: 0o100644, LinkTo: "escape/victim"},
+	} {
+		b, addr, vol := startBackup(t)
+		outside := t.TempDir()
+		os.WriteFile(filepath.Join(outside, "victim"), []byte("untouched"), 0o644)
+		os.Symlink(outside, filepath.Join(vol, "escape"))
+		conn, _ := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(tokenCreds{token: "right"}))
+		s, err := replpb.NewReplicationClient(conn).Resync(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Start{Start: &replpb.ResyncStart{VolumeId: "v", Epoch: 1, BlockSize: 4096}}})
+		s.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Entry{Entry: e}})
+		s.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Done{Done: &replpb.ResyncDone{}}})
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				break
+			}
+			if m.GetResult() != nil {
+				t.Fatalf("entry %q: resync succeeded", e.Path)
+			}
+		}
+		conn.Close()
+		if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+			t.Fatalf("entry %q touched the outside: %v", e.Path, ents)
+		}
+		if data, _ := os.ReadFile(filepath.Join(outside, "victim")); string(data) != "untouched" {
+			t.Fatalf("entry %q changed the victim", e.Path)
+		}
+		if !b.Status().Stalled {
+			t.Fatalf("entry %q: backup not stalled after a failed resync", e.Path)
+		}
+	}
+}
+
+// FuzzResyncMsg: arbitrary bytes through the resync message decoder.
+func FuzzResyncMsg(f *testing.F) {
+	seed, _ := proto.Marshal(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Entry{Entry: &replpb.Entry{
+		Path: "a/b", Mode: 0o100644, Size: 10, BlockSums: [][]byte{make([]byte, 16)}, Xattrs: map[string][]byte{"user.x": []byte("1")}}}})
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var msg replpb.ResyncPrimaryMsg
+		if proto.Unmarshal(data, &msg) != nil {
+			return
+		}
+		if e := msg.GetEntry(); e != nil && journal.ValidPath(e.Path) && e.Path != "." {
+			if len(e.Path) > journal.MaxPath {
+				t.Fatal("ValidPath accepted an overlong path")
+			}
+		}
+	})
+}
