@@ -11,7 +11,7 @@ vol=$work/primary/volume jdir=$work/primary/journal
 bvol=$work/backup/volume bjdir=$work/backup/journal
 mkdir -p "$vol" "$bvol"
 echo "hello from before the mount" >"$vol/existing"
-cp -a "$vol/." "$bvol/" # a backup starts from a copy of the volume
+# The backup starts empty: the primary resyncs it from the live volume.
 export PBFS_TOKEN=demo-$RANDOM$RANDOM
 port=$((20000 + RANDOM % 20000))
 
