@@ -41,7 +41,9 @@ func (c *Committer) Snapshot(ctx context.Context) (journal.Header, []Entry, time
 	start := time.Now()
 	s := f.finishSeal(f.swapLocked())
 	var err error
-	if len(s.Ops) > 0 {
+	// A snapshot is always as of some batch: an empty journal gets an
+	// empty one, so a resynced backup is never mistaken for a new one.
+	if len(s.Ops) > 0 || c.store.Last().Seq == 0 {
 		_, _, err = c.store.Append(s.Ops, start, s.Written)
 	}
 	var entries []Entry

@@ -195,7 +195,7 @@ func (s *Shipper) checkHistory(w *replpb.Welcome) error {
 		return fmt.Errorf("backup holds seq %d but the journal starts at %d: %w", w.DurableSeq, first, ErrNeedsResync)
 	}
 	if w.DurableSeq == 0 {
-		if s.snaps != nil && s.store.Last().Seq > 0 {
+		if s.snaps != nil {
 			// A backup with an empty journal gets a resync before anything
 			// else: its volume may be anything, and checksums make a copy
 			// that is already right cheap to confirm.
