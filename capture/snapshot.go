@@ -79,25 +79,30 @@ func (f *FS) walk() ([]Entry, error) {
 			if err := unix.Fstatat(f.root, p, &e.Stat, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				return err
 			}
-			switch e.Stat.Mode & unix.S_IFMT {
-			case unix.S_IFLNK:
+			typ := e.Stat.Mode & unix.S_IFMT
+			if typ != unix.S_IFDIR && e.Stat.Nlink > 1 {
+				// Any non-directory can have several names, symlinks too.
+				if first, ok := inodes[e.Stat.Ino]; ok {
+					e.LinkTo = first
+				} else {
+					inodes[e.Stat.Ino] = p
+				}
+			}
+			switch {
+			case e.LinkTo != "":
+			case typ == unix.S_IFLNK:
 				buf := make([]byte, 4096)
 				n, err := unix.Readlinkat(f.root, p, buf)
 				if err != nil {
 					return err
 				}
 				e.Target = string(buf[:n])
-			case unix.S_IFREG:
-				if first, ok := inodes[e.Stat.Ino]; ok && e.Stat.Nlink > 1 {
-					e.LinkTo = first
-				} else {
-					inodes[e.Stat.Ino] = p
-					h, _, err := unix.NameToHandleAt(f.root, p, 0)
-					if err != nil {
-						return fmt.Errorf("file handle of %s: %w", p, err)
-					}
-					e.Handle = &h
+			case typ == unix.S_IFREG:
+				h, _, err := unix.NameToHandleAt(f.root, p, 0)
+				if err != nil {
+					return fmt.Errorf("file handle of %s: %w", p, err)
 				}
+				e.Handle = &h
 			}
 			if e.Stat.Mode&unix.S_IFMT != unix.S_IFLNK && e.LinkTo == "" {
 				e.Xattrs = f.xattrsOf(p)
