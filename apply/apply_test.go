@@ -112,3 +112,54 @@ func TestRedoable(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcileKeepsWhatIsRight: a resync onto a target that already
+// matches changes nothing and needs no blocks; one altered block is all
+// that differs.
+func TestReconcileKeepsWhatIsRight(t *testing.T) {
+	target := t.TempDir()
+	data := make([]byte, 200000)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	os.WriteFile(filepath.Join(target, "f"), data, 0o644)
+	os.Mkdir(filepath.Join(target, "d"), 0o755)
+	os.Link(filepath.Join(target, "f"), filepath.Join(target, "d", "g"))
+	a, _ := New(target, nil)
+	defer a.Close()
+	var theirs [][]byte
+	for off := 0; off < len(data); off += 65536 {
+		theirs = append(theirs, BlockSum(data[off:min(off+65536, len(data))]))
+	}
+	run := func() int {
+		rc := a.Reconciler()
+		if cmp, err := rc.Ensure(&Spec{Path: "f", Mode: 0o100644, Size: uint64(len(data))}); err != nil || !cmp {
+			t.Fatalf("Ensure f: %v %v", cmp, err)
+		}
+		ours, err := rc.Sums("f", 65536)
+		if err != nil {
+			t.Fatal(err)
+		}
+		differ := 0
+		for i := range theirs {
+			if i >= len(ours) || string(ours[i]) != string(theirs[i]) {
+				differ++
+			}
+		}
+		rc.Ensure(&Spec{Path: "d", Mode: 0o40755})
+		rc.Ensure(&Spec{Path: "d/g", Mode: 0o100644, LinkTo: "f"})
+		if rc.Changed != 0 {
+			t.Fatalf("a matching target: %d paths changed", rc.Changed)
+		}
+		return differ
+	}
+	if n := run(); n != 0 {
+		t.Fatalf("a matching file: %d blocks differ", n)
+	}
+	f, _ := os.OpenFile(filepath.Join(target, "f"), os.O_WRONLY, 0)
+	f.WriteAt([]byte("altered"), 70000)
+	f.Close()
+	if n := run(); n != 1 {
+		t.Fatalf("one altered block: %d blocks differ", n)
+	}
+}

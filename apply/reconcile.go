@@ -10,6 +10,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -37,6 +38,7 @@ func (s *Spec) typ() uint32 { return s.Mode & unix.S_IFMT }
 type Reconciler struct {
 	a       *Applier
 	seen    map[string]bool
+	claimed map[uint64]string // inode -> the name that owns it in this resync
 	dirs    []Spec
 	Changed int // paths created, replaced or whose data differed
 	Removed int
@@ -44,7 +46,7 @@ type Reconciler struct {
 
 // Reconciler starts a resync of the target.
 func (a *Applier) Reconciler() *Reconciler {
-	return &Reconciler{a: a, seen: map[string]bool{".": true}}
+	return &Reconciler{a: a, seen: map[string]bool{".": true}, claimed: map[uint64]string{}}
 }
 
 // BlockSum is the checksum resyncs compare blocks by.
@@ -67,18 +69,17 @@ func (r *Reconciler) Ensure(s *Spec) (bool, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, err
 	}
-	var st *unix.Stat_t
+	var st *syscall.Stat_t // what os.FileInfo.Sys holds
 	if exists {
-		st, _ = fi.Sys().(*unix.Stat_t)
+		st, _ = fi.Sys().(*syscall.Stat_t)
 	}
 	if s.LinkTo != "" {
-		var lt unix.Stat_t
+		var lt syscall.Stat_t
 		li, err := root.Lstat(s.LinkTo)
 		if err != nil {
 			return false, fmt.Errorf("resync link %s: %w", s.Path, err)
 		}
-		lst, _ := li.Sys().(*unix.Stat_t)
-		if lst != nil {
+		if lst, ok := li.Sys().(*syscall.Stat_t); ok {
 			lt = *lst
 		}
 		if exists && st != nil && st.Ino == lt.Ino && st.Dev == lt.Dev {
@@ -94,13 +95,19 @@ func (r *Reconciler) Ensure(s *Spec) (bool, error) {
 	}
 	if exists && st != nil && st.Mode&unix.S_IFMT == s.typ() && (s.typ() != unix.S_IFLNK || r.readlink(s.Path) == s.Target) &&
 		(s.typ() == unix.S_IFREG || s.typ() == unix.S_IFDIR || s.typ() == unix.S_IFLNK || st.Rdev == s.Rdev) {
-		if s.typ() == unix.S_IFREG && st.Nlink > 1 {
-			// Linked to something the primary does not link it to: split.
-			if err := r.copyOff(s.Path); err != nil {
-				return false, err
-			}
+		if s.typ() != unix.S_IFREG {
+			return false, nil
 		}
-		return s.typ() == unix.S_IFREG, nil
+		if owner, taken := r.claimed[st.Ino]; !taken || owner == s.Path {
+			r.claimed[st.Ino] = s.Path
+			return true, nil
+		}
+		// The inode already belongs to an earlier name that the primary
+		// does not link this one to: this name gets a file of its own.
+		if err := root.Remove(s.Path); err != nil {
+			return false, err
+		}
+		exists = false
 	}
 	if exists {
 		if err := root.RemoveAll(s.Path); err != nil {
@@ -118,6 +125,11 @@ func (r *Reconciler) Ensure(s *Spec) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		if fi, err := f.Stat(); err == nil {
+			if nst, ok := fi.Sys().(*syscall.Stat_t); ok {
+				r.claimed[nst.Ino] = s.Path
+			}
+		}
 		return true, f.Close()
 	default:
 		d, err := root.OpenFile(parentDir(s.Path), os.O_RDONLY|unix.O_DIRECTORY, 0)
@@ -132,26 +144,6 @@ func (r *Reconciler) Ensure(s *Spec) (bool, error) {
 func (r *Reconciler) readlink(p string) string {
 	t, _ := r.a.root.Readlink(p)
 	return t
-}
-
-// copyOff replaces a hard-linked file with a private copy of itself.
-func (r *Reconciler) copyOff(p string) error {
-	src, err := r.a.root.Open(p)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	tmp := p + ".pbfs-resync"
-	dst, err := r.a.root.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	dst.Close()
-	return r.a.root.Rename(tmp, p)
 }
 
 // Sums returns the checksums of p's blocks.
@@ -298,7 +290,6 @@ func parentDir(p string) string {
 	}
 	return d
 }
-
 
 func fileMode(m uint32) os.FileMode {
 	return os.FileMode(m&0o777) | modeBits(m)
