@@ -39,6 +39,7 @@ type Reconciler struct {
 	a       *Applier
 	seen    map[string]bool
 	claimed map[uint64]string // inode -> the name that owns it in this resync
+	fresh   map[string]bool   // files this resync created
 	dirs    []Spec
 	Changed int // paths created, replaced or whose data differed
 	Removed int
@@ -46,7 +47,7 @@ type Reconciler struct {
 
 // Reconciler starts a resync of the target.
 func (a *Applier) Reconciler() *Reconciler {
-	return &Reconciler{a: a, seen: map[string]bool{".": true}, claimed: map[uint64]string{}}
+	return &Reconciler{a: a, seen: map[string]bool{".": true}, claimed: map[uint64]string{}, fresh: map[string]bool{}}
 }
 
 // BlockSum is the checksum resyncs compare blocks by.
@@ -125,6 +126,7 @@ func (r *Reconciler) Ensure(s *Spec) (bool, error) {
 		if err != nil {
 			return false, err
 		}
+		r.fresh[s.Path] = true
 		if fi, err := f.Stat(); err == nil {
 			if nst, ok := fi.Sys().(*syscall.Stat_t); ok {
 				r.claimed[nst.Ino] = s.Path
@@ -145,6 +147,9 @@ func (r *Reconciler) readlink(p string) string {
 	t, _ := r.a.root.Readlink(p)
 	return t
 }
+
+// Fresh reports whether this resync created p (and counted it changed).
+func (r *Reconciler) Fresh(p string) bool { return r.fresh[p] }
 
 // Sums returns the checksums of p's blocks.
 func (r *Reconciler) Sums(p string, blockSize int) ([][]byte, error) {

@@ -79,8 +79,6 @@ func New(rootFd int, o Options) (*FS, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return nil, fmt.Errorf("backing root: not a directory")
 	}
-	// Modes arrive from the kernel with the caller's umask applied already.
-	unix.Umask(0)
 	f := &FS{root: rootFd, opts: o, log: o.Logger, m: o.Metrics, table: newTable(st.Ino), sealSig: make(chan struct{}, 1)}
 	f.flowCond = sync.NewCond(&f.flowMu)
 	return f, nil

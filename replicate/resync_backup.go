@@ -62,7 +62,7 @@ func (b *Backup) Resync(stream replpb.Replication_ResyncServer) error {
 				if err != nil {
 					return b.resyncFailed(err)
 				}
-				if len(want) > 0 {
+				if len(want) > 0 && !rc.Fresh(spec.Path) {
 					rc.Changed++
 				}
 				if err := stream.Send(&replpb.ResyncBackupMsg{Msg: &replpb.ResyncBackupMsg_Want{Want: &replpb.Want{Path: spec.Path, Blocks: want}}}); err != nil {

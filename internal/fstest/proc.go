@@ -102,6 +102,13 @@ func (p *Proc) Client() *control.Client {
 // Stop sends SIGINT and waits; a process that does not stop is killed and
 // its mount detached, and the test fails.
 func (p *Proc) Stop() {
+	// A killed process leaves a dead mount behind; whatever happened, the
+	// test leaves no mount.
+	defer func() {
+		if Mounted(p.Vol) {
+			syscall.Unmount(p.Vol, syscall.MNT_DETACH)
+		}
+	}()
 	if p.Cmd.ProcessState != nil {
 		return
 	}
