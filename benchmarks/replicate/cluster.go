@@ -5,100 +5,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 	"github.com/pbfs/pbfs/control"
 )
 
-// proc is a pbfs process the benchmark started, logging to a file.
-type proc struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	err     error // from Wait, once done is closed
-}
+// The process helpers live in benchmarks/internal/benchproc.
+type proc = benchproc.Proc
 
-func startProc(name, logPath string, env []string, argv ...string) (*proc, error) {
-	lf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.Env = append(os.Environ(), env...)
-	// Its own process group, so a Ctrl-C in the terminal reaches only the
-	// benchmark, which then stops everything in order; SIGTERM if the
-	// benchmark dies without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		lf.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		lf.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGINT and waits; a process that does not stop in time is
-// killed, and that is an error.
-func (p *proc) stop(timeout time.Duration) error {
-	if !p.exited() {
-		p.cmd.Process.Signal(syscall.SIGINT)
-	}
-	select {
-	case <-p.done:
-		if p.err != nil {
-			return fmt.Errorf("%s exited: %v (log: %s)", p.name, p.err, p.logPath)
-		}
-		return nil
-	case <-time.After(timeout):
-		p.cmd.Process.Kill()
-		<-p.done
-		return fmt.Errorf("%s did not stop within %s after SIGINT; killed (log: %s)", p.name, timeout, p.logPath)
-	}
-}
-
-// logTail returns the last lines of the process's log.
-func (p *proc) logTail(n int) string {
-	data, _ := os.ReadFile(p.logPath)
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// complaints returns the log lines above INFO.
-func (p *proc) complaints() []string {
-	data, _ := os.ReadFile(p.logPath)
-	var out []string
-	for _, l := range strings.Split(string(data), "\n") {
-		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "panic") {
-			out = append(out, p.name+": "+l)
-		}
-	}
-	return out
-}
+var (
+	startProc     = benchproc.Start
+	freeAddr      = benchproc.FreeAddr
+	waitListening = benchproc.WaitListening
+	mounted       = benchproc.Mounted
+)
 
 // cluster is a primary mount with its backups, and a delay proxy in front
 // of each backup when the link has a delay.
@@ -115,21 +39,6 @@ type cluster struct {
 	client  *control.Client
 	file    *os.File // the file the benchmark writes, on the mount
 	stopped bool
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// mounted reports whether a pbfs mount is at dir.
-func mounted(dir string) bool {
-	data, _ := os.ReadFile("/proc/mounts")
-	return strings.Contains(string(data), " "+dir+" fuse.pbfs ")
 }
 
 // startCluster starts n backups (each on an empty volume, which is a copy
@@ -190,8 +99,8 @@ func startCluster(ctx context.Context, bin, runDir, token string, n int, delay t
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if p.exited() {
-			return c, fmt.Errorf("primary exited: %v\n%s", p.err, p.logTail(20))
+		if p.Exited() {
+			return c, fmt.Errorf("primary exited: %v\n%s", p.Err, p.LogTail(20))
 		}
 		if mounted(c.vol) {
 			st, err := c.client.Status(ctx)
@@ -206,7 +115,7 @@ func startCluster(ctx context.Context, bin, runDir, token string, n int, delay t
 			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return c, fmt.Errorf("primary did not come up with %d backups connected:\n%s", n, p.logTail(20))
+			return c, fmt.Errorf("primary did not come up with %d backups connected:\n%s", n, p.LogTail(20))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -220,29 +129,12 @@ func startCluster(ctx context.Context, bin, runDir, token string, n int, delay t
 	return c, nil
 }
 
-func waitListening(ctx context.Context, p *proc, addr string) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if conn, err := net.Dial("tcp", addr); err == nil {
-			conn.Close()
-			return nil
-		}
-		if p.exited() {
-			return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.logTail(20))
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s did not listen on %s:\n%s", p.name, addr, p.logTail(20))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (c *cluster) barrier(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	seq, err := c.client.Barrier(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w\n%s", c.name, err, c.primary.logTail(10))
+		return 0, fmt.Errorf("%s: %w\n%s", c.name, err, c.primary.LogTail(10))
 	}
 	return seq, nil
 }
@@ -303,7 +195,7 @@ func (c *cluster) stop() error {
 		c.file = nil
 	}
 	if c.primary != nil {
-		if err := c.primary.stop(20 * time.Second); err != nil {
+		if err := c.primary.Stop(20 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -312,7 +204,7 @@ func (c *cluster) stop() error {
 		syscall.Unmount(c.vol, syscall.MNT_DETACH)
 	}
 	for _, b := range c.backups {
-		if err := b.stop(10 * time.Second); err != nil {
+		if err := b.Stop(10 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
 	}

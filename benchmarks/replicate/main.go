@@ -263,7 +263,7 @@ func runRound(ctx context.Context, cfg config, rep *report, round int, bin, runD
 func collectComplaints(c *cluster) []string {
 	var out []string
 	for _, p := range c.procs() {
-		out = append(out, p.complaints()...)
+		out = append(out, p.Complaints()...)
 	}
 	return out
 }

@@ -224,7 +224,7 @@ func (e *env) startBackup(ctx context.Context, name, dir, addr, vol, jdir string
 	if err != nil {
 		return nil, err
 	}
-	e.onStop(func() error { return p.stop(30 * time.Second) })
+	e.onStop(func() error { return p.Stop(30 * time.Second) })
 	return p, waitListening(ctx, p, addr)
 }
 
@@ -236,7 +236,7 @@ func (e *env) startPrimary(ctx context.Context, name, dir, vol, jdir string, arg
 		return nil, nil, err
 	}
 	e.onStop(func() error {
-		err := p.stop(60 * time.Second)
+		err := p.Stop(60 * time.Second)
 		if mounted(vol) {
 			syscall.Unmount(vol, syscall.MNT_DETACH)
 			err = errors.Join(err, fmt.Errorf("%s still mounted after the primary stopped; detached", vol))
@@ -357,7 +357,7 @@ func partResync(ctx context.Context, e *env) error {
 		return err
 	}
 	w := wr
-	e.onStop(func() error { return w.stop(30 * time.Second) })
+	e.onStop(func() error { return w.Stop(30 * time.Second) })
 	sleep(ctx, cfg.warm)
 	m0, err := scrape(ctx, cl)
 	if err != nil {
@@ -386,7 +386,7 @@ func partResync(ctx context.Context, e *env) error {
 	}
 
 	fmt.Fprintln(os.Stderr, "part 1: altering the stopped backup")
-	if err := backup.stop(30 * time.Second); err != nil {
+	if err := backup.Stop(30 * time.Second); err != nil {
 		return err
 	}
 	a, err := alterBackup(bvol, cfg.alter, cfg.seed)
@@ -403,7 +403,7 @@ func partResync(ctx context.Context, e *env) error {
 			return err
 		}
 		w := wr
-		e.onStop(func() error { return w.stop(30 * time.Second) })
+		e.onStop(func() error { return w.Stop(30 * time.Second) })
 	}
 	sleep(ctx, cfg.warm)
 	if m0, err = scrape(ctx, cl); err != nil {
@@ -431,8 +431,8 @@ func partResync(ctx context.Context, e *env) error {
 		return err
 	}
 	rep.resyncs = append(rep.resyncs, r2)
-	rep.complaints = append(rep.complaints, primary.complaints()...)
-	rep.complaints = append(rep.complaints, backup.complaints()...)
+	rep.complaints = append(rep.complaints, primary.Complaints()...)
+	rep.complaints = append(rep.complaints, backup.Complaints()...)
 	if !r2.cmp.ok() {
 		return fmt.Errorf("the backup differs from the primary after the second resync:\n%s", strings.Join(r2.cmp.diffs[:min(20, len(r2.cmp.diffs))], "\n"))
 	}
@@ -443,17 +443,17 @@ func partResync(ctx context.Context, e *env) error {
 // its snapshot and its end.
 func (r *resyncRun) watch(ctx context.Context, primary, backup *proc, px *CountProxy, n int, started time.Time) error {
 	var err error
-	if r.snapshot, err = primary.waitEvent(ctx, "resync: snapshot taken", n, 2*time.Minute); err != nil {
+	if r.snapshot, err = primary.WaitEvent(ctx, "resync: snapshot taken", n, 2*time.Minute); err != nil {
 		return err
 	}
 	up0, down0 := px.Bytes()
-	if r.done, err = primary.waitEvent(ctx, "resync done", n, 10*time.Minute); err != nil {
+	if r.done, err = primary.WaitEvent(ctx, "resync done", n, 10*time.Minute); err != nil {
 		return err
 	}
 	up1, down1 := px.Bytes()
 	r.wall = time.Since(started)
 	r.wireUp, r.wireDown = up1-up0, down1-down0
-	ev := backup.logEvents("resync done")
+	ev := backup.LogEvents("resync done")
 	if len(ev) > 0 {
 		r.backupDone = ev[len(ev)-1]
 	}
@@ -545,7 +545,7 @@ func partDisk(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	if _, err := primary.waitEvent(ctx, "resync done", 0, 2*time.Minute); err != nil {
+	if _, err := primary.WaitEvent(ctx, "resync done", 0, 2*time.Minute); err != nil {
 		return err
 	}
 	if _, err := barrierApplied(ctx, cl, time.Minute); err != nil {
@@ -589,7 +589,7 @@ func partDisk(ctx context.Context, e *env) error {
 		return err
 	}
 	w := wr
-	e.onStop(func() error { return w.stop(30 * time.Second) })
+	e.onStop(func() error { return w.Stop(30 * time.Second) })
 	for time.Since(t0) < cfg.diskDuration {
 		sleep(ctx, cfg.diskSample-time.Since(t0)%cfg.diskSample)
 		if ctx.Err() != nil {
@@ -623,8 +623,8 @@ func partDisk(ctx context.Context, e *env) error {
 		d.sentBytes = m.sum("pbfs_replicate_bytes_sent_total", "")
 	}
 	d.duSb = duSb(jp, jb)
-	e.rep.complaints = append(e.rep.complaints, primary.complaints()...)
-	e.rep.complaints = append(e.rep.complaints, backup.complaints()...)
+	e.rep.complaints = append(e.rep.complaints, primary.Complaints()...)
+	e.rep.complaints = append(e.rep.complaints, backup.Complaints()...)
 	// After a clean stop Badger truncates its files: the size at rest.
 	if err := e.stopAll(); err != nil {
 		return err

@@ -308,8 +308,8 @@ func startWriter(name, dir, vol, jdir string, rate int, tick, barrierEvery time.
 
 // stopWriter stops a writer and reads its statistics.
 func stopWriter(p *proc, stats string) (*writerStats, error) {
-	if err := p.stop(30 * time.Second); err != nil {
-		return nil, fmt.Errorf("%v\n%s", err, p.logTail(10))
+	if err := p.Stop(30 * time.Second); err != nil {
+		return nil, fmt.Errorf("%v\n%s", err, p.LogTail(10))
 	}
 	data, err := os.ReadFile(stats)
 	if err != nil {
