@@ -16,9 +16,8 @@ import (
 )
 
 var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
+	binMu    sync.Mutex
+	binPaths = map[string]string{}
 )
 
 // Binary builds the pbfs command once per test binary and returns its path.
@@ -30,26 +29,32 @@ var (
 // goroutine that would answer the POLL waits for the world.
 func Binary(t testing.TB) string {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "pbfs-test-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "pbfs")
-		args := []string{"build", "-o", binPath}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		out, err := exec.Command("go", append(args, "github.com/pbfs/pbfs/cmd/pbfs")...).CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("build pbfs: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	return Build(t, "github.com/pbfs/pbfs/cmd/pbfs")
+}
+
+// Build builds the command pkg once per test binary (with -race when the
+// tests run with it) and returns its path.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	binMu.Lock()
+	defer binMu.Unlock()
+	if p, ok := binPaths[pkg]; ok {
+		return p
 	}
-	return binPath
+	dir, err := os.MkdirTemp("", "pbfs-test-bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, filepath.Base(pkg))
+	args := []string{"build", "-o", path}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, pkg)...).CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, out)
+	}
+	binPaths[pkg] = path
+	return path
 }
 
 // Proc is a pbfs process a test started.

@@ -1,0 +1,161 @@
+package fstest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pbfs/pbfs/control"
+)
+
+// TestToken is the replication token test clusters use.
+const TestToken = "test-token-0123456789"
+
+// FreeAddr returns a loopback address nobody listens on.
+func FreeAddr(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Cluster is a primary mount and its backups, each a real process.
+type Cluster struct {
+	t       testing.TB
+	Dir     string
+	Vol     string // the primary's volume (mounted)
+	Jdir    string // the primary's journal
+	Primary *Proc
+	Backups []*BackupProc
+}
+
+// BackupProc is one `pbfs backup` process.
+type BackupProc struct {
+	Addr, Vol, Jdir string
+	Cmd             *exec.Cmd
+	Out             *Buffer
+}
+
+// NewCluster starts backups on copies of the seeded volume and a primary
+// mounted over it with --ack all; everything stops in Cleanup.
+func NewCluster(t testing.TB, backups int, seed func(string), mountArgs ...string) *Cluster {
+	return NewClusterCopy(t, backups, seed, true, mountArgs...)
+}
+
+// NewClusterCopy starts the backups on copies of the seeded volume, or, with
+// copy false, on empty directories that a resync must fill.
+func NewClusterCopy(t testing.TB, backups int, seed func(string), copy bool, mountArgs ...string) *Cluster {
+	RequireFUSE(t)
+	c := &Cluster{t: t, Dir: t.TempDir()}
+	c.Vol, c.Jdir = filepath.Join(c.Dir, "vol"), filepath.Join(c.Dir, "jp")
+	os.Mkdir(c.Vol, 0o755)
+	if seed != nil {
+		seed(c.Vol)
+	}
+	for i := 0; i < backups; i++ {
+		b := &BackupProc{Addr: FreeAddr(t), Vol: filepath.Join(c.Dir, fmt.Sprintf("b%d", i)), Jdir: filepath.Join(c.Dir, fmt.Sprintf("jb%d", i))}
+		os.Mkdir(b.Vol, 0o755)
+		if copy {
+			CopyTree(t, c.Vol, b.Vol)
+		}
+		c.Backups = append(c.Backups, b)
+		c.StartBackup(b)
+	}
+	var args []string
+	for _, b := range c.Backups {
+		args = append(args, "--backup", b.Addr)
+	}
+	os.Setenv("PBFS_TOKEN", TestToken)
+	c.Primary = StartMount(t, nil, c.Vol, c.Jdir, append(append(args, "--ack", "all"), mountArgs...)...)
+	return c
+}
+
+// StartBackup (re)starts b and waits until it listens.
+func (c *Cluster) StartBackup(b *BackupProc) {
+	b.Cmd = exec.Command(Binary(c.t), "backup", "--listen", b.Addr, "--journal", b.Jdir, "--token", TestToken, b.Vol)
+	b.Out = &Buffer{}
+	b.Cmd.Stdout, b.Cmd.Stderr = b.Out, b.Out
+	if err := b.Cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := b.Cmd
+	c.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGINT)
+			cmd.Wait()
+		}
+	})
+	for i := 0; i < 200; i++ {
+		if conn, err := net.Dial("tcp", b.Addr); err == nil {
+			conn.Close()
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatalf("backup did not come up:\n%s", b.Out)
+}
+
+// Barrier takes a barrier through the control socket.
+func (c *Cluster) Barrier() uint64 {
+	c.t.Helper()
+	cl, err := control.Dial(c.Jdir)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seq, err := cl.Barrier(ctx)
+	if err != nil {
+		c.t.Fatalf("barrier: %v\nprimary:\n%s", err, c.Primary.Out)
+	}
+	return seq
+}
+
+// WaitApplied waits until every backup has applied seq.
+func (c *Cluster) WaitApplied(seq uint64) {
+	c.t.Helper()
+	cl, _ := control.Dial(c.Jdir)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := cl.Status(context.Background())
+		if err == nil {
+			done := 0
+			for _, b := range st.Backups {
+				if b.AppliedSeq >= seq {
+					done++
+				}
+			}
+			if done == len(c.Backups) {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st, _ := cl.Status(context.Background())
+	c.t.Fatalf("backups did not apply seq %d: %+v", seq, st.Backups)
+}
+
+// RequireConverged takes a barrier, waits for every backup to apply it
+// and compares each backup with the primary byte for byte.
+func (c *Cluster) RequireConverged() {
+	c.t.Helper()
+	c.WaitApplied(c.Barrier())
+	want := Snapshot(c.t, c.Vol)
+	for i, b := range c.Backups {
+		RequireEqual(c.t, want, Snapshot(c.t, b.Vol), fmt.Sprintf("backup %d vs primary", i))
+	}
+}
+
+// Workload runs the randomized concurrent workload against the volume
+// with barriers at random moments; midway runs at half time.
+func (c *Cluster) Workload(seed uint64, steps int, midway func()) {
+	NewWorkload(c.Vol, false).Run(seed, 3, steps, func() { c.Barrier() }, midway)
+}
