@@ -1,0 +1,164 @@
+// Package host is the pbfs side of the plugin protocol: it starts a plugin
+// binary (go-plugin, gRPC, AutoMTLS), checks its handshake and protocol
+// version, serves the Host service a frontend calls back, asks hint
+// plugins for their rules, and supervises plugins (restart with backoff).
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/pbfs/pbfs/plugins/sdk"
+	"github.com/pbfs/pbfs/plugins/sdk/internal/wire"
+)
+
+var (
+	// ErrHandshake: the binary is not a pbfs plugin, or exited before it
+	// completed the handshake.
+	ErrHandshake = errors.New("plugin handshake failed (not a pbfs plugin, or it exited at start)")
+	// ErrVersion: the plugin speaks a protocol version this host does not.
+	ErrVersion = errors.New("plugin protocol version not supported")
+	// ErrKind: the plugin does not serve what it was asked for.
+	ErrKind = errors.New("plugin does not serve this kind")
+)
+
+// Options tune how plugins are launched.
+type Options struct {
+	Logger *slog.Logger
+	// LogLevel is the level the plugin logs at (debug, info, ...).
+	LogLevel string
+	// Version is the host's protocol version; zero means the SDK's.
+	Version int
+	// StartTimeout bounds the handshake; zero means 10 s.
+	StartTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Version == 0 {
+		o.Version = sdk.ProtocolVersion
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = 10 * time.Second
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = "info"
+	}
+	return o
+}
+
+// Info describes a launched plugin.
+type Info struct {
+	Name     string   `json:"name,omitempty"`
+	Version  string   `json:"version,omitempty"`
+	Kinds    []string `json:"kinds"`
+	MTLS     bool     `json:"mtls"`
+	Protocol int      `json:"protocol"` // the negotiated protocol version
+}
+
+// Serves reports whether the plugin serves kind (wire.KindFrontend, ...).
+func (i Info) Serves(kind string) bool {
+	for _, k := range i.Kinds {
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// Plugin is one running plugin process.
+type Plugin struct {
+	client *plugin.Client
+	remote *Remote
+	pid    int
+}
+
+// Launch starts the plugin binary at path and completes the handshake.
+// The caller must Kill it.
+func Launch(ctx context.Context, path string, o Options) (*Plugin, error) {
+	o = o.withDefaults()
+	cmd := exec.Command(path)
+	cmd.Env = []string{"PBFS_PLUGIN_LOG_LEVEL=" + o.LogLevel}
+	versions := map[int]plugin.PluginSet{}
+	for _, v := range wire.Accepted(o.Version) {
+		versions[v] = plugin.PluginSet{wire.PluginName: &ClientPlugin{}}
+	}
+	c := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  wire.Handshake(o.Version),
+		VersionedPlugins: versions,
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		StartTimeout:     o.StartTimeout,
+		Logger:           wire.HCLog(o.Logger),
+	})
+	rpc, err := c.Client()
+	if err != nil {
+		c.Kill()
+		return nil, launchError(path, err)
+	}
+	remote, err := Dispense(ctx, rpc, c.NegotiatedVersion())
+	if err != nil {
+		c.Kill()
+		return nil, fmt.Errorf("launch %s: %w", path, err)
+	}
+	p := &Plugin{client: c, remote: remote}
+	if rc := c.ReattachConfig(); rc != nil {
+		p.pid = rc.Pid
+	}
+	return p, nil
+}
+
+// launchError names what went wrong in go-plugin's terms of ours.
+func launchError(path string, err error) error {
+	msg := err.Error()
+	if first, _, ok := strings.Cut(msg, "\n"); ok {
+		// go-plugin explains a silent plugin at length; keep its verdict.
+		msg = strings.TrimSuffix(strings.TrimSpace(first), ":") + " (it printed no handshake on stdout)"
+	}
+	switch {
+	case strings.Contains(msg, "incompatible API version"):
+		return fmt.Errorf("launch %s: %w: %s", path, ErrVersion, msg)
+	case strings.Contains(msg, "exited before we could connect"),
+		strings.Contains(msg, "Unrecognized remote plugin message"),
+		strings.Contains(msg, "timeout while waiting for plugin to start"),
+		strings.Contains(msg, "unsupported plugin protocol"):
+		return fmt.Errorf("launch %s: %w: %s", path, ErrHandshake, msg)
+	}
+	return fmt.Errorf("launch %s: %s", path, msg)
+}
+
+// Info returns what the plugin said about itself at launch.
+func (p *Plugin) Info() Info { return p.remote.info }
+
+// Pid is the plugin process's id.
+func (p *Plugin) Pid() int { return p.pid }
+
+// Exited reports whether the plugin process has exited.
+func (p *Plugin) Exited() bool { return p.client.Exited() }
+
+// Remote is the protocol view of the plugin.
+func (p *Plugin) Remote() *Remote { return p.remote }
+
+// Kill stops the process (gracefully first, as go-plugin does).
+func (p *Plugin) Kill() { p.client.Kill() }
+
+// Check launches the plugin at path, completes the handshake and version
+// check, reads its Info and stops it: what `pbfs plugin check` does.
+func Check(ctx context.Context, path string, o Options) (Info, error) {
+	p, err := Launch(ctx, path, o)
+	if err != nil {
+		return Info{}, err
+	}
+	defer p.Kill()
+	return p.Info(), nil
+}

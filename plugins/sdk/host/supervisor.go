@@ -1,0 +1,219 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pbfs/pbfs/plugins/sdk"
+	"github.com/pbfs/pbfs/plugins/sdk/internal/wire"
+)
+
+// Spec declares one plugin: `--plugin NAME=PATH` and its
+// `--plugin-config NAME:key=value,...`.
+type Spec struct {
+	Name   string
+	Path   string
+	Config map[string]string
+}
+
+// State is where a supervised plugin is in its life.
+type State string
+
+const (
+	StateStarting   State = "starting"
+	StateRunning    State = "running"
+	StateRestarting State = "restarting" // waiting out the backoff after a crash or a failed start
+	StateStopped    State = "stopped"
+)
+
+// Status describes one supervised plugin.
+type Status struct {
+	Name      string     `json:"name"`
+	Path      string     `json:"path"`
+	State     State      `json:"state"`
+	Pid       int        `json:"pid,omitempty"`
+	Restarts  int        `json:"restarts"`
+	Since     time.Time  `json:"since"`
+	Info      Info       `json:"info"`
+	LastError string     `json:"last_error,omitempty"`
+	Rules     []sdk.Rule `json:"rules,omitempty"` // a hint plugin's rules
+}
+
+// SupervisorConfig configures a Supervisor.
+type SupervisorConfig struct {
+	Specs    []Spec
+	Volume   string
+	Host     sdk.Host
+	Options  Options
+	Registry prometheus.Registerer
+	// MinBackoff and MaxBackoff bound the wait between restarts; zero
+	// means 250 ms and 30 s. A plugin that ran for a minute starts over
+	// at the minimum.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Supervisor runs plugins, restarts them with backoff when they crash or
+// fail to start, and stops them. Nothing a plugin does stops the host.
+type Supervisor struct {
+	cfg     SupervisorConfig
+	log     *slog.Logger
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	status  map[string]*Status
+	metrics *metrics
+}
+
+// Start launches every plugin in the background.
+func Start(cfg SupervisorConfig) *Supervisor {
+	cfg.Options = cfg.Options.withDefaults()
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 250 * time.Millisecond
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(30*time.Second, cfg.MinBackoff)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Supervisor{cfg: cfg, log: cfg.Options.Logger, cancel: cancel, status: map[string]*Status{}, metrics: newMetrics(cfg.Registry)}
+	for _, sp := range cfg.Specs {
+		s.status[sp.Name] = &Status{Name: sp.Name, Path: sp.Path, State: StateStarting, Since: time.Now()}
+		s.wg.Add(1)
+		go s.run(ctx, sp)
+	}
+	return s
+}
+
+// Close stops every plugin (frontends get Stop first, so they can finish
+// what they hold) and waits for them.
+func (s *Supervisor) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// Status lists the plugins, in the order they were declared.
+func (s *Supervisor) Status() []Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Status, 0, len(s.cfg.Specs))
+	for _, sp := range s.cfg.Specs {
+		out = append(out, *s.status[sp.Name])
+	}
+	return out
+}
+
+func (s *Supervisor) update(name string, fn func(*Status)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s.status[name])
+}
+
+func (s *Supervisor) run(ctx context.Context, sp Spec) {
+	defer s.wg.Done()
+	log := s.log.With("plugin", sp.Name)
+	backoff := s.cfg.MinBackoff
+	for ctx.Err() == nil {
+		began := time.Now()
+		err := s.once(ctx, sp, log)
+		if ctx.Err() != nil {
+			break
+		}
+		s.metrics.restarts.WithLabelValues(sp.Name).Inc()
+		if time.Since(began) > time.Minute {
+			backoff = s.cfg.MinBackoff
+		}
+		log.Error("plugin stopped; restarting it", "err", err, "in", backoff)
+		s.update(sp.Name, func(st *Status) {
+			st.State, st.Pid, st.LastError, st.Since = StateRestarting, 0, err.Error(), time.Now()
+			st.Restarts++
+		})
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, s.cfg.MaxBackoff)
+	}
+	s.update(sp.Name, func(st *Status) { st.State, st.Pid, st.Since = StateStopped, 0, time.Now() })
+}
+
+// once runs the plugin until it exits or ctx ends; it returns why it
+// stopped.
+func (s *Supervisor) once(ctx context.Context, sp Spec, log *slog.Logger) error {
+	s.update(sp.Name, func(st *Status) { st.State, st.Since = StateStarting, time.Now() })
+	o := s.cfg.Options
+	o.Logger = log
+	p, err := Launch(ctx, sp.Path, o)
+	if err != nil {
+		return err
+	}
+	defer p.Kill()
+	info := p.Info()
+	var rules []sdk.Rule
+	if info.Serves(wire.KindHint) {
+		if rules, err = p.Remote().Rules(ctx, sp.Name, s.cfg.Volume, sp.Config); err != nil {
+			return err
+		}
+		log.Info("hint rules", "rules", len(rules))
+	}
+	if info.Serves(wire.KindFrontend) {
+		h := &countingHost{h: s.cfg.Host, name: sp.Name, m: s.metrics}
+		if err := p.Remote().StartFrontend(ctx, sp.Name, s.cfg.Volume, sp.Config, h); err != nil {
+			return err
+		}
+	}
+	log.Info("plugin running", "pid", p.Pid(), "kinds", info.Kinds, "protocol", info.Protocol, "mtls", info.MTLS)
+	s.update(sp.Name, func(st *Status) {
+		st.State, st.Pid, st.Info, st.Rules, st.LastError, st.Since = StateRunning, p.Pid(), info, rules, "", time.Now()
+	})
+	up := s.metrics.up.WithLabelValues(sp.Name)
+	up.Set(1)
+	defer up.Set(0)
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if info.Serves(wire.KindFrontend) {
+				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if err := p.Remote().StopFrontend(sctx); err != nil {
+					log.Warn("plugin stop", "err", err)
+				}
+				cancel()
+			}
+			return ctx.Err()
+		case <-t.C:
+			if p.Exited() {
+				return errors.New("plugin process exited")
+			}
+		}
+	}
+}
+
+// countingHost counts and times a plugin's barriers.
+type countingHost struct {
+	h    sdk.Host
+	name string
+	m    *metrics
+}
+
+func (c *countingHost) Barrier(ctx context.Context) (uint64, error) {
+	t := time.Now()
+	seq, err := c.h.Barrier(ctx)
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	c.m.barriers.WithLabelValues(c.name, result).Inc()
+	c.m.barrierSeconds.WithLabelValues(c.name).Observe(time.Since(t).Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("barrier for plugin %s: %w", c.name, err)
+	}
+	return seq, nil
+}
+
+func (c *countingHost) Status(ctx context.Context) (sdk.Status, error) { return c.h.Status(ctx) }

@@ -1,0 +1,78 @@
+package wire
+
+import (
+	"context"
+	"io"
+	"log"
+	"log/slog"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// HCLog adapts a slog.Logger to the hclog.Logger go-plugin wants, so both
+// ends log through the logger they were given.
+func HCLog(l *slog.Logger) hclog.Logger { return &hcl{l: l} }
+
+type hcl struct {
+	l    *slog.Logger
+	name string
+	args []any
+}
+
+func toSlog(level hclog.Level) slog.Level {
+	switch {
+	case level <= hclog.Debug:
+		return slog.LevelDebug
+	case level == hclog.Info:
+		return slog.LevelInfo
+	case level == hclog.Warn:
+		return slog.LevelWarn
+	}
+	return slog.LevelError
+}
+
+func (h *hcl) Log(level hclog.Level, msg string, args ...any) {
+	h.l.Log(context.Background(), toSlog(level), msg, args...)
+}
+func (h *hcl) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }
+func (h *hcl) Debug(msg string, args ...any) { h.Log(hclog.Debug, msg, args...) }
+func (h *hcl) Info(msg string, args ...any)  { h.Log(hclog.Info, msg, args...) }
+func (h *hcl) Warn(msg string, args ...any)  { h.Log(hclog.Warn, msg, args...) }
+func (h *hcl) Error(msg string, args ...any) { h.Log(hclog.Error, msg, args...) }
+func (h *hcl) enabled(level hclog.Level) bool {
+	return h.l.Enabled(context.Background(), toSlog(level))
+}
+func (h *hcl) IsTrace() bool        { return h.enabled(hclog.Trace) }
+func (h *hcl) IsDebug() bool        { return h.enabled(hclog.Debug) }
+func (h *hcl) IsInfo() bool         { return h.enabled(hclog.Info) }
+func (h *hcl) IsWarn() bool         { return h.enabled(hclog.Warn) }
+func (h *hcl) IsError() bool        { return h.enabled(hclog.Error) }
+func (h *hcl) ImpliedArgs() []any   { return h.args }
+func (h *hcl) Name() string         { return h.name }
+func (h *hcl) SetLevel(hclog.Level) {}
+func (h *hcl) GetLevel() hclog.Level {
+	for _, l := range []hclog.Level{hclog.Debug, hclog.Info, hclog.Warn} {
+		if h.enabled(l) {
+			return l
+		}
+	}
+	return hclog.Error
+}
+func (h *hcl) With(args ...any) hclog.Logger {
+	return &hcl{l: h.l.With(args...), name: h.name, args: append(append([]any{}, h.args...), args...)}
+}
+func (h *hcl) Named(name string) hclog.Logger {
+	if h.name != "" {
+		name = h.name + "." + name
+	}
+	return h.ResetNamed(name)
+}
+func (h *hcl) ResetNamed(name string) hclog.Logger {
+	return &hcl{l: h.l.With("component", name), name: name, args: h.args}
+}
+func (h *hcl) StandardLogger(*hclog.StandardLoggerOptions) *log.Logger {
+	return slog.NewLogLogger(h.l.Handler(), slog.LevelInfo)
+}
+func (h *hcl) StandardWriter(*hclog.StandardLoggerOptions) io.Writer {
+	return h.StandardLogger(nil).Writer()
+}

@@ -1,0 +1,167 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/pbfs/pbfs/plugins/sdk/internal/pluginpb"
+	"github.com/pbfs/pbfs/plugins/sdk/internal/wire"
+)
+
+func init() { wire.ServerPlugin = newServerPlugin }
+
+// Serve runs impl as a pbfs plugin until the host stops it. impl must
+// implement Frontend, Hint or both, and may implement Describer. It is
+// all a plugin's main needs to call; run by hand, the binary explains
+// that only pbfs can start it and exits.
+func Serve(impl any) {
+	// The host reads this process's stderr as its log (go-plugin later
+	// redirects os.Stderr itself, so keep the original).
+	log := newLogger(os.Stderr, levelFromEnv(os.Getenv("PBFS_PLUGIN_LOG_LEVEL")))
+	slog.SetDefault(log)
+	p, err := newServerPlugin(impl, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pbfs plugin:", err)
+		os.Exit(2)
+	}
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig:  wire.Handshake(ProtocolVersion),
+		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: {wire.PluginName: p}},
+		GRPCServer:       plugin.DefaultGRPCServer,
+		Logger:           wire.HCLog(log),
+	})
+}
+
+// serverPlugin is the plugin side of go-plugin's Plugin.
+type serverPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	impl     any
+	frontend Frontend
+	hint     Hint
+	log      *slog.Logger
+}
+
+func newServerPlugin(impl any, log *slog.Logger) (plugin.Plugin, error) {
+	p := &serverPlugin{impl: impl, log: log}
+	p.frontend, _ = impl.(Frontend)
+	p.hint, _ = impl.(Hint)
+	if p.frontend == nil && p.hint == nil {
+		return nil, fmt.Errorf("serve: %T implements neither sdk.Frontend nor sdk.Hint", impl)
+	}
+	return p, nil
+}
+
+func (p *serverPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) error {
+	pluginpb.RegisterPluginServer(s, &infoServer{p: p})
+	if p.frontend != nil {
+		pluginpb.RegisterFrontendServer(s, &frontendServer{p: p, broker: broker})
+	}
+	if p.hint != nil {
+		pluginpb.RegisterHintServer(s, &hintServer{p: p})
+	}
+	return nil
+}
+
+func (p *serverPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+	return nil, fmt.Errorf("the pbfs plugin side has no client")
+}
+
+type infoServer struct {
+	pluginpb.UnimplementedPluginServer
+	p *serverPlugin
+}
+
+func (s *infoServer) Info(context.Context, *pluginpb.InfoRequest) (*pluginpb.InfoResponse, error) {
+	r := &pluginpb.InfoResponse{Mtls: os.Getenv("PLUGIN_CLIENT_CERT") != ""}
+	if d, ok := s.p.impl.(Describer); ok {
+		i := d.Info()
+		r.Name, r.Version = i.Name, i.Version
+	}
+	if s.p.frontend != nil {
+		r.Kinds = append(r.Kinds, wire.KindFrontend)
+	}
+	if s.p.hint != nil {
+		r.Kinds = append(r.Kinds, wire.KindHint)
+	}
+	return r, nil
+}
+
+type frontendServer struct {
+	pluginpb.UnimplementedFrontendServer
+	p      *serverPlugin
+	broker *plugin.GRPCBroker
+
+	mu   sync.Mutex
+	conn *grpc.ClientConn // to the host's Host service
+}
+
+func (s *frontendServer) Start(ctx context.Context, req *pluginpb.StartRequest) (*pluginpb.StartResponse, error) {
+	conn, err := s.broker.Dial(req.HostBrokerId)
+	if err != nil {
+		return nil, fmt.Errorf("start: reach the host: %w", err)
+	}
+	s.mu.Lock()
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	s.conn = conn
+	s.mu.Unlock()
+	env := Env{Name: req.Name, Volume: req.Volume, Config: Config(req.Config), Host: &hostClient{c: pluginpb.NewHostClient(conn)},
+		Logger: s.p.log.With("plugin", req.Name)}
+	if err := s.p.frontend.Start(ctx, env); err != nil {
+		return nil, err
+	}
+	return &pluginpb.StartResponse{}, nil
+}
+
+func (s *frontendServer) Stop(ctx context.Context, _ *pluginpb.StopRequest) (*pluginpb.StopResponse, error) {
+	err := s.p.frontend.Stop(ctx)
+	s.mu.Lock()
+	if s.conn != nil {
+		s.conn.Close()
+		s.conn = nil
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return &pluginpb.StopResponse{}, nil
+}
+
+type hintServer struct {
+	pluginpb.UnimplementedHintServer
+	p *serverPlugin
+}
+
+func (s *hintServer) Rules(ctx context.Context, req *pluginpb.RulesRequest) (*pluginpb.RulesResponse, error) {
+	rules, err := s.p.hint.Rules(ctx, HintEnv{Name: req.Name, Volume: req.Volume, Config: Config(req.Config), Logger: s.p.log.With("plugin", req.Name)})
+	if err != nil {
+		return nil, err
+	}
+	out := &pluginpb.RulesResponse{}
+	for _, r := range rules {
+		out.Rules = append(out.Rules, &pluginpb.Rule{Pattern: r.Pattern, Hint: hintToPB(r.Hint)})
+	}
+	return out, nil
+}
+
+func (s *hintServer) Classify(ctx context.Context, req *pluginpb.ClassifyRequest) (*pluginpb.ClassifyResponse, error) {
+	hints, err := s.p.hint.Classify(ctx, req.Paths)
+	if err != nil {
+		return nil, err
+	}
+	if len(hints) != len(req.Paths) {
+		return nil, fmt.Errorf("classify: %d hints for %d paths", len(hints), len(req.Paths))
+	}
+	out := &pluginpb.ClassifyResponse{}
+	for _, h := range hints {
+		out.Hints = append(out.Hints, hintToPB(h))
+	}
+	return out, nil
+}
