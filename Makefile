@@ -7,6 +7,8 @@ FUZZTIME ?= 30s
 
 build:
 	$(GO) build -o $(BIN) ./cmd/pbfs
+	$(GO) build -o bin/http-proxy ./plugins/http-proxy
+	$(GO) build -o bin/example ./plugins/example
 
 # The full suite: real FUSE mounts, real processes. Needs root and /dev/fuse.
 test: vet
@@ -34,7 +36,8 @@ fuzz:
 
 # Regenerate the gRPC code from the published .proto files.
 proto:
-	protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative replicate/replpb/replicate.proto
+	protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative \
+		replicate/replpb/replicate.proto plugins/sdk/internal/pluginpb/plugin.proto
 
 bench: build
 	bash benchmarks/fs/run.sh

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -48,6 +49,8 @@ type Status struct {
 	UncleanStart bool `json:"unclean_start"`
 	// Backups, when the mount replicates.
 	Backups []replicate.BackupStatus `json:"backups,omitempty"`
+	// Plugins, when the mount runs any.
+	Plugins []host.Status `json:"plugins,omitempty"`
 }
 
 // Backend is what the socket exposes.

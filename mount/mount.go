@@ -22,6 +22,7 @@ import (
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/fs"
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -72,6 +73,11 @@ type Config struct {
 	// shipped: a promoted primary starts a new term this way, and backups
 	// then refuse the old primary (fencing).
 	Epoch uint64
+
+	// Plugins are started once the mount serves and stopped before it
+	// unmounts; PluginLogLevel is the level they log at.
+	Plugins        []host.Spec
+	PluginLogLevel string
 }
 
 // Mount is a running pbfs primary.
@@ -90,6 +96,7 @@ type Mount struct {
 	ahead     atomic.Bool // see ErrVolumeAhead; cleared once every backup is resynced
 	primary   *replicate.Primary
 	volumeID  string
+	plugins   *host.Supervisor
 }
 
 // Start mounts and starts serving. Close undoes it.
@@ -212,6 +219,7 @@ func Start(cfg Config) (*Mount, error) {
 		close(m.runDone)
 	}()
 	go func() { m.ctlDone <- control.Serve(ctx, ln, m, m.reg, cfg.Logger) }()
+	m.startPlugins()
 	m.log.Info("mounted", "mountpoint", cfg.Mountpoint, "backing", cfg.Backing, "journal", cfg.Journal,
 		"capture", !cfg.NoCapture, "last_seq", m.store.Last().Seq, "epoch", m.store.Epoch())
 	return m, nil
@@ -324,6 +332,9 @@ func (m *Mount) Status() control.Status {
 	if m.primary != nil {
 		st.Backups = m.primary.Status()
 	}
+	if m.plugins != nil {
+		st.Plugins = m.plugins.Status()
+	}
 	return st
 }
 
@@ -370,6 +381,7 @@ func (m *Mount) Registry() *prometheus.Registry { return m.reg }
 // Close unmounts (lazily if the volume is busy), seals what is left into
 // the journal and closes it.
 func (m *Mount) Close() error {
+	m.stopPlugins()
 	err := m.srv.Unmount()
 	m.cancel()
 	<-m.runDone

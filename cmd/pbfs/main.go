@@ -14,6 +14,9 @@ func main() {
 	app := &cli.App{
 		Name:  "pbfs",
 		Usage: "storage-layer primary-backup replication for unmodified stateful services",
+		// Repeatable flags take one value each: --plugin-config values
+		// are comma-separated key=value lists themselves.
+		DisableSliceFlagSeparator: true,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"PBFS_LOG_LEVEL"}},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
@@ -24,6 +27,7 @@ func main() {
 			resyncCommand(),
 			barrierCommand(),
 			journalCommand(),
+			pluginCommand(),
 		},
 	}
 	if err := app.Run(os.Args); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pbfs/pbfs/mount"
+	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -32,16 +33,19 @@ func mountCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retain-max", Usage: "trim any batch this old, acked or not (default with backups: 24h)"},
 			&cli.Uint64Flag{Name: "epoch", Usage: "start a new term: raise the journal's epoch to this before shipping (backups then refuse older primaries)"},
 			&cli.DurationFlag{Name: "degrade-after", Usage: "drop a backup that has been behind this long from the ack set, marking it stale (default: barriers wait for it)"},
-			tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2],
+			tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], pluginFlags[0], pluginFlags[1],
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("mount: want exactly one VOLUME or MOUNTPOINT argument", 2)
 			}
 			log := logger(c)
+			plugins, err := host.ParseSpecs(c.StringSlice("plugin"), c.StringSlice("plugin-config"))
+			if err != nil {
+				return cli.Exit("mount: "+err.Error(), 2)
+			}
 			var token string
 			if len(c.StringSlice("backup")) > 0 {
-				var err error
 				if token, err = replicate.LoadToken(c.String("token"), c.String("token-file")); err != nil {
 					return cli.Exit("mount: "+err.Error(), 2)
 				}
@@ -52,7 +56,7 @@ func mountCommand() *cli.Command {
 				Mountpoint: c.Args().First(), Backing: c.String("backing"), Journal: c.String("journal"),
 				AllowOther: c.Bool("allow-other"), NoCapture: c.Bool("no-capture"), WriteDiff: c.Bool("write-diff"),
 				NoXattrs: c.Bool("no-xattrs"), MaxBatchBytes: c.Int64("batch-bytes"), SealInterval: c.Duration("seal-interval"),
-				Logger: log,
+				Logger: log, Plugins: plugins, PluginLogLevel: c.String("log-level"),
 			})
 			if err != nil {
 				if errors.Is(err, mount.ErrJournalInVolume) {
