@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/internal/testservice"
+	"github.com/pbfs/pbfs/plugins/sdk/host"
+)
+
+// stack is the whole product on one machine: a test service writing to
+// a pbfs volume, the primary with its backups (real processes), and the
+// http-proxy plugin the primary runs in front of the service.
+type stack struct {
+	*fstest.Cluster
+	svc     *testservice.Service
+	proxy   string // client address
+	metrics string // the proxy's /metrics address
+}
+
+// newStack starts everything; cfg adds to the proxy's configuration and
+// wrap, if set, turns the plugin path into a wrapper's.
+func newStack(t *testing.T, backups int, cfg string, wrap func(string) string) *stack {
+	t.Helper()
+	fstest.RequireFUSE(t)
+	s := &stack{svc: &testservice.Service{}, proxy: fstest.FreeAddr(t), metrics: fstest.FreeAddr(t)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &http.Server{Handler: s.svc}
+	t.Cleanup(func() { up.Close() })
+	bin := fstest.Build(t, "github.com/pbfs/pbfs/plugins/http-proxy")
+	if wrap != nil {
+		bin = wrap(bin)
+	}
+	pcfg := fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s,metrics=%s", s.proxy, ln.Addr(), s.metrics)
+	if cfg != "" {
+		pcfg += "," + cfg
+	}
+	s.Cluster = fstest.NewCluster(t, backups, func(vol string) {
+		s.svc.Dir = filepath.Join(vol, "kv")
+		os.Mkdir(s.svc.Dir, 0o755)
+		go up.Serve(ln)
+	}, "--plugin", "http-proxy="+bin, "--plugin-config", pcfg)
+	s.waitPlugin(t, func(st host.Status) bool { return st.State == host.StateRunning })
+	// The plugin outlives a primary killed with -9; do not leak it.
+	pid := s.plugin(t).Pid
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	return s
+}
+
+func (s *stack) plugin(t *testing.T) host.Status {
+	t.Helper()
+	st, err := s.Primary.Client().Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Plugins) != 1 {
+		t.Fatalf("plugins %+v", st.Plugins)
+	}
+	return st.Plugins[0]
+}
+
+func (s *stack) waitPlugin(t *testing.T, cond func(host.Status) bool) host.Status {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := s.plugin(t)
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("plugin status %+v\nprimary log:\n%s", st, s.Primary.Out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// metric reads a sample from the proxy's /metrics, summing the label
+// sets that contain label.
+func (s *stack) metric(t *testing.T, name, label string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + s.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if (strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ")) && strings.Contains(line, label) {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			sum += v
+		}
+	}
+	return sum
+}
+
+// barrierOK checks that the mount still takes barriers.
+func barrierOK(t *testing.T, jdir string) {
+	t.Helper()
+	cl, err := control.Dial(jdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cl.Barrier(ctx); err != nil {
+		t.Fatalf("barrier: %v", err)
+	}
+}

@@ -1,0 +1,168 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/pbfs/pbfs/plugins/sdk"
+)
+
+// state is a started proxy.
+type state struct {
+	cfg       Config
+	host      sdk.Host
+	log       *slog.Logger
+	limited   *logLimiter
+	m         *metrics
+	transport *http.Transport
+	rp        *httputil.ReverseProxy
+	commit    *committer
+	admit     slots // max-inflight
+	pool      slots // upstream pool
+}
+
+func newState(cfg Config, h sdk.Host, log *slog.Logger) *state {
+	m := newMetrics()
+	s := &state{cfg: cfg, host: h, log: log, limited: newLogLimiter(log), m: m,
+		admit: make(slots, cfg.MaxInflight), pool: make(slots, cfg.Pool)}
+	s.transport = newTransport(cfg.Pool, cfg.UpstreamTimeout, m, s.limited)
+	s.commit = &committer{barrier: h.Barrier, timeout: cfg.BarrierTimeout, m: m}
+	s.rp = newReverseProxy(s)
+	return s
+}
+
+type ctxKey struct{}
+
+// reqState travels with a request through the reverse proxy's hooks.
+type reqState struct {
+	dur     durability
+	release func() // gives the upstream slot back; safe to call twice
+}
+
+// statusWriter records the status code for the requests metric.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &statusWriter{ResponseWriter: rw}
+	defer func() {
+		if w.code != 0 {
+			s.m.requests.WithLabelValues(strconv.Itoa(w.code/100) + "xx").Inc()
+		}
+	}()
+	if !s.admit.acquire(r.Context(), 0) {
+		s.shed(w, "overloaded", "pbfs proxy: too many requests in flight, retry later")
+		return
+	}
+	defer s.admit.release()
+	s.m.inflight.Inc()
+	defer s.m.inflight.Dec()
+	if !s.pool.acquire(r.Context(), s.cfg.QueueTimeout) {
+		if r.Context().Err() != nil {
+			return // the client left
+		}
+		s.shed(w, "queue-timeout", "pbfs proxy: the service is busy, retry later")
+		return
+	}
+	var once sync.Once
+	rs := &reqState{dur: s.cfg.Routes.of(r), release: func() { once.Do(s.pool.release) }}
+	defer rs.release()
+	s.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rs)))
+}
+
+// errHeld is a response withheld because its barrier failed.
+type errHeld struct{ err error }
+
+func (e *errHeld) Error() string { return "barrier: " + e.err.Error() }
+func (e *errHeld) Unwrap() error { return e.err }
+
+// hold reads the whole upstream response, gives the upstream connection
+// back, and waits for a barrier that started after that; only then may
+// the response go to the client. Routes with durability none pass.
+func (s *state) hold(resp *http.Response) error {
+	rs, _ := resp.Request.Context().Value(ctxKey{}).(*reqState)
+	if rs == nil || rs.dur == durNone || resp.StatusCode == http.StatusSwitchingProtocols {
+		return nil
+	}
+	body, n, err := spool(resp.Body, s.cfg.SpoolMemory)
+	resp.Body.Close()
+	rs.release()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	_, err = s.commit.wait(resp.Request.Context())
+	s.m.holdSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		body.Close()
+		return &errHeld{err: err}
+	}
+	resp.Body = body
+	resp.ContentLength = n
+	resp.TransferEncoding = nil
+	resp.Header.Set("Content-Length", strconv.FormatInt(n, 10))
+	return nil
+}
+
+// fail answers a request the proxy could not complete. It never retries:
+// the upstream may already have acted on it.
+func (s *state) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return // the client left; nobody to answer
+	}
+	var held *errHeld
+	var dial *dialError
+	switch {
+	case errors.As(err, &held):
+		s.limited.warn("barrier", "response withheld: barrier failed", "method", r.Method, "path", r.URL.Path, "err", held.err)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("pbfs proxy: the service handled this request, but its effects could not be made durable on the backups (%v); the response is withheld. Check the result before retrying.", held.err), http.StatusServiceUnavailable)
+	case errors.As(err, &dial) && resourceExhausted(dial.reason):
+		s.shed(w, "upstream-exhausted", "pbfs proxy: cannot open a connection to the service ("+dial.reason+"), retry later")
+	default:
+		s.limited.warn("upstream", "upstream request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		http.Error(w, "pbfs proxy: the service did not answer: "+err.Error(), http.StatusBadGateway)
+	}
+}
+
+func (s *state) shed(w http.ResponseWriter, reason, msg string) {
+	s.m.shed.WithLabelValues(reason).Inc()
+	s.limited.warn("shed-"+reason, "request shed", "reason", reason)
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, msg, http.StatusServiceUnavailable)
+}
+
+func (s *state) connState(_ net.Conn, cs http.ConnState) {
+	switch cs {
+	case http.StateNew:
+		s.m.clientConns.Inc()
+	case http.StateClosed, http.StateHijacked:
+		s.m.clientConns.Dec()
+	}
+}

@@ -1,0 +1,52 @@
+package proxy
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	reg             *prometheus.Registry
+	requests        *prometheus.CounterVec
+	shed            *prometheus.CounterVec
+	inflight        prometheus.Gauge
+	holdSeconds     prometheus.Histogram
+	barrierSeconds  prometheus.Histogram
+	barrierFailures prometheus.Counter
+	groupSize       prometheus.Histogram
+	upstreamConns   prometheus.Gauge
+	dials           prometheus.Counter
+	dialErrors      *prometheus.CounterVec
+	acceptErrors    *prometheus.CounterVec
+	clientConns     prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_proxy_requests_total",
+			Help: "Requests answered, by status code class (2xx, 4xx, ...)."}, []string{"code"}),
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_proxy_shed_total",
+			Help: "Requests turned away with 503, by reason (overloaded, queue-timeout, no-fds, upstream-exhausted)."}, []string{"reason"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_proxy_inflight_requests",
+			Help: "Requests admitted and not yet answered."}),
+		holdSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pbfs_proxy_hold_seconds",
+			Help: "How long responses were held for their barrier.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
+		barrierSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pbfs_proxy_barrier_seconds",
+			Help: "Barrier round trips through the host.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
+		barrierFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "pbfs_proxy_barrier_failures_total",
+			Help: "Barriers that failed or timed out; their responses became 503s."}),
+		groupSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pbfs_proxy_barrier_group_size",
+			Help: "Responses released by one barrier.", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
+		upstreamConns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_proxy_upstream_connections",
+			Help: "Open connections to the upstream service."}),
+		dials: prometheus.NewCounter(prometheus.CounterOpts{Name: "pbfs_proxy_upstream_dials_total",
+			Help: "Connections opened to the upstream service."}),
+		dialErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_proxy_upstream_dial_errors_total",
+			Help: "Failed upstream dials, by reason (emfile, enfile, no-ports, refused, timeout, ...)."}, []string{"reason"}),
+		acceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_proxy_accept_errors_total",
+			Help: "Failed accepts, by reason."}, []string{"reason"}),
+		clientConns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_proxy_client_connections",
+			Help: "Open client connections."}),
+	}
+	m.reg.MustRegister(m.requests, m.shed, m.inflight, m.holdSeconds, m.barrierSeconds, m.barrierFailures,
+		m.groupSize, m.upstreamConns, m.dials, m.dialErrors, m.acceptErrors, m.clientConns)
+	return m
+}

@@ -1,0 +1,28 @@
+package proxy
+
+import (
+	"net/http/httptest"
+	"testing"
+)
+
+func TestRoutes(t *testing.T) {
+	rs, err := parseRoutes(durSync, map[durability]string{durNone: "GET:/static/|/healthz|HEAD:", durSync: "GET:/static/private/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		method, path string
+		want         durability
+	}{
+		{"GET", "/static/a.css", durNone},
+		{"POST", "/static/a.css", durSync},
+		{"GET", "/static/private/x", durSync},
+		{"POST", "/healthz", durNone},
+		{"HEAD", "/anything", durNone},
+		{"GET", "/wp-admin", durSync},
+	} {
+		if got := rs.of(httptest.NewRequest(c.method, c.path, nil)); got != c.want {
+			t.Errorf("%s %s: %v, want %v", c.method, c.path, got, c.want)
+		}
+	}
+}
