@@ -7,18 +7,21 @@ import (
 )
 
 // committer shares barriers among held responses (group commit). A
-// response waits for a barrier that starts after it asked; while one
-// barrier is in flight, every response that asks joins the next one. So
-// an idle proxy takes a barrier at once for a lone response (no fixed
-// delay), and under load each barrier covers everything that became
-// ready while the previous one ran: groups grow with the load.
+// response waits for a barrier that starts after it asked. Up to
+// inflight barriers run at once (pbfs pipelines them: each seals what
+// was written since the one before); while all are busy, every response
+// that asks joins the next one to start. So an idle proxy takes a barrier
+// at once for a lone response (no fixed delay), and under load each
+// barrier covers everything that became ready while the others ran:
+// groups grow with the load.
 type committer struct {
-	barrier func(context.Context) (uint64, error)
-	timeout time.Duration
-	m       *metrics
+	barrier  func(context.Context) (uint64, error)
+	timeout  time.Duration
+	inflight int
+	m        *metrics
 
 	mu      sync.Mutex
-	running bool
+	running int
 	next    *round
 }
 
@@ -38,7 +41,7 @@ func (c *committer) wait(ctx context.Context) (uint64, error) {
 	}
 	r := c.next
 	r.waiters++
-	if !c.running {
+	if c.running < c.inflight {
 		c.launch()
 	}
 	c.mu.Unlock()
@@ -54,7 +57,7 @@ func (c *committer) wait(ctx context.Context) (uint64, error) {
 func (c *committer) launch() {
 	r := c.next
 	c.next = nil
-	c.running = true
+	c.running++
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 		start := time.Now()
@@ -67,8 +70,8 @@ func (c *committer) launch() {
 		}
 		close(r.done)
 		c.mu.Lock()
-		c.running = false
-		if c.next != nil {
+		c.running--
+		if c.next != nil && c.running < c.inflight {
 			c.launch()
 		}
 		c.mu.Unlock()

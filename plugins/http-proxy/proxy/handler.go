@@ -34,7 +34,7 @@ func newState(cfg Config, h sdk.Host, log *slog.Logger) *state {
 	s := &state{cfg: cfg, host: h, log: log, limited: newLogLimiter(log), m: m,
 		admit: make(slots, cfg.MaxInflight), pool: make(slots, cfg.Pool)}
 	s.transport = newTransport(cfg.Pool, cfg.UpstreamTimeout, m, s.limited)
-	s.commit = &committer{barrier: h.Barrier, timeout: cfg.BarrierTimeout, m: m}
+	s.commit = &committer{barrier: h.Barrier, timeout: cfg.BarrierTimeout, inflight: cfg.Barriers, m: m}
 	s.rp = newReverseProxy(s)
 	return s
 }

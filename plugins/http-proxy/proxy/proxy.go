@@ -27,6 +27,7 @@ type Config struct {
 	Listen          string        // listen: client address (required)
 	Upstream        *url.URL      // upstream: the service, http://host:port (required)
 	Pool            int           // pool: upstream connections (16)
+	Barriers        int           // barriers: barriers in flight at once (1)
 	MaxInflight     int           // max-inflight: requests admitted at once; more get 503 (1024)
 	QueueTimeout    time.Duration // queue-timeout: wait for a pool slot before 503 (5s)
 	BarrierTimeout  time.Duration // barrier-timeout: wait for a barrier before 503 (10s)
@@ -55,7 +56,7 @@ func ParseConfig(c sdk.Config) (Config, error) {
 		key string
 		dst *int
 		def int
-	}{{"pool", &cfg.Pool, 16}, {"max-inflight", &cfg.MaxInflight, 1024}}
+	}{{"pool", &cfg.Pool, 16}, {"max-inflight", &cfg.MaxInflight, 1024}, {"barriers", &cfg.Barriers, 1}}
 	for _, i := range ints {
 		if *i.dst, err = c.Int(i.key, i.def); err != nil {
 			return cfg, err
