@@ -190,6 +190,7 @@ func TestProxyUnderFdLimit(t *testing.T) {
 	}
 	const clients, each = 2000, 3
 	var ok, shed, failed atomic.Int64
+	var firstErr atomic.Value
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for w := 0; w < clients; w++ {
@@ -204,6 +205,7 @@ func TestProxyUnderFdLimit(t *testing.T) {
 				resp, err := c.Post(fmt.Sprintf("http://%s/kv/fd%d-%d", s.proxy, w, i), "text/plain", strings.NewReader("v"))
 				if err != nil {
 					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
 					continue
 				}
 				io.Copy(io.Discard, resp.Body)
@@ -233,6 +235,9 @@ func TestProxyUnderFdLimit(t *testing.T) {
 	dialErrs := s.metric(t, "pbfs_proxy_upstream_dial_errors_total", "")
 	t.Logf("%d requests from %d clients under 256 fds: %d served, %d shed (503), %d failed at the client; the proxy reports %v shed, %v accept errors, %v upstream dial errors",
 		clients*each, clients, ok.Load(), shed.Load(), failed.Load(), reported, acceptErrs, dialErrs)
+	if e := firstErr.Load(); e != nil {
+		t.Logf("first client error: %v", e)
+	}
 	if reported < float64(shed.Load()) {
 		t.Errorf("the proxy reports %v shed, clients saw %d", reported, shed.Load())
 	}

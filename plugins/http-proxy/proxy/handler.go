@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -43,8 +44,10 @@ type ctxKey struct{}
 
 // reqState travels with a request through the reverse proxy's hooks.
 type reqState struct {
-	dur     durability
-	release func() // gives the upstream slot back; safe to call twice
+	dur      durability
+	release  func() // gives the upstream slot back; safe to call twice
+	deadline time.Time
+	redial   string // why the dial failed, when the request may wait for another slot
 }
 
 // statusWriter records the status code for the requests metric.
@@ -83,18 +86,50 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	defer s.admit.release()
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
-	if !s.pool.acquire(r.Context(), s.cfg.QueueTimeout) {
-		if r.Context().Err() != nil {
-			return // the client left
-		}
-		s.shed(w, "queue-timeout", "pbfs proxy: the service is busy, retry later")
-		return
+	// The body must survive a dial that failed for want of descriptors
+	// or ports: the transport closes it, but read nothing of it.
+	if r.Body != nil {
+		r.Body = keepBody{r.Body}
 	}
-	var once sync.Once
-	rs := &reqState{dur: s.cfg.Routes.of(r), release: func() { once.Do(s.pool.release) }}
-	defer rs.release()
-	s.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rs)))
+	deadline := time.Now().Add(s.cfg.QueueTimeout)
+	dur := s.cfg.Routes.of(r)
+	for {
+		if !s.pool.acquire(r.Context(), time.Until(deadline)) {
+			if r.Context().Err() != nil {
+				return // the client left
+			}
+			s.shed(w, "queue-timeout", "pbfs proxy: the service is busy, retry later")
+			return
+		}
+		var once sync.Once
+		rs := &reqState{dur: dur, release: func() { once.Do(s.pool.release) }, deadline: deadline}
+		s.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rs)))
+		if rs.redial == "" {
+			rs.release()
+			return
+		}
+		// The machine could not give the pool another connection, and
+		// nothing reached the service: park this slot for a while (the
+		// pool shrinks to what the machine holds, and grows back slot by
+		// slot) and wait for one whose connection exists.
+		s.m.parked.Inc()
+		go func() {
+			time.Sleep(parkFor)
+			s.m.parked.Dec()
+			rs.release()
+		}()
+	}
 }
+
+// parkFor is how long a slot whose dial failed for want of fds or ports
+// stays out of the pool.
+const parkFor = time.Second
+
+// keepBody ignores the transport's Close, so a request whose dial failed
+// can be sent again; the server closes the real body.
+type keepBody struct{ io.ReadCloser }
+
+func (keepBody) Close() error { return nil }
 
 // errHeld is a response withheld because its barrier failed.
 type errHeld struct{ err error }
@@ -143,12 +178,25 @@ func (s *state) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.limited.warn("barrier", "response withheld: barrier failed", "method", r.Method, "path", r.URL.Path, "err", held.err)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, fmt.Sprintf("pbfs proxy: the service handled this request, but its effects could not be made durable on the backups (%v); the response is withheld. Check the result before retrying.", held.err), http.StatusServiceUnavailable)
+	case errors.As(err, &dial) && resourceExhausted(dial.reason) && redial(r, dial.reason):
+		// Nothing reached the service; ServeHTTP tries another slot.
 	case errors.As(err, &dial) && resourceExhausted(dial.reason):
 		s.shed(w, "upstream-exhausted", "pbfs proxy: cannot open a connection to the service ("+dial.reason+"), retry later")
 	default:
 		s.limited.warn("upstream", "upstream request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		http.Error(w, "pbfs proxy: the service did not answer: "+err.Error(), http.StatusBadGateway)
 	}
+}
+
+// redial marks r to be sent again after a failed dial, if its queue time
+// allows.
+func redial(r *http.Request, reason string) bool {
+	rs, _ := r.Context().Value(ctxKey{}).(*reqState)
+	if rs == nil || time.Until(rs.deadline) <= 0 {
+		return false
+	}
+	rs.redial = reason
+	return true
 }
 
 func (s *state) shed(w http.ResponseWriter, reason, msg string) {

@@ -6,32 +6,109 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // shedResponse is what a client accepted only to be turned away gets.
-const shedResponse = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 50\r\n\r\npbfs proxy: out of file descriptors, retry later\n"
+const shedResponse = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 46\r\n\r\npbfs proxy: too many connections, retry later\n"
 
-// listener keeps accepting when the process runs out of file
-// descriptors. accept(2) then fails with EMFILE or ENFILE and the client
-// waits in the kernel's backlog; instead of spinning or giving up, the
-// listener backs off, and frees a reserved descriptor to accept one
-// waiting client and answer it 503 at once, so clients learn they were
-// shed instead of timing out.
+// listener bounds client connections and keeps accepting when the
+// process runs out of file descriptors.
+//
+// Past maxConns open client connections it answers new clients 503 at
+// once: descriptors are kept for the upstream pool, which every request
+// needs, rather than spent on clients it could not serve. If accept(2)
+// still fails with EMFILE or ENFILE (other descriptors, or the whole
+// system, ran out), the client waits in the kernel's backlog; instead of
+// spinning or giving up, the listener backs off, and frees a reserved
+// descriptor to accept one waiting client and answer it 503, so clients
+// learn they were shed instead of timing out.
 type listener struct {
 	net.Listener
-	log *logLimiter
-	m   *metrics
+	log      *logLimiter
+	m        *metrics
+	maxConns int64
+	open     atomic.Int64
+	shedding chan struct{} // bounds the goroutines answering shed clients
 
 	mu      sync.Mutex
 	reserve *os.File
 }
 
-func newListener(ln net.Listener, log *slog.Logger, m *metrics) *listener {
-	l := &listener{Listener: ln, log: newLogLimiter(log), m: m}
+func newListener(ln net.Listener, maxConns int, log *slog.Logger, m *metrics) *listener {
+	l := &listener{Listener: ln, log: newLogLimiter(log), m: m, maxConns: int64(maxConns), shedding: make(chan struct{}, 32)}
 	l.reserve, _ = os.Open(os.DevNull)
 	return l
+}
+
+// maxClientConns is the client-connection bound for a descriptor limit:
+// what is left after the upstream pool and a margin for everything else
+// (the plugin's gRPC, metrics, spool files, logs).
+func maxClientConns(configured, pool int) int {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 1<<30 {
+		byFds := int(lim.Cur) - pool - 64
+		if configured <= 0 || byFds < configured {
+			return max(byFds, 1)
+		}
+	}
+	if configured <= 0 {
+		return 10000
+	}
+	return configured
+}
+
+// countedClient gives its slot back when the server closes it.
+type countedClient struct {
+	net.Conn
+	l    *listener
+	once sync.Once
+}
+
+func (c *countedClient) Close() error {
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+// turnAway answers c 503 and closes it, off the accept loop.
+func (l *listener) turnAway(c net.Conn, reason string) {
+	l.m.shed.WithLabelValues(reason).Inc()
+	l.log.warn("shed-"+reason, "client connection shed", "reason", reason, "open", l.open.Load())
+	select {
+	case l.shedding <- struct{}{}:
+		go func() {
+			defer func() { <-l.shedding }()
+			answer503(c)
+		}()
+	default:
+		// Too many clients being turned away already: answer without
+		// waiting for their requests.
+		c.SetWriteDeadline(time.Now().Add(time.Millisecond))
+		c.Write([]byte(shedResponse))
+		c.Close()
+	}
+}
+
+// answer503 answers at once, then reads what the client sent before
+// closing (a "lingering close": closing with unread bytes resets the
+// connection, and the client could lose the 503 to the reset).
+func answer503(c net.Conn) {
+	c.SetDeadline(time.Now().Add(20 * time.Millisecond))
+	c.Write([]byte(shedResponse))
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.CloseWrite()
+	}
+	var buf [4096]byte
+	for {
+		if _, err := c.Read(buf[:]); err != nil {
+			break
+		}
+	}
+	c.Close()
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -39,7 +116,12 @@ func (l *listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err == nil {
-			return c, nil
+			if l.open.Load() >= l.maxConns {
+				l.turnAway(c, "too-many-connections")
+				continue
+			}
+			l.open.Add(1)
+			return &countedClient{Conn: c, l: l}, nil
 		}
 		if errors.Is(err, net.ErrClosed) {
 			return nil, err
@@ -76,13 +158,7 @@ func (l *listener) shedOne() bool {
 		c, err := tl.Accept()
 		tl.SetDeadline(time.Time{})
 		if err == nil {
-			// Read the request first: closing with unread bytes resets the
-			// connection, and the client would see an error, not the 503.
-			c.SetDeadline(time.Now().Add(50 * time.Millisecond))
-			var buf [4096]byte
-			c.Read(buf[:])
-			c.Write([]byte(shedResponse))
-			c.Close()
+			answer503(c)
 			l.m.shed.WithLabelValues("no-fds").Inc()
 			shed = true
 		}

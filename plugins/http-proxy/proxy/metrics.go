@@ -16,6 +16,7 @@ type metrics struct {
 	dialErrors      *prometheus.CounterVec
 	acceptErrors    *prometheus.CounterVec
 	clientConns     prometheus.Gauge
+	parked          prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -45,8 +46,10 @@ func newMetrics() *metrics {
 			Help: "Failed accepts, by reason."}, []string{"reason"}),
 		clientConns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_proxy_client_connections",
 			Help: "Open client connections."}),
+		parked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_proxy_upstream_slots_parked",
+			Help: "Upstream pool slots out of use for a while because a dial found no fds or ports."}),
 	}
 	m.reg.MustRegister(m.requests, m.shed, m.inflight, m.holdSeconds, m.barrierSeconds, m.barrierFailures,
-		m.groupSize, m.upstreamConns, m.dials, m.dialErrors, m.acceptErrors, m.clientConns)
+		m.groupSize, m.upstreamConns, m.dials, m.dialErrors, m.acceptErrors, m.clientConns, m.parked)
 	return m
 }

@@ -35,6 +35,7 @@ type Config struct {
 	IdleTimeout     time.Duration // idle-timeout: close idle client connections (120s)
 	SpoolMemory     int64         // spool-memory: bytes of a held body kept in memory (1 MiB)
 	Metrics         string        // metrics: address for Prometheus /metrics (off)
+	MaxConns        int           // max-conns: client connections; more get 503 (from the fd limit)
 	Routes          routes        // durability, sync=, none=
 }
 
@@ -51,6 +52,9 @@ func ParseConfig(c sdk.Config) (Config, error) {
 	}
 	if cfg.Upstream, err = url.Parse(up); err != nil || cfg.Upstream.Scheme != "http" || cfg.Upstream.Host == "" {
 		return cfg, fmt.Errorf("config: upstream=%q: want http://host:port", up)
+	}
+	if cfg.MaxConns, err = c.Int("max-conns", 0); err != nil {
+		return cfg, err
 	}
 	ints := []struct {
 		key string
@@ -114,6 +118,7 @@ func (p *Proxy) Start(_ context.Context, env sdk.Env) error {
 	if err != nil {
 		return err
 	}
+	cfg.MaxConns = maxClientConns(cfg.MaxConns, cfg.Pool)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
@@ -140,12 +145,12 @@ func (p *Proxy) Start(_ context.Context, env sdk.Env) error {
 	p.srv, p.state, p.done = srv, s, make(chan struct{})
 	go func() {
 		defer close(p.done)
-		if err := srv.Serve(newListener(ln, env.Logger, s.m)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(newListener(ln, cfg.MaxConns, env.Logger, s.m)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			env.Logger.Error("proxy stopped serving", "err", err)
 		}
 	}()
 	env.Logger.Info("http proxy serving", "listen", ln.Addr().String(), "upstream", cfg.Upstream.String(),
-		"pool", cfg.Pool, "max_inflight", cfg.MaxInflight)
+		"pool", cfg.Pool, "max_inflight", cfg.MaxInflight, "max_conns", cfg.MaxConns)
 	return nil
 }
 
