@@ -43,6 +43,7 @@ bench: build
 	bash benchmarks/fs/run.sh
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./benchmarks/writediff
 	$(GO) run ./benchmarks/replicate -bin $(BIN)
+	$(GO) run ./benchmarks/http -bin $(BIN) -proxy bin/http-proxy
 
 # A primary over a scratch volume: write, barrier, replay onto a copy, compare.
 demo: build
