@@ -23,7 +23,10 @@ type result struct {
 	failed   int // transport errors and other statuses
 	dropped  int // arrivals past the generator's own in-flight cap
 	lat      []time.Duration
-	group    float64 // mean responses per barrier (proxy only)
+	group    float64       // mean responses per barrier (proxy only)
+	barrier  time.Duration // mean barrier round trip seen by the proxy
+	hold     time.Duration // mean time a response was held
+	barriers float64       // barriers taken
 }
 
 func (r result) goodput() float64 { return float64(r.ok) / r.duration.Seconds() }

@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,12 +45,13 @@ func main() {
 	dur := flag.Duration("duration", 5*time.Second, "time at each rate and target")
 	pool := flag.Int("pool", 16, "the proxy's upstream pool")
 	barriers := flag.Int("barriers", 1, "the proxy's barriers in flight")
+	extra := flag.String("proxy-config", "", "more http-proxy configuration, key=value,...")
 	workdir := flag.String("workdir", "/var/tmp", "where to make the run's directory")
 	results := flag.String("results", "benchmarks/results", "where to write the report")
 	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := run(ctx, *bin, *proxyBin, *rates, *dur, *pool, *barriers, *workdir, *results); err != nil {
+	if err := run(ctx, *bin, *proxyBin, *rates, *dur, *pool, *barriers, *extra, *workdir, *results); err != nil {
 		fmt.Fprintln(os.Stderr, "http benchmark:", err)
 		os.Exit(1)
 	}
@@ -82,7 +84,7 @@ func (s *setup) start(name string, env []string, argv ...string) (*benchproc.Pro
 	return p, err
 }
 
-func startAll(ctx context.Context, bin, proxyBin string, pool, barriers int, workdir string) (*setup, error) {
+func startAll(ctx context.Context, bin, proxyBin string, pool, barriers int, extra, workdir string) (*setup, error) {
 	dir, err := os.MkdirTemp(workdir, "pbfs-http-bench-")
 	if err != nil {
 		return nil, err
@@ -110,6 +112,9 @@ func startAll(ctx context.Context, bin, proxyBin string, pool, barriers int, wor
 		return s, err
 	}
 	cfg := fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s,metrics=%s,pool=%d,barriers=%d", s.proxy, s.pbfs, s.mets, pool, barriers)
+	if extra != "" {
+		cfg += "," + extra
+	}
 	m, err := s.start("primary", env, bin, "mount", "--journal", filepath.Join(dir, "jp"), "--backup", backupAddr, "--ack", "all",
 		"--plugin", "http-proxy="+proxyBin, "--plugin-config", cfg, s.vol)
 	if err != nil {
@@ -138,7 +143,7 @@ func startAll(ctx context.Context, bin, proxyBin string, pool, barriers int, wor
 	return s, benchproc.WaitListening(ctx, m, s.proxy)
 }
 
-func run(ctx context.Context, bin, proxyBin, rateList string, dur time.Duration, pool, barriers int, workdir, resultsDir string) error {
+func run(ctx context.Context, bin, proxyBin, rateList string, dur time.Duration, pool, barriers int, extra, workdir, resultsDir string) error {
 	var rates []float64
 	for _, f := range strings.Split(rateList, ",") {
 		r, err := strconv.ParseFloat(f, 64)
@@ -147,7 +152,7 @@ func run(ctx context.Context, bin, proxyBin, rateList string, dur time.Duration,
 		}
 		rates = append(rates, r)
 	}
-	s, err := startAll(ctx, bin, proxyBin, pool, barriers, workdir)
+	s, err := startAll(ctx, bin, proxyBin, pool, barriers, extra, workdir)
 	if s != nil {
 		defer s.stop()
 	}
@@ -163,74 +168,71 @@ func run(ctx context.Context, bin, proxyBin, rateList string, dur time.Duration,
 	var all []result
 	for i, rate := range rates {
 		for _, t := range targets {
-			sum0, n0 := groupStats(s.mets)
+			before := scrape(s.mets)
 			r := openLoop(ctx, client, t.url, rate, dur, uint64(i+1), 4096)
 			r.target = t.name
 			if t.name == "proxy-pbfs" {
-				sum1, n1 := groupStats(s.mets)
-				if n1 > n0 {
-					r.group = (sum1 - sum0) / (n1 - n0)
-				}
+				proxyStats(&r, before, scrape(s.mets))
 			}
-			fmt.Printf("%-13s %6.0f/s offered: %7.1f 2xx/s  p50 %8s  p99 %8s  5xx %d  failed %d  dropped %d  group %.1f\n",
+			fmt.Printf("%-13s %6.0f/s offered: %7.1f 2xx/s  p50 %8s  p99 %8s  5xx %d  failed %d  dropped %d  group %.1f  barrier %s  hold %s\n",
 				r.target, r.rate, r.goodput(), r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond),
-				r.status5, r.failed, r.dropped, r.group)
+				r.status5, r.failed, r.dropped, r.group, r.barrier.Round(10*time.Microsecond), r.hold.Round(10*time.Microsecond))
 			all = append(all, r)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 		}
 	}
-	return writeReport(resultsDir, all, dur, pool, barriers)
+	return writeReport(resultsDir, all, dur, pool, barriers, extra)
 }
 
-// groupStats reads the proxy's barrier group-size histogram (sum, count).
-func groupStats(addr string) (sum, count float64) {
+// scrape reads the proxy's metrics as name -> value (unlabelled samples).
+func scrape(addr string) map[string]float64 {
+	out := map[string]float64{}
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return 0, 0
+		return out
 	}
 	defer resp.Body.Close()
-	data := new(strings.Builder)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		data.Write(buf[:n])
-		if err != nil {
-			break
+	data, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && !strings.HasPrefix(l, "#") {
+			out[f[0]], _ = strconv.ParseFloat(f[1], 64)
 		}
 	}
-	for _, l := range strings.Split(data.String(), "\n") {
-		f := strings.Fields(l)
-		if len(f) != 2 {
-			continue
-		}
-		v, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "pbfs_proxy_barrier_group_size_sum":
-			sum = v
-		case "pbfs_proxy_barrier_group_size_count":
-			count = v
-		}
-	}
-	return sum, count
+	return out
 }
 
-func writeReport(dir string, all []result, dur time.Duration, pool, barriers int) error {
+// proxyStats fills r's proxy columns from the metrics before and after.
+func proxyStats(r *result, before, after map[string]float64) {
+	mean := func(name string) float64 {
+		n := after[name+"_count"] - before[name+"_count"]
+		if n <= 0 {
+			return 0
+		}
+		return (after[name+"_sum"] - before[name+"_sum"]) / n
+	}
+	r.group = mean("pbfs_proxy_barrier_group_size")
+	r.barrier = time.Duration(mean("pbfs_proxy_barrier_seconds") * float64(time.Second))
+	r.hold = time.Duration(mean("pbfs_proxy_hold_seconds") * float64(time.Second))
+	r.barriers = after["pbfs_proxy_barrier_seconds_count"] - before["pbfs_proxy_barrier_seconds_count"]
+}
+
+func writeReport(dir string, all []result, dur time.Duration, pool, barriers int, extra string) error {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "# HTTP output commit: open-loop Poisson sweep\n\n%s, %d CPUs, %s, host %s. Each cell ran %s; targets interleaved at each rate.\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.Version(), host, dur)
-	fmt.Fprintf(&b, "Service: POST 512 B -> write+fsync+rename, answers Connection: close. pbfs: one backup, --ack all. Proxy pool %d, barriers in flight %d.\n\n", pool, barriers)
-	b.WriteString("| target | offered/s | 2xx/s | p50 ms | p90 ms | p99 ms | max ms | 5xx | failed | dropped | responses per barrier |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "Service: POST 512 B -> write+fsync+rename, answers Connection: close. pbfs: one backup, --ack all. Proxy pool %d, barriers in flight %d, extra config %q.\n\n", pool, barriers, extra)
+	b.WriteString("| target | offered/s | 2xx/s | p50 ms | p90 ms | p99 ms | max ms | 5xx | failed | dropped | barriers/s | responses per barrier | mean barrier ms | mean hold ms |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/1e6) }
 	for _, r := range all {
-		g := ""
-		if r.group > 0 {
-			g = fmt.Sprintf("%.1f", r.group)
+		px := "| | | |"
+		if r.barriers > 0 {
+			px = fmt.Sprintf("%.0f | %.1f | %s | %s |", r.barriers/r.duration.Seconds(), r.group, ms(r.barrier), ms(r.hold))
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %.1f | %s | %s | %s | %s | %d | %d | %d | %s |\n", r.target, r.rate, r.goodput(),
-			ms(r.pct(0.5)), ms(r.pct(0.9)), ms(r.pct(0.99)), ms(r.pct(1)), r.status5, r.failed, r.dropped, g)
+		fmt.Fprintf(&b, "| %s | %.0f | %.1f | %s | %s | %s | %s | %d | %d | %d | %s\n", r.target, r.rate, r.goodput(),
+			ms(r.pct(0.5)), ms(r.pct(0.9)), ms(r.pct(0.99)), ms(r.pct(1)), r.status5, r.failed, r.dropped, px)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
