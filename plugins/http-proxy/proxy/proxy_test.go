@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
@@ -332,4 +333,85 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("config %v accepted", c)
 		}
 	}
+}
+
+// recordingHost records every successful barrier's start and end.
+type recordingHost struct {
+	mu        sync.Mutex
+	intervals [][2]time.Time
+	seq       uint64
+}
+
+func (h *recordingHost) Barrier(ctx context.Context) (uint64, error) {
+	start := time.Now()
+	time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seq++
+	h.intervals = append(h.intervals, [2]time.Time{start, time.Now()})
+	return h.seq, nil
+}
+
+func (h *recordingHost) Status(context.Context) (sdk.Status, error) { return sdk.Status{}, nil }
+
+// TestEveryResponseCoveredByALaterBarrier checks output commit as a
+// property: for every 2xx a client received, some barrier started after
+// the service had finished that request and ended before the client got
+// the response. 300 concurrent requests, barriers of random length.
+func TestEveryResponseCoveredByALaterBarrier(t *testing.T) {
+	var mu sync.Mutex
+	finished := map[string]time.Time{}
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+		mu.Lock()
+		finished[r.URL.Path] = time.Now()
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	})
+	addr, h := freeAddr(t), &recordingHost{}
+	p := sdktest.Serve(t, proxy.New())
+	if err := p.StartFrontend(context.Background(), "http-proxy", sdk.Config{"listen": addr, "upstream": "http://" + serve(t, up)}, h); err != nil {
+		t.Fatal(err)
+	}
+	received := map[string]time.Time{}
+	var wg sync.WaitGroup
+	for i := 0; i < 300; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path := fmt.Sprintf("/kv/r%d", i)
+			resp, err := http.Post("http://"+addr+path, "text/plain", strings.NewReader("v"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			now := time.Now()
+			if resp.StatusCode == http.StatusCreated {
+				mu.Lock()
+				received[path] = now
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(received) != 300 {
+		t.Fatalf("%d of 300 answered 201", len(received))
+	}
+	for path, got := range received {
+		done := finished[path]
+		covered := false
+		for _, iv := range h.intervals {
+			if !iv[0].Before(done) && !iv[1].After(got) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			t.Fatalf("%s: finished at %v, received at %v, and no barrier started after the one and ended before the other", path, done, got)
+		}
+	}
+	t.Logf("300 responses, %d barriers", len(h.intervals))
 }
