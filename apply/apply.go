@@ -38,6 +38,7 @@ func (e *OpError) Unwrap() error { return e.Err }
 type Applier struct {
 	root *os.Root
 	log  *slog.Logger
+	mark Marker
 }
 
 // New opens the target directory dir.
@@ -70,10 +71,17 @@ func (a *Applier) Apply(b *journal.Batch) error { return a.apply(b, false) }
 func (a *Applier) Redo(b *journal.Batch) error { return a.apply(b, true) }
 
 func (a *Applier) apply(b *journal.Batch, redo bool) error {
+	return a.applyFrom(b, 0, redo)
+}
+
+func (a *Applier) applyFrom(b *journal.Batch, start int, redo bool) error {
 	s := session{a: a, dirs: map[string]*os.File{}}
 	defer s.close()
-	for i := range b.Ops {
+	for i := start; i < len(b.Ops); i++ {
 		op := &b.Ops[i]
+		if err := a.markOp(b.Seq, i, op); err != nil {
+			return &OpError{Seq: b.Seq, Index: i, Op: op.String(), Err: err}
+		}
 		err := s.apply(op)
 		if redo && alreadyDone(op.Kind, err) {
 			s.forget(op.Path)

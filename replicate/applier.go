@@ -31,7 +31,7 @@ func (b *Backup) applyLoop() {
 			if next > b.store.Last().Seq {
 				break
 			}
-			if err := b.applyOne(next, false); err != nil {
+			if err := b.applyOne(next, b.applier.Apply); err != nil {
 				select {
 				case <-b.done: // closing: the batch is torn, not failed
 					return
@@ -43,7 +43,8 @@ func (b *Backup) applyLoop() {
 	}
 }
 
-func (b *Backup) applyOne(seq uint64, redo bool) error {
+// applyOne applies batch seq with run (Apply, Redo or a Resume).
+func (b *Backup) applyOne(seq uint64, run func(*journal.Batch) error) error {
 	enc, err := b.store.Get(seq)
 	if err != nil {
 		return err
@@ -55,12 +56,7 @@ func (b *Backup) applyOne(seq uint64, redo bool) error {
 	if err := b.store.SetMetaUint("applying", seq); err != nil {
 		return err
 	}
-	if redo {
-		err = b.applier.Redo(batch)
-	} else {
-		err = b.applier.Apply(batch)
-	}
-	if err != nil {
+	if err := run(batch); err != nil {
 		return fmt.Errorf("apply batch %d: %w", seq, err)
 	}
 	if err := b.store.SetMetaUint("applied", seq); err != nil {

@@ -41,6 +41,7 @@ type Backup struct {
 	log     *slog.Logger
 	store   *journal.Store
 	applier *apply.Applier
+	mark    *applyMark
 	m       *backupMetrics
 
 	mu       sync.Mutex
@@ -79,7 +80,14 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		st.Close()
 		return nil, err
 	}
-	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, m: newBackupMetrics(cfg.Registry),
+	mark, err := openApplyMark(cfg.Journal)
+	if err != nil {
+		ap.Close()
+		st.Close()
+		return nil, err
+	}
+	ap.SetMarker(mark.write)
+	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, mark: mark, m: newBackupMetrics(cfg.Registry),
 		kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{})}
 	vid, err := st.Meta("volume")
 	if err != nil {
@@ -115,21 +123,35 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	return b, nil
 }
 
-// recoverTorn finishes a batch the last run was killed in the middle of:
-// by a tolerant redo when that is exact (apply.Redoable), else the backup
-// stalls until a resync.
+// recoverTorn finishes a batch the last run was killed in the middle of.
+// If the machine has not rebooted since, the apply mark says exactly
+// where it stopped and the batch is resumed there (apply.Resume). Else a
+// tolerant redo is used when that is exact (apply.Redoable), and
+// otherwise the backup stalls until a resync.
 func (b *Backup) recoverTorn(seq uint64) {
+	if mseq, index, ino, ok := b.mark.read(); ok && mseq <= seq {
+		run := func(batch *journal.Batch) error { return b.applier.Resume(batch, index, ino) }
+		if mseq < seq {
+			run, index = b.applier.Apply, 0 // the batch never reached its first op
+		}
+		b.log.Warn("the last run was killed while applying a batch; resuming it where it stopped", "seq", seq, "op", index)
+		err := b.applyOne(seq, run)
+		if err != nil {
+			b.stall(seq, fmt.Errorf("torn batch: %w", err))
+		}
+		return
+	}
 	enc, err := b.store.Get(seq)
 	var batch *journal.Batch
 	if err == nil {
 		batch, err = journal.Decode(enc)
 	}
 	if err == nil && !apply.Redoable(batch) {
-		err = errors.New("the batch reuses names, so a redo cannot know how far it got")
+		err = errors.New("the machine rebooted since, and the batch reuses names, so a redo cannot know how far it got")
 	}
 	if err == nil {
 		b.log.Warn("the last run was killed while applying a batch; redoing it", "seq", seq)
-		err = b.applyOne(seq, true)
+		err = b.applyOne(seq, b.applier.Redo)
 	}
 	if err != nil {
 		b.stall(seq, fmt.Errorf("torn batch: %w", err))
@@ -196,6 +218,7 @@ func (b *Backup) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.applier.Close()
+	b.mark.close()
 	return b.store.Close()
 }
 
