@@ -3,6 +3,8 @@ package fstest
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,6 +174,12 @@ func (p *Proc) Counter(name, label string) float64 {
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	return MetricSum(text, name, label)
+}
+
+// MetricSum sums the samples of metric name whose labels contain label,
+// in Prometheus text exposition.
+func MetricSum(text, name, label string) float64 {
 	var sum float64
 	for _, line := range strings.Split(text, "\n") {
 		if (strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ")) && strings.Contains(line, label) {
@@ -181,4 +189,19 @@ func (p *Proc) Counter(name, label string) float64 {
 		}
 	}
 	return sum
+}
+
+// ScrapeSum fetches a Prometheus /metrics URL and sums like MetricSum.
+func ScrapeSum(t testing.TB, url, name, label string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return MetricSum(string(text), name, label)
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -92,22 +90,7 @@ func (s *stack) waitPlugin(t *testing.T, cond func(host.Status) bool) host.Statu
 // sets that contain label.
 func (s *stack) metric(t *testing.T, name, label string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + s.metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if (strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ")) && strings.Contains(line, label) {
-			var v float64
-			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-			sum += v
-		}
-	}
-	return sum
+	return fstest.ScrapeSum(t, "http://"+s.metrics+"/metrics", name, label)
 }
 
 // barrierOK checks that the mount still takes barriers.

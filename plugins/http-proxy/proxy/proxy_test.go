@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/internal/testservice"
 	"github.com/pbfs/pbfs/plugins/http-proxy/proxy"
 	"github.com/pbfs/pbfs/plugins/sdk"
@@ -70,26 +70,11 @@ func start(t *testing.T, extra string, up http.Handler) *rig {
 	return r
 }
 
-// metric reads one sample from the proxy's /metrics (summing label sets
-// that contain label).
+// metric reads a sample from the proxy's /metrics, summing the label
+// sets that contain label.
 func (r *rig) metric(t *testing.T, name, label string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + r.metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if (strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ")) && strings.Contains(line, label) {
-			var v float64
-			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-			sum += v
-		}
-	}
-	return sum
+	return fstest.ScrapeSum(t, "http://"+r.metrics+"/metrics", name, label)
 }
 
 // countingClient counts the connections it opens.
