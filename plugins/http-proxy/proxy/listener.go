@@ -40,18 +40,19 @@ type listener struct {
 }
 
 func newListener(ln net.Listener, maxConns int, log *slog.Logger, m *metrics) *listener {
-	l := &listener{Listener: ln, log: newLogLimiter(log), m: m, maxConns: int64(maxConns), shedding: make(chan struct{}, 32)}
+	l := &listener{Listener: ln, log: newLogLimiter(log), m: m, maxConns: int64(maxConns), shedding: make(chan struct{}, 48)}
 	l.reserve, _ = os.Open(os.DevNull)
 	return l
 }
 
 // maxClientConns is the client-connection bound for a descriptor limit:
 // what is left after the upstream pool and a margin for everything else
-// (the plugin's gRPC, metrics, spool files, logs).
+// (48 connections being turned away, the plugin's gRPC, metrics, spool
+// files, logs).
 func maxClientConns(configured, pool int) int {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 1<<30 {
-		byFds := int(lim.Cur) - pool - 64
+		byFds := int(lim.Cur) - pool - 96
 		if configured <= 0 || byFds < configured {
 			return max(byFds, 1)
 		}
@@ -74,35 +75,32 @@ func (c *countedClient) Close() error {
 	return c.Conn.Close()
 }
 
-// turnAway answers c 503 and closes it, off the accept loop.
+// turnAway answers c 503 and closes it, off the accept loop. When as
+// many clients as the shedding budget allows are being turned away
+// already, it waits for one of them (a few milliseconds): the others wait
+// in the kernel's backlog meanwhile, rather than being reset.
 func (l *listener) turnAway(c net.Conn, reason string) {
 	l.m.shed.WithLabelValues(reason).Inc()
 	l.log.warn("shed-"+reason, "client connection shed", "reason", reason, "open", l.open.Load())
-	select {
-	case l.shedding <- struct{}{}:
-		go func() {
-			defer func() { <-l.shedding }()
-			answer503(c)
-		}()
-	default:
-		// Too many clients being turned away already: answer without
-		// waiting for their requests.
-		c.SetWriteDeadline(time.Now().Add(time.Millisecond))
-		c.Write([]byte(shedResponse))
-		c.Close()
-	}
+	l.shedding <- struct{}{}
+	go func() {
+		defer func() { <-l.shedding }()
+		answer503(c)
+	}()
 }
 
-// answer503 answers at once, then reads what the client sent before
-// closing (a "lingering close": closing with unread bytes resets the
-// connection, and the client could lose the 503 to the reset).
+// answer503 reads the client's request, answers 503 and closes. Reading
+// first matters: a client that has not sent its request yet takes an
+// early answer for an unsolicited response and fails, and closing with
+// unread bytes resets the connection, losing the answer.
 func answer503(c net.Conn) {
-	c.SetDeadline(time.Now().Add(20 * time.Millisecond))
+	c.SetDeadline(time.Now().Add(50 * time.Millisecond))
+	var buf [4096]byte
+	c.Read(buf[:])
 	c.Write([]byte(shedResponse))
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.CloseWrite()
 	}
-	var buf [4096]byte
 	for {
 		if _, err := c.Read(buf[:]); err != nil {
 			break
