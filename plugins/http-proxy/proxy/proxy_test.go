@@ -21,7 +21,7 @@ import (
 	"github.com/pbfs/pbfs/plugins/sdk/sdktest"
 )
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +31,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // serve runs h as the upstream service on loopback.
-func serve(t *testing.T, h http.Handler) string {
+func serve(t testing.TB, h http.Handler) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ type rig struct {
 
 // start runs the proxy in-process (through the SDK harness) in front of
 // a test service.
-func start(t *testing.T, extra string, up http.Handler) *rig {
+func start(t testing.TB, extra string, up http.Handler) *rig {
 	t.Helper()
 	r := &rig{addr: freeAddr(t), metrics: freeAddr(t), host: sdktest.NewHost()}
 	if up == nil {
