@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -399,4 +400,42 @@ func TestEveryResponseCoveredByALaterBarrier(t *testing.T) {
 		}
 	}
 	t.Logf("300 responses, %d barriers", len(h.intervals))
+}
+
+// The client's own keep-alive preference decides, not the upstream's
+// "Connection: close": an HTTP/1.0 client that asks for keep-alive keeps
+// its connection, one that does not ask, or an HTTP/1.1 client that says
+// close, gets it closed.
+func TestClientKeepAlivePreference(t *testing.T) {
+	r := start(t, "", nil)
+	for _, c := range []struct {
+		req       string
+		keepAlive bool
+	}{
+		{"POST /kv/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nv", true},
+		{"POST /kv/b HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 1\r\n\r\nv", false},
+		{"POST /kv/c HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\nv", true},
+		{"POST /kv/d HTTP/1.0\r\nHost: x\r\nContent-Length: 1\r\n\r\nv", false},
+	} {
+		conn, err := net.Dial("tcp", r.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(conn, c.req)
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		// A kept connection answers a second request; a closed one is EOF.
+		io.WriteString(conn, "GET /kv/a HTTP/1.1\r\nHost: x\r\n\r\n")
+		_, err = http.ReadResponse(br, nil)
+		if kept := err == nil; kept != c.keepAlive || resp.StatusCode != http.StatusCreated {
+			t.Errorf("%q: status %d, connection kept %v (err %v), want kept %v", strings.SplitN(c.req, "\r\n", 2)[0], resp.StatusCode, kept, err, c.keepAlive)
+		}
+		conn.Close()
+	}
 }
