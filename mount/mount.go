@@ -218,8 +218,10 @@ func Start(cfg Config) (*Mount, error) {
 		m.committer.Run(ctx)
 		close(m.runDone)
 	}()
-	go func() { m.ctlDone <- control.Serve(ctx, ln, m, m.reg, cfg.Logger) }()
+	// Plugins start once the mount serves; before the control socket,
+	// which reports them.
 	m.startPlugins()
+	go func() { m.ctlDone <- control.Serve(ctx, ln, m, m.reg, cfg.Logger) }()
 	m.log.Info("mounted", "mountpoint", cfg.Mountpoint, "backing", cfg.Backing, "journal", cfg.Journal,
 		"capture", !cfg.NoCapture, "last_seq", m.store.Last().Seq, "epoch", m.store.Epoch())
 	return m, nil

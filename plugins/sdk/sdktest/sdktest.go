@@ -65,8 +65,10 @@ func Serve(t testing.TB, impl any) *Plugin {
 			_ = remote.StopFrontend(ctx)
 			cancel()
 		}
-		client.Close()
+		// Stop the server before the client: closing the client asks the
+		// server to stop too, and two concurrent Stops race in go-plugin.
 		server.Stop()
+		client.Close()
 	})
 	return p
 }
