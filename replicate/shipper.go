@@ -84,10 +84,15 @@ func (s *Shipper) run(ctx context.Context) {
 		start := time.Now()
 		err := s.session(ctx)
 		if (errors.Is(err, ErrNeedsResync) || s.force.Load()) && s.snaps != nil && ctx.Err() == nil {
-			s.force.Store(false)
+			forced := s.force.Swap(false)
 			if rerr := s.resync(ctx); rerr != nil {
 				s.log.Error("resync failed", "err", rerr)
 				err = rerr
+				if forced {
+					// An operator asked for it: a backup that was
+					// unreachable just then gets it once it is back.
+					s.force.Store(true)
+				}
 			} else {
 				continue // stream from the snapshot on
 			}

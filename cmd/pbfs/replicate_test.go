@@ -87,6 +87,37 @@ func TestBackupKilledMidApplyResumes(t *testing.T) {
 	}
 }
 
+// TestResyncAskedWhileBackupDown: `pbfs resync` while a backup is down is
+// not forgotten when the attempt fails: the backup is resynced once back.
+func TestResyncAskedWhileBackupDown(t *testing.T) {
+	c := fstest.NewCluster(t, 1, nil)
+	c.RequireConverged() // past the first resync of the new backup
+	b := c.Backups[0]
+	b.Cmd.Process.Signal(syscall.SIGINT)
+	b.Cmd.Wait()
+	before := strings.Count(c.Primary.Out.String(), "resync done")
+	failed := strings.Count(c.Primary.Out.String(), "resync failed")
+	if out, code := run(t, "resync", "--journal", c.Jdir); code != 0 {
+		t.Fatalf("resync: %s", out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(c.Primary.Out.String(), "resync failed") == failed {
+		if time.Now().After(deadline) {
+			t.Fatalf("the primary never tried:\n%s", c.Primary.Out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.StartBackup(b)
+	deadline = time.Now().Add(20 * time.Second)
+	for strings.Count(c.Primary.Out.String(), "resync done") == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("the requested resync was forgotten:\n%s", c.Primary.Out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.RequireConverged()
+}
+
 // TestPrimaryKilledKeepsAckedWrites: every write whose barrier returned is
 // on both backups after the primary is killed with kill -9.
 func TestPrimaryKilledKeepsAckedWrites(t *testing.T) {
