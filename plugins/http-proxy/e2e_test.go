@@ -91,8 +91,14 @@ func TestAckedRequestsSurviveKill9(t *testing.T) {
 		b.Cmd.Process.Kill()
 	}
 	stop.Store(true)
-	syscall.Kill(pluginPid, syscall.SIGKILL)
 	wg.Wait()
+	// The plugin follows its killed host out (it would otherwise keep the
+	// port from a restarted primary's new proxy).
+	for deadline := time.Now().Add(5 * time.Second); syscall.Kill(pluginPid, 0) == nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy (pid %d) outlived its killed primary", pluginPid)
+		}
+	}
 	syscall.Unmount(s.Vol, syscall.MNT_DETACH)
 	for _, b := range s.Backups {
 		b.Cmd.Wait()

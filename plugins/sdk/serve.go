@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -25,6 +28,12 @@ func Serve(impl any) {
 	// redirects os.Stderr itself, so keep the original).
 	log := newLogger(os.Stderr, levelFromEnv(os.Getenv("PBFS_PLUGIN_LOG_LEVEL")))
 	slog.SetDefault(log)
+	// The host stops its plugins itself (Stop, then a kill), after they
+	// finished what they hold; a service manager's SIGTERM to the whole
+	// process group must not end the plugin first. (go-plugin already
+	// ignores SIGINT.) And a plugin must not outlive its host.
+	signal.Ignore(syscall.SIGTERM)
+	go exitWithParent(log)
 	p, err := newServerPlugin(impl, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pbfs plugin:", err)
@@ -36,6 +45,19 @@ func Serve(impl any) {
 		GRPCServer:       plugin.DefaultGRPCServer,
 		Logger:           wire.HCLog(log),
 	})
+}
+
+// exitWithParent ends the plugin once the host that started it is gone
+// (killed, crashed): nothing it holds can be released without barriers,
+// and it would keep its listeners from a restarted host's new plugin.
+func exitWithParent(log *slog.Logger) {
+	parent := os.Getppid()
+	for range time.Tick(250 * time.Millisecond) {
+		if os.Getppid() != parent {
+			log.Error("the pbfs host is gone; exiting")
+			os.Exit(1)
+		}
+	}
 }
 
 // serverPlugin is the plugin side of go-plugin's Plugin.
@@ -113,7 +135,7 @@ func (s *frontendServer) Start(ctx context.Context, req *pluginpb.StartRequest) 
 	s.conn = conn
 	s.mu.Unlock()
 	env := Env{Name: req.Name, Volume: req.Volume, Config: Config(req.Config), Host: &hostClient{c: pluginpb.NewHostClient(conn)},
-		Logger: s.p.log.With("plugin", req.Name)}
+		Logger: s.p.log}
 	if err := s.p.frontend.Start(ctx, env); err != nil {
 		return nil, err
 	}
@@ -140,7 +162,7 @@ type hintServer struct {
 }
 
 func (s *hintServer) Rules(ctx context.Context, req *pluginpb.RulesRequest) (*pluginpb.RulesResponse, error) {
-	rules, err := s.p.hint.Rules(ctx, HintEnv{Name: req.Name, Volume: req.Volume, Config: Config(req.Config), Logger: s.p.log.With("plugin", req.Name)})
+	rules, err := s.p.hint.Rules(ctx, HintEnv{Name: req.Name, Volume: req.Volume, Config: Config(req.Config), Logger: s.p.log})
 	if err != nil {
 		return nil, err
 	}

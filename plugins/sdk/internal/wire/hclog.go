@@ -32,6 +32,14 @@ func toSlog(level hclog.Level) slog.Level {
 }
 
 func (h *hcl) Log(level hclog.Level, msg string, args ...any) {
+	// go-plugin adds the plugin's own "timestamp" to lines it relays;
+	// slog stamps the time already.
+	for i := 0; i+1 < len(args); i += 2 {
+		if args[i] == "timestamp" {
+			args = append(args[:i:i], args[i+2:]...)
+			break
+		}
+	}
 	h.l.Log(context.Background(), toSlog(level), msg, args...)
 }
 func (h *hcl) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }
