@@ -244,3 +244,50 @@ func TestWriteByOwnerClearsSetuid(t *testing.T) {
 	}
 	e.CheckReplay()
 }
+
+// TestLargeUnalignedWritesReplay: capture applies a write of more than
+// 64 KiB as several aligned backing writes. Unaligned, overlapping and
+// O_APPEND writes of up to 1 MiB must still land whole and replay.
+func TestLargeUnalignedWritesReplay(t *testing.T) {
+	e := fstest.Setup(t, mount.Config{}, nil)
+	p := filepath.Join(e.Vol, "big")
+	r := rand.New(rand.NewPCG(3, 5))
+	rnd := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return b
+	}
+	var want []byte
+	put := func(off int, b []byte) {
+		if len(want) < off+len(b) {
+			want = append(want, make([]byte, off+len(b)-len(want))...)
+		}
+		copy(want[off:], b)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+	must(t, err)
+	for _, w := range []struct{ off, n int }{{12345, 1 << 20}, {65535, 300 << 10}, {0, 64<<10 + 1}, {1<<20 - 7, 200 << 10}} {
+		b := rnd(w.n)
+		if _, err := f.WriteAt(b, int64(w.off)); err != nil {
+			t.Fatal(err)
+		}
+		put(w.off, b)
+	}
+	must(t, f.Close())
+	a, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	b := rnd(700 << 10)
+	if _, err := a.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	put(len(want), b)
+	must(t, a.Close())
+	got, err := os.ReadFile(p)
+	must(t, err)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("file content differs from what was written (%d bytes, want %d)", len(got), len(want))
+	}
+	e.CheckReplay()
+}
