@@ -83,6 +83,8 @@ func Start(cfg SupervisorConfig) *Supervisor {
 	s := &Supervisor{cfg: cfg, log: cfg.Options.Logger, cancel: cancel, status: map[string]*Status{}, metrics: newMetrics(cfg.Registry)}
 	for _, sp := range cfg.Specs {
 		s.status[sp.Name] = &Status{Name: sp.Name, Path: sp.Path, State: StateStarting, Since: time.Now()}
+	}
+	for _, sp := range cfg.Specs {
 		s.wg.Add(1)
 		go s.run(ctx, sp)
 	}
