@@ -159,9 +159,16 @@ func (s *state) hold(resp *http.Response) error {
 		return &errHeld{err: err}
 	}
 	resp.Body = body
-	resp.ContentLength = n
-	resp.TransferEncoding = nil
-	resp.Header.Set("Content-Length", strconv.FormatInt(n, 10))
+	// The whole body is known now: say its length, unless the response
+	// has none to say (HEAD, 204, 304 keep the upstream's headers) or
+	// carries trailers, which need the chunked encoding.
+	bodyless := resp.Request.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent ||
+		resp.StatusCode == http.StatusNotModified
+	if !bodyless && len(resp.Trailer) == 0 {
+		resp.ContentLength = n
+		resp.TransferEncoding = nil
+		resp.Header.Set("Content-Length", strconv.FormatInt(n, 10))
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -437,5 +438,55 @@ func TestClientKeepAlivePreference(t *testing.T) {
 			t.Errorf("%q: status %d, connection kept %v (err %v), want kept %v", strings.SplitN(c.req, "\r\n", 2)[0], resp.StatusCode, kept, err, c.keepAlive)
 		}
 		conn.Close()
+	}
+}
+
+// Held responses keep their framing: a HEAD answer keeps the length of
+// the body it describes, a large body is spooled to disk and arrives
+// whole, and trailers survive.
+func TestHeldResponsesKeepTheirFraming(t *testing.T) {
+	big := strings.Repeat("0123456789", 300_000) // 3 MB: past spool-memory
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/big":
+			w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+			if r.Method != http.MethodHead {
+				io.WriteString(w, big)
+			}
+		case "/trailer":
+			w.Header().Set("Trailer", "X-Checksum")
+			io.WriteString(w, "body")
+			w.Header().Set("X-Checksum", "abc")
+		}
+	})
+	r := start(t, "spool-memory=65536", up)
+	resp, err := http.Head("http://" + r.addr + "/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ContentLength != int64(len(big)) {
+		t.Fatalf("HEAD: Content-Length %d, want %d", resp.ContentLength, len(big))
+	}
+	resp, err = http.Get("http://" + r.addr + "/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != big {
+		t.Fatalf("GET: %d bytes, want %d", len(got), len(big))
+	}
+	resp, err = http.Get("http://" + r.addr + "/trailer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != "body" || resp.Trailer.Get("X-Checksum") != "abc" {
+		t.Fatalf("trailer response: %q, trailer %v", got, resp.Trailer)
+	}
+	if r.host.Barriers() != 3 {
+		t.Fatalf("%d barriers for 3 held responses", r.host.Barriers())
 	}
 }
