@@ -87,6 +87,16 @@ func TestBackupKilledMidApplyResumes(t *testing.T) {
 	}
 }
 
+// waitLogged waits up to 20 s until p has logged what n times.
+func waitLogged(t *testing.T, p *fstest.Proc, what string, n int, failure string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(p.Out.String(), what) < n; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s:\n%s", failure, p.Out)
+		}
+	}
+}
+
 // TestResyncAskedWhileBackupDown: `pbfs resync` while a backup is down is
 // not forgotten when the attempt fails: the backup is resynced once back.
 func TestResyncAskedWhileBackupDown(t *testing.T) {
@@ -100,21 +110,9 @@ func TestResyncAskedWhileBackupDown(t *testing.T) {
 	if out, code := run(t, "resync", "--journal", c.Jdir); code != 0 {
 		t.Fatalf("resync: %s", out)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(c.Primary.Out.String(), "resync failed") == failed {
-		if time.Now().After(deadline) {
-			t.Fatalf("the primary never tried:\n%s", c.Primary.Out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitLogged(t, c.Primary, "resync failed", failed+1, "the primary never tried")
 	c.StartBackup(b)
-	deadline = time.Now().Add(20 * time.Second)
-	for strings.Count(c.Primary.Out.String(), "resync done") == before {
-		if time.Now().After(deadline) {
-			t.Fatalf("the requested resync was forgotten:\n%s", c.Primary.Out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitLogged(t, c.Primary, "resync done", before+1, "the requested resync was forgotten")
 	c.RequireConverged()
 }
 
@@ -368,13 +366,7 @@ func TestAlteredBackupIsResynced(t *testing.T) {
 	if out, code := run(t, "resync", "--journal", c.Jdir); code != 0 {
 		t.Fatalf("resync: %s", out)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(c.Primary.Out.String(), "resync done") == before {
-		if time.Now().After(deadline) {
-			t.Fatalf("no resync:\n%s", c.Primary.Out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitLogged(t, c.Primary, "resync done", before+1, "no resync")
 	c.RequireConverged()
 	last := c.Primary.Out.String()[strings.LastIndex(c.Primary.Out.String(), "resync done"):]
 	if strings.Contains(last, "files_differed=0 ") {
