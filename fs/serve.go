@@ -1,14 +1,11 @@
 package fs
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"bazil.org/fuse"
 
@@ -35,12 +32,18 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 
-	readers atomic.Int32
-	busy    atomic.Int32
-	wg      sync.WaitGroup
-	errOnce sync.Once
-	err     error
-	done    chan struct{}
+	readers   atomic.Int32
+	inRead    atomic.Int32  // readers blocked in read(2) on /dev/fuse
+	wake      chan struct{} // a parked reader takes a send and reads
+	closing   chan struct{} // closed when the connection ends
+	closeOnce sync.Once
+	lastPid   atomic.Uint32 // the caller of the last request
+	lastAt    atomic.Int64  // and when it came (unix ns)
+	poolUntil atomic.Int64  // several callers seen: pool mode until then
+	wg        sync.WaitGroup
+	errOnce   sync.Once
+	err       error
+	done      chan struct{}
 }
 
 // Mount mounts fs at dir and starts serving it.
@@ -49,7 +52,7 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.MinReaders <= 0 {
-		o.MinReaders = 4
+		o.MinReaders = 1
 	}
 	if o.MaxReaders < o.MinReaders {
 		o.MaxReaders = 64
@@ -69,7 +72,8 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	s := &Server{conn: conn, dir: dir, fs: cfs, opts: o, log: o.Logger, done: make(chan struct{})}
+	s := &Server{conn: conn, dir: dir, fs: cfs, opts: o, log: o.Logger, done: make(chan struct{}),
+		wake: make(chan struct{}), closing: make(chan struct{})}
 	for i := 0; i < o.MinReaders; i++ {
 		s.spawn()
 	}
@@ -104,40 +108,4 @@ func (s *Server) spawn() {
 	s.readers.Add(1)
 	s.wg.Add(1)
 	go s.reader()
-}
-
-// reader reads and handles requests until the connection ends. When it
-// takes the last idle slot it starts another reader, up to MaxReaders, so
-// a slow request (an fsync, a barrier wait) never stalls the others.
-//
-// Only the end of the connection stops a reader. read(2) on /dev/fuse
-// fails with ENOENT when the kernel withdrew an interrupted request before
-// we read it (signals make that common), and with EINTR or EAGAIN; a reader
-// that gave up on those would leave the mount with nobody reading, and
-// every caller hung.
-func (s *Server) reader() {
-	defer s.wg.Done()
-	defer s.readers.Add(-1)
-	for {
-		req, err := s.conn.ReadRequest()
-		if err != nil {
-			switch {
-			case err == io.EOF || errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EBADF):
-				return
-			case errors.Is(err, syscall.EINTR), errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.ENOENT):
-				continue
-			}
-			// A malformed message is dropped; the kernel's caller gets
-			// nothing for it, but the mount keeps serving.
-			s.log.Error("fuse read failed", "err", err)
-			s.errOnce.Do(func() { s.err = err })
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if s.busy.Add(1) >= s.readers.Load() && s.readers.Load() < int32(s.opts.MaxReaders) {
-			s.spawn()
-		}
-		s.serve(req)
-		s.busy.Add(-1)
-	}
 }

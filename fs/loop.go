@@ -1,0 +1,111 @@
+package fs
+
+import (
+	"errors"
+	"io"
+	"syscall"
+	"time"
+)
+
+// handoffAfter is how long a request may keep the only reader busy before
+// another reader starts reading.
+const handoffAfter = 50 * time.Microsecond
+
+// reader reads and handles requests until the connection ends.
+//
+// One reader at a time waits in read(2), and while one caller uses the
+// mount, the reader that answered a request reads the next one itself:
+// the caller's requests are served back to back by one thread, on the
+// vCPU the caller runs on. With a pool of readers all waiting in read(2),
+// each request woke another thread, usually one that had last run on the
+// other vCPU; on fdatasync'd 4 KiB writes that cost a tenth of a plain
+// directory's speed (docs/PERFORMANCE.md). A request that keeps the reader
+// busy longer than handoffAfter gets another reader reading (a parked
+// one, or a new one up to MaxReaders), so a slow request never stalls the
+// others; and while several callers use the mount at once, the loop keeps
+// a second reader reading at all times, as a pool does. A reader that
+// finishes while another one is reading parks.
+//
+// Only the end of the connection stops a reader. read(2) on /dev/fuse
+// fails with ENOENT when the kernel withdrew an interrupted request before
+// we read it (signals make that common), and with EINTR or EAGAIN; a reader
+// that gave up on those would leave the mount with nobody reading, and
+// every caller hung.
+func (s *Server) reader() {
+	defer s.wg.Done()
+	defer s.readers.Add(-1)
+	t := time.AfterFunc(time.Hour, s.takeOver)
+	t.Stop()
+	defer t.Stop()
+	for {
+		s.inRead.Add(1)
+		req, err := s.conn.ReadRequest()
+		left := s.inRead.Add(-1)
+		if err != nil {
+			switch {
+			case err == io.EOF || errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EBADF):
+				s.closeOnce.Do(func() { close(s.closing) })
+				return
+			case errors.Is(err, syscall.EINTR), errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.ENOENT):
+				continue
+			}
+			// A malformed message is dropped; the kernel's caller gets
+			// nothing for it, but the mount keeps serving.
+			s.log.Error("fuse read failed", "err", err)
+			s.errOnce.Do(func() { s.err = err })
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if left == 0 {
+			if s.concurrent(req.Hdr().Pid) {
+				s.wakeOne()
+			} else {
+				t.Reset(handoffAfter)
+			}
+		}
+		s.serve(req)
+		t.Stop()
+		if s.inRead.Load() > 0 {
+			select {
+			case <-s.wake:
+			case <-s.closing:
+				return
+			}
+		}
+	}
+}
+
+// concurrent reports whether several callers are using the mount at
+// once: requests from different threads less than a millisecond apart
+// switch the loop to keeping a second reader reading for the next 10 ms,
+// as a pool does, so one caller's fsync does not hold up the others.
+func (s *Server) concurrent(pid uint32) bool {
+	now := time.Now().UnixNano()
+	if pid != 0 {
+		prev := s.lastPid.Swap(pid)
+		prevAt := s.lastAt.Swap(now)
+		if prev != 0 && prev != pid && now-prevAt < int64(time.Millisecond) {
+			s.poolUntil.Store(now + int64(10*time.Millisecond))
+		}
+	}
+	return now < s.poolUntil.Load()
+}
+
+// takeOver runs when a request has kept the only reader busy too long.
+func (s *Server) takeOver() {
+	if s.inRead.Load() == 0 {
+		s.wakeOne()
+	}
+}
+
+// wakeOne gets another reader reading: a parked one, else a new one.
+func (s *Server) wakeOne() {
+	select {
+	case s.wake <- struct{}{}:
+		return
+	default:
+	}
+	if s.readers.Load() < int32(s.opts.MaxReaders) {
+		s.spawn()
+	}
+}
