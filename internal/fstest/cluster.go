@@ -106,17 +106,7 @@ func (c *Cluster) StartBackup(b *BackupProc) {
 // Barrier takes a barrier through the control socket.
 func (c *Cluster) Barrier() uint64 {
 	c.t.Helper()
-	cl, err := control.Dial(c.Jdir)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	seq, err := cl.Barrier(ctx)
-	if err != nil {
-		c.t.Fatalf("barrier: %v\nprimary:\n%s", err, c.Primary.Out)
-	}
-	return seq
+	return c.Primary.Barrier()
 }
 
 // WaitApplied waits until every backup has applied seq.

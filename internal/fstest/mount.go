@@ -1,12 +1,10 @@
 package fstest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/control"
@@ -84,13 +82,7 @@ func Setup(t testing.TB, cfg mount.Config, seed func(vol string)) *Env {
 // Barrier seals everything written so far and returns the seq.
 func (e *Env) Barrier() uint64 {
 	e.T.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	seq, err := e.Client.Barrier(ctx)
-	if err != nil {
-		e.T.Fatalf("barrier: %v\n%s", err, e.Proc.Out)
-	}
-	return seq
+	return e.Proc.Barrier()
 }
 
 // ReplayInto verifies every journaled batch not yet replayed and applies

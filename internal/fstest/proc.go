@@ -97,6 +97,19 @@ func StartMount(t testing.TB, prefix []string, vol, journalDir string, args ...s
 	return nil
 }
 
+// Barrier takes a barrier through the mount's control socket and fails
+// the test, with the mount's log, if it does not return within 30 s.
+func (p *Proc) Barrier() uint64 {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seq, err := p.Client().Barrier(ctx)
+	if err != nil {
+		p.t.Fatalf("barrier: %v\n%s", err, p.Out)
+	}
+	return seq
+}
+
 // Client returns a control-socket client for the mount.
 func (p *Proc) Client() *control.Client {
 	c, err := control.Dial(p.Journal)

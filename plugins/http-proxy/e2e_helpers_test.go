@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/internal/testservice"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
@@ -91,18 +90,4 @@ func (s *stack) waitPlugin(t *testing.T, cond func(host.Status) bool) host.Statu
 func (s *stack) metric(t *testing.T, name, label string) float64 {
 	t.Helper()
 	return fstest.ScrapeSum(t, "http://"+s.metrics+"/metrics", name, label)
-}
-
-// barrierOK checks that the mount still takes barriers.
-func barrierOK(t *testing.T, jdir string) {
-	t.Helper()
-	cl, err := control.Dial(jdir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := cl.Barrier(ctx); err != nil {
-		t.Fatalf("barrier: %v", err)
-	}
 }

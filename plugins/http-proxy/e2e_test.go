@@ -276,7 +276,7 @@ func TestCrashedPluginIsRestarted(t *testing.T) {
 	old := s.plugin(t)
 	syscall.Kill(old.Pid, syscall.SIGKILL)
 	os.WriteFile(filepath.Join(s.Vol, "during"), []byte("written while the plugin was down"), 0o644)
-	barrierOK(t, s.Jdir)
+	s.Barrier()
 	st := s.waitPlugin(t, func(st host.Status) bool {
 		return st.State == host.StateRunning && st.Pid != old.Pid && st.Restarts >= 1
 	})
@@ -310,7 +310,7 @@ func TestRefusedPluginLeavesMountServing(t *testing.T) {
 	os.Mkdir(vol, 0o755)
 	p := fstest.StartMount(t, nil, vol, jdir, "--plugin", "future="+future)
 	os.WriteFile(filepath.Join(vol, "f"), []byte("the mount works"), 0o644)
-	barrierOK(t, jdir)
+	p.Barrier()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		out, _ := exec(t, "plugin", "ls", "--journal", jdir)

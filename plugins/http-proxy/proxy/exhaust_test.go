@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -53,7 +52,7 @@ func TestEphemeralPortsRunOut(t *testing.T) {
 	if err := os.WriteFile("/proc/sys/net/ipv4/ip_local_port_range", []byte("40000 40007"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var ok, shed, other atomic.Int64
+	var n tally
 	var wg sync.WaitGroup
 	for i := 0; i < 64; i++ {
 		wg.Add(1)
@@ -65,25 +64,12 @@ func TestEphemeralPortsRunOut(t *testing.T) {
 			c := &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 1}}
 			defer c.CloseIdleConnections()
 			for j := 0; j < 3; j++ {
-				resp, err := c.Post(fmt.Sprintf("http://%s/kv/p%d-%d", r.addr, i, j), "text/plain", strings.NewReader("v"))
-				if err != nil {
-					other.Add(1)
-					continue
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				switch resp.StatusCode {
-				case http.StatusCreated:
-					ok.Add(1)
-				case http.StatusServiceUnavailable:
-					shed.Add(1)
-				default:
-					other.Add(1)
-				}
+				n.post(c, fmt.Sprintf("http://%s/kv/p%d-%d", r.addr, i, j))
 			}
 		}()
 	}
 	wg.Wait()
+	ok, shed, other := &n.ok, &n.shed, &n.other
 	noPorts := r.metric(t, "pbfs_proxy_upstream_dial_errors_total", `reason="no-ports"`)
 	t.Logf("192 requests: %d served, %d shed, %d other; %v dials failed for want of ports; %v upstream connections open",
 		ok.Load(), shed.Load(), other.Load(), noPorts, r.metric(t, "pbfs_proxy_upstream_connections", ""))
@@ -139,7 +125,7 @@ func TestAcceptAtEMFILE(t *testing.T) {
 	if _, err := fmt.Fscan(stdout, &addr, &metrics); err != nil {
 		t.Fatalf("child: %v\n%s", err, stderr.String())
 	}
-	var ok, shed, failed atomic.Int64
+	var n tally
 	var wg sync.WaitGroup
 	for i := 0; i < 100; i++ {
 		wg.Add(1)
@@ -147,22 +133,11 @@ func TestAcceptAtEMFILE(t *testing.T) {
 			defer wg.Done()
 			c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
 			defer c.CloseIdleConnections()
-			resp, err := c.Post(fmt.Sprintf("http://%s/kv/e%d", addr, i), "text/plain", strings.NewReader("v"))
-			if err != nil {
-				failed.Add(1)
-				return
-			}
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusServiceUnavailable {
-				shed.Add(1)
-			} else if resp.StatusCode/100 == 2 {
-				ok.Add(1)
-			} else {
-				failed.Add(1)
-			}
+			n.post(c, fmt.Sprintf("http://%s/kv/e%d", addr, i))
 		}()
 	}
 	wg.Wait()
+	ok, shed, failed := &n.ok, &n.shed, &n.other
 	fmt.Fprintln(stdin, "release")
 	r := &rig{addr: addr, metrics: metrics}
 	deadline := time.Now().Add(10 * time.Second)

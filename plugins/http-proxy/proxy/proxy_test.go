@@ -23,15 +23,6 @@ import (
 	"github.com/pbfs/pbfs/plugins/sdk/sdktest"
 )
 
-func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // serve runs h as the upstream service on loopback.
 func serve(t testing.TB, h http.Handler) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -54,7 +45,7 @@ type rig struct {
 // a test service.
 func start(t testing.TB, extra string, up http.Handler) *rig {
 	t.Helper()
-	r := &rig{addr: freeAddr(t), metrics: freeAddr(t), host: sdktest.NewHost()}
+	r := &rig{addr: fstest.FreeAddr(t), metrics: fstest.FreeAddr(t), host: sdktest.NewHost()}
 	if up == nil {
 		r.svc = &testservice.Service{Dir: t.TempDir()}
 		up = r.svc
@@ -77,6 +68,28 @@ func start(t testing.TB, extra string, up http.Handler) *rig {
 func (r *rig) metric(t *testing.T, name, label string) float64 {
 	t.Helper()
 	return fstest.ScrapeSum(t, "http://"+r.metrics+"/metrics", name, label)
+}
+
+// tally counts the outcomes of POSTs: 201, 503 (shed) or anything else,
+// transport errors included.
+type tally struct{ ok, shed, other atomic.Int64 }
+
+func (n *tally) post(c *http.Client, url string) {
+	resp, err := c.Post(url, "text/plain", strings.NewReader("v"))
+	if err != nil {
+		n.other.Add(1)
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusCreated:
+		n.ok.Add(1)
+	case http.StatusServiceUnavailable:
+		n.shed.Add(1)
+	default:
+		n.other.Add(1)
+	}
 }
 
 // countingClient counts the connections it opens.
@@ -280,30 +293,21 @@ func TestOverloadIsShed(t *testing.T) {
 	r := start(t, "max-inflight=4", nil)
 	r.host.SetDelay(300 * time.Millisecond)
 	var wg sync.WaitGroup
-	var ok, shed atomic.Int64
+	var n tally
 	for i := 0; i < 40; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := http.Post(fmt.Sprintf("http://%s/kv/o%d", r.addr, i), "text/plain", strings.NewReader("v"))
-			if err != nil {
-				return
-			}
-			resp.Body.Close()
-			switch resp.StatusCode {
-			case http.StatusCreated:
-				ok.Add(1)
-			case http.StatusServiceUnavailable:
-				shed.Add(1)
-			}
+			n.post(http.DefaultClient, fmt.Sprintf("http://%s/kv/o%d", r.addr, i))
 		}()
 	}
 	wg.Wait()
-	if ok.Load() == 0 || shed.Load() == 0 || ok.Load()+shed.Load() != 40 {
-		t.Fatalf("ok %d shed %d of 40", ok.Load(), shed.Load())
+	ok, shed := n.ok.Load(), n.shed.Load()
+	if ok == 0 || shed == 0 || ok+shed != 40 {
+		t.Fatalf("ok %d shed %d of 40", ok, shed)
 	}
-	if m := r.metric(t, "pbfs_proxy_shed_total", `reason="overloaded"`); m != float64(shed.Load()) {
-		t.Fatalf("metric says %v shed, clients saw %d", m, shed.Load())
+	if m := r.metric(t, "pbfs_proxy_shed_total", `reason="overloaded"`); m != float64(shed) {
+		t.Fatalf("metric says %v shed, clients saw %d", m, shed)
 	}
 }
 
@@ -355,7 +359,7 @@ func TestEveryResponseCoveredByALaterBarrier(t *testing.T) {
 		mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 	})
-	addr, h := freeAddr(t), &recordingHost{}
+	addr, h := fstest.FreeAddr(t), &recordingHost{}
 	p := sdktest.Serve(t, proxy.New())
 	if err := p.StartFrontend(context.Background(), "http-proxy", sdk.Config{"listen": addr, "upstream": "http://" + serve(t, up)}, h); err != nil {
 		t.Fatal(err)
