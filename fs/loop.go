@@ -3,9 +3,25 @@ package fs
 import (
 	"errors"
 	"io"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
+
+// loop is the request loop's state, part of Server.
+type loop struct {
+	readers   atomic.Int32
+	inRead    atomic.Int32  // readers blocked in read(2) on /dev/fuse
+	wake      chan struct{} // a parked reader takes a send and reads
+	closing   chan struct{} // closed when the connection ends
+	closeOnce sync.Once
+	lastPid   atomic.Uint32 // the caller of the last request
+	lastAt    atomic.Int64  // and when it came (unix ns)
+	poolUntil atomic.Int64  // several callers seen: pool mode until then
+}
+
+func (l *loop) init() { l.wake, l.closing = make(chan struct{}), make(chan struct{}) }
 
 // handoffAfter is how long a request may keep the only reader busy before
 // another reader starts reading.
@@ -79,7 +95,7 @@ func (s *Server) reader() {
 // once: requests from different threads less than a millisecond apart
 // switch the loop to keeping a second reader reading for the next 10 ms,
 // as a pool does, so one caller's fsync does not hold up the others.
-func (s *Server) concurrent(pid uint32) bool {
+func (s *loop) concurrent(pid uint32) bool {
 	now := time.Now().UnixNano()
 	if pid != 0 {
 		prev := s.lastPid.Swap(pid)

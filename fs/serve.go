@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"bazil.org/fuse"
@@ -32,18 +31,11 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 
-	readers   atomic.Int32
-	inRead    atomic.Int32  // readers blocked in read(2) on /dev/fuse
-	wake      chan struct{} // a parked reader takes a send and reads
-	closing   chan struct{} // closed when the connection ends
-	closeOnce sync.Once
-	lastPid   atomic.Uint32 // the caller of the last request
-	lastAt    atomic.Int64  // and when it came (unix ns)
-	poolUntil atomic.Int64  // several callers seen: pool mode until then
-	wg        sync.WaitGroup
-	errOnce   sync.Once
-	err       error
-	done      chan struct{}
+	loop    // the request loop's state (loop.go)
+	wg      sync.WaitGroup
+	errOnce sync.Once
+	err     error
+	done    chan struct{}
 }
 
 // Mount mounts fs at dir and starts serving it.
@@ -72,8 +64,8 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	s := &Server{conn: conn, dir: dir, fs: cfs, opts: o, log: o.Logger, done: make(chan struct{}),
-		wake: make(chan struct{}), closing: make(chan struct{})}
+	s := &Server{conn: conn, dir: dir, fs: cfs, opts: o, log: o.Logger, done: make(chan struct{})}
+	s.loop.init()
 	for i := 0; i < o.MinReaders; i++ {
 		s.spawn()
 	}
