@@ -95,6 +95,7 @@ func (c *Committer) commit(ctx context.Context, trigger string) (uint64, error) 
 			s := c.fs.Seal()
 			c.fs.m.Seals.WithLabelValues(trigger).Inc()
 			if len(s.Ops) == 0 {
+				s.Release()
 				return c.store.Last().Seq, nil
 			}
 			c.held, c.at = &s, start
@@ -110,6 +111,7 @@ func (c *Committer) commit(ctx context.Context, trigger string) (uint64, error) 
 		c.bytes.WithLabelValues("coalesced").Add(float64(h.RawLen))
 		c.bytes.WithLabelValues("stored").Add(float64(size))
 		c.latency.Observe(time.Since(c.at).Seconds())
+		c.held.Release()
 		c.held = nil
 		if !wasHeld {
 			return h.Seq, nil

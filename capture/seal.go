@@ -8,6 +8,16 @@ import (
 type Sealed struct {
 	Ops     []journal.Op
 	Written uint64 // bytes the service wrote during the batch
+	logs    []*journal.DataLog
+}
+
+// Release hands the buffers Ops' data lives in back for reuse by later
+// batches. Call it once Ops is stored and no longer used.
+func (s *Sealed) Release() {
+	for _, l := range s.logs {
+		l.Release()
+	}
+	s.logs = nil
 }
 
 // Empty reports whether the open batch holds no ops.
@@ -26,40 +36,50 @@ func (f *FS) Empty() bool {
 // the seal. Mutations wait only while the batch is swapped out.
 func (f *FS) Seal() Sealed {
 	f.sealMu.Lock()
-	ns, dirty, data, written := f.swapLocked()
+	b := f.swapLocked()
 	f.sealMu.Unlock()
-	return f.finishSeal(ns, dirty, data, written)
+	return f.finishSeal(b)
+}
+
+// swapped is the open batch as swapLocked took it out.
+type swapped struct {
+	ns, data []journal.Op
+	dirty    []*Node
+	logs     []*journal.DataLog
+	written  int64
 }
 
 // swapLocked takes the open batch out; the caller holds sealMu exclusively.
-func (f *FS) swapLocked() (ns []journal.Op, dirty []*Node, data []journal.Op, written int64) {
-	ns = f.ns
+func (f *FS) swapLocked() (b swapped) {
+	b.ns = f.ns
 	f.ns = nil
 	f.nsCount.Store(0)
 	f.dirtyMu.Lock()
-	dirty = f.dirty
+	b.dirty = f.dirty
 	f.dirty = nil
 	f.dirtyMu.Unlock()
-	written = f.written.Swap(0)
+	b.written = f.written.Swap(0)
+	b.logs = make([]*journal.DataLog, 0, len(b.dirty))
 	f.table.mapMu.Lock()
-	for _, n := range dirty {
+	for _, n := range b.dirty {
 		log := n.log
 		n.log = nil
+		b.logs = append(b.logs, log)
 		if p, ok := f.table.pathLocked(n); ok {
-			data = append(data, log.Ops(n.id, p)...)
+			b.data = append(b.data, log.Ops(n.id, p)...)
 		}
 	}
 	f.table.mapMu.Unlock()
 	f.pending.Store(0)
-	return ns, dirty, data, written
+	return b
 }
 
 // finishSeal wakes throttled writers and coalesces the swapped-out batch.
-func (f *FS) finishSeal(ns []journal.Op, dirty []*Node, data []journal.Op, written int64) Sealed {
+func (f *FS) finishSeal(b swapped) Sealed {
 	f.flowMu.Lock()
 	f.flowCond.Broadcast()
 	f.flowMu.Unlock()
-	f.table.sweep(dirty)
-	ops := journal.PruneTemporaries(ns)
-	return Sealed{Ops: append(ops, data...), Written: uint64(written)}
+	f.table.sweep(b.dirty)
+	ops := journal.PruneTemporaries(b.ns)
+	return Sealed{Ops: append(ops, b.data...), Written: uint64(b.written), logs: b.logs}
 }

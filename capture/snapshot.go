@@ -46,6 +46,9 @@ func (c *Committer) Snapshot(ctx context.Context) (journal.Header, []Entry, time
 	if len(s.Ops) > 0 || c.store.Last().Seq == 0 {
 		_, _, err = c.store.Append(s.Ops, start, s.Written)
 	}
+	if err == nil {
+		s.Release()
+	}
 	var entries []Entry
 	if err == nil {
 		entries, err = f.walk()

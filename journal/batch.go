@@ -77,7 +77,10 @@ func Encode(b *Batch) ([]byte, Header, error) {
 			return nil, Header{}, fmt.Errorf("encode batch %d op %d: %w", b.Seq, i, err)
 		}
 	}
-	raw := appendBody(make([]byte, 0, 256+b.DataBytes()), b.Ops)
+	scratch := getRaw(256 + b.DataBytes())
+	defer putRaw(scratch)
+	raw := appendBody((*scratch)[:0], b.Ops)
+	*scratch = raw
 	if len(raw) > MaxBodySize {
 		return nil, Header{}, fmt.Errorf("encode batch %d: %d bytes: %w", b.Seq, len(raw), ErrTooLarge)
 	}

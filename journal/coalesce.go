@@ -1,11 +1,22 @@
 package journal
 
-import "sort"
+import (
+	"slices"
+	"sort"
+	"sync"
+)
 
-// maxExtent caps how far sequential writes grow one extent, so appending
-// never re-copies a large buffer (XDN's fuselog re-copied a growing buffer
-// under its lock and ran 1 MiB sequential writes at 45 MiB/s).
-const maxExtent = 1 << 20
+// maxExtent caps how far sequential writes grow one extent. A sequential
+// run lives in fixed maxExtent buffers that are filled in place and reused
+// from batch to batch, so appending never re-copies a growing buffer under
+// the file's lock: XDN's fuselog did that and ran 1 MiB sequential writes
+// at 45 MiB/s, and our own 1 MiB cap made SQLite's 4 KiB WAL appends cost
+// 6 µs each in copies, large allocations and page faults.
+const maxExtent = 64 << 10
+
+// runPool holds the buffers of sequential runs; DataLog.Release returns
+// them once their batch is stored.
+var runPool = sync.Pool{New: func() any { return new([maxExtent]byte) }}
 
 type extent struct {
 	off  uint64
@@ -32,6 +43,8 @@ type DataLog struct {
 	cur   segment
 	meta  []Op
 	bytes int
+	runs  []*[maxExtent]byte // pooled buffers extents live in (Release)
+	arena []byte             // the run small new extents are carved from
 }
 
 // Bytes is the payload the log holds.
@@ -39,6 +52,10 @@ func (d *DataLog) Bytes() int { return d.bytes }
 
 // Write records data written at off.
 func (d *DataLog) Write(off uint64, data []byte) {
+	for len(data) > maxExtent { // in pieces that each fit a run buffer
+		d.Write(off, data[:maxExtent])
+		off, data = off+maxExtent, data[maxExtent:]
+	}
 	if len(data) == 0 {
 		return
 	}
@@ -48,32 +65,34 @@ func (d *DataLog) Write(off uint64, data []byte) {
 		s.size = end
 	}
 	n := len(s.ext)
-	// Fast paths: append after the last extent, or extend it in place.
-	if n == 0 || off > s.ext[n-1].end() {
-		s.ext = append(s.ext, extent{off: off, data: clone(data)})
-		d.bytes += len(data)
-		return
-	}
-	if last := &s.ext[n-1]; off == last.end() {
-		if len(last.data)+len(data) <= maxExtent {
-			last.data = append(last.data, data...)
-		} else {
-			s.ext = append(s.ext, extent{off: off, data: clone(data)})
+	// First extent that ends at or after off; the last one, usually.
+	i := n
+	if n > 0 && s.ext[n-1].end() >= off {
+		i = n - 1
+		if s.ext[i].off > off {
+			i = sort.Search(n, func(i int) bool { return s.ext[i].end() >= off })
 		}
-		d.bytes += len(data)
+	}
+	d.bytes += len(data)
+	if i == n { // past every extent
+		s.ext = append(s.ext, extent{off: off, data: d.hold(data)})
 		return
 	}
-	// First extent that ends at or after off, and first that starts after end.
-	i := sort.Search(n, func(i int) bool { return s.ext[i].end() >= off })
+	// Sequential: the write continues extent i and overlaps nothing after
+	// it (one run, or several interleaved, or a log that wrapped around).
+	if e := &s.ext[i]; e.end() == off && (i+1 == n || end <= s.ext[i+1].off) {
+		d.extend(i, data)
+		return
+	}
+	d.bytes -= len(data)
+	// First extent that starts after end.
 	j := sort.Search(n, func(j int) bool { return s.ext[j].off > end })
-	if i < n && j == i+1 && s.ext[i].off <= off && end <= s.ext[i].end() {
+	if j == i+1 && s.ext[i].off <= off && end <= s.ext[i].end() {
 		copy(s.ext[i].data[off-s.ext[i].off:], data) // overwrite inside one extent
 		return
 	}
 	if i == j { // no overlap, no contact: insert
-		s.ext = append(s.ext, extent{})
-		copy(s.ext[i+1:], s.ext[i:])
-		s.ext[i] = extent{off: off, data: clone(data)}
+		s.ext = slices.Insert(s.ext, i, extent{off: off, data: d.hold(data)})
 		d.bytes += len(data)
 		return
 	}
@@ -87,6 +106,37 @@ func (d *DataLog) Write(off uint64, data []byte) {
 	d.bytes += len(merged)
 	s.ext[i] = extent{off: lo, data: merged}
 	s.ext = append(s.ext[:i+1], s.ext[j:]...)
+}
+
+// extend appends data (at most maxExtent), written right after extent i,
+// to it: in place while it fits, else in a run buffer (the extent's, or a
+// new extent's once the extent holds maxExtent).
+func (d *DataLog) extend(i int, data []byte) {
+	s := &d.cur
+	e := &s.ext[i]
+	switch size := len(e.data) + len(data); {
+	case size <= cap(e.data):
+		e.data = append(e.data, data...)
+	case size <= maxExtent: // a run begins: move it to a run buffer
+		e.data = append(append(d.run(), e.data...), data...)
+	default:
+		s.ext = slices.Insert(s.ext, i+1, extent{off: e.end(), data: append(d.run(), data...)})
+	}
+}
+
+// hold copies data (at most maxExtent) for a new extent: a large write
+// into a run buffer of its own, a small one into a slice of the arena
+// whose capacity ends with it, so extending it later moves it to a run.
+func (d *DataLog) hold(data []byte) []byte {
+	if len(data) >= maxExtent/4 {
+		return append(d.run(), data...)
+	}
+	if len(d.arena)+len(data) > cap(d.arena) {
+		d.arena = d.run()
+	}
+	start := len(d.arena)
+	d.arena = append(d.arena, data...)
+	return d.arena[start:len(d.arena):len(d.arena)]
 }
 
 // Truncate records a size change.
@@ -165,8 +215,20 @@ func (d *DataLog) Ops(fid uint64, path string) []Op {
 	return out
 }
 
-func clone(b []byte) []byte {
-	c := make([]byte, len(b), max(len(b), 4096))
-	copy(c, b)
-	return c
+// run returns an empty pooled buffer of capacity maxExtent that the log
+// owns until Release.
+func (d *DataLog) run() []byte {
+	r := runPool.Get().(*[maxExtent]byte)
+	d.runs = append(d.runs, r)
+	return r[:0]
+}
+
+// Release returns the log's buffers for reuse. The ops Ops returned share
+// them: call it only once those ops are no longer used (encoded and stored).
+func (d *DataLog) Release() {
+	for i, r := range d.runs {
+		runPool.Put(r)
+		d.runs[i] = nil
+	}
+	d.runs, d.arena = d.runs[:0], nil
 }

@@ -39,21 +39,36 @@ func (m *model) apply(ops []Op) {
 // DataLog and through the model, and compares replaying the coalesced ops
 // onto the same starting content with the model's result.
 func checkCoalesce(t *testing.T, r *rand.Rand, steps int) {
-	start := bytes.Repeat([]byte{'s'}, r.IntN(5000))
+	// Small files exercise overlaps; large ones runs past maxExtent, in
+	// several places at once.
+	span, size := 6000, 3000
+	if r.IntN(4) == 0 {
+		span, size = 4*maxExtent, maxExtent/3
+	}
+	start := bytes.Repeat([]byte{'s'}, r.IntN(span))
 	want := &model{data: bytes.Clone(start)}
 	var d DataLog
+	defer d.Release()
+	var prevEnd uint64
 	for i := 0; i < steps; i++ {
 		switch r.IntN(10) {
 		case 0, 1:
-			n := uint64(r.IntN(6000))
+			n := uint64(r.IntN(span))
 			want.truncate(n)
 			d.Truncate(n)
 		default:
-			off := uint64(r.IntN(6000))
-			if r.IntN(3) == 0 { // sequential append
+			off := uint64(r.IntN(span))
+			switch r.IntN(4) {
+			case 0: // append
 				off = uint64(len(want.data))
+			case 1: // continue the previous write, wherever it was
+				off = prevEnd
 			}
-			p := make([]byte, 1+r.IntN(3000))
+			p := make([]byte, 1+r.IntN(size))
+			if r.IntN(20) == 0 {
+				p = make([]byte, maxExtent+r.IntN(maxExtent))
+			}
+			prevEnd = off + uint64(len(p))
 			for j := range p {
 				p[j] = byte(r.Uint32())
 			}
@@ -83,14 +98,72 @@ func TestDataLogMatchesModel(t *testing.T) {
 }
 
 func TestSequentialWritesDoNotRecopy(t *testing.T) {
-	var d DataLog
-	chunk := make([]byte, 128<<10)
-	for i := 0; i < 64; i++ {
-		d.Write(uint64(i*len(chunk)), chunk)
+	for _, size := range []int{24, 4096, 4120, 128 << 10} {
+		var d DataLog
+		want := make([]byte, 8<<20)
+		rand.NewChaCha8([32]byte{byte(size)}).Read(want)
+		for off := 0; off < len(want); off += size {
+			d.Write(uint64(off), want[off:min(off+size, len(want))])
+		}
+		// Each extent is filled in place, maxExtent at a time (larger
+		// writes are split).
+		var got []byte
+		ops := d.Ops(1, "f")
+		perExtent := maxExtent
+		if size <= maxExtent {
+			perExtent = maxExtent / size * size
+		}
+		if limit := (len(want)+perExtent-1)/perExtent + 1; len(ops) > limit {
+			t.Errorf("size %d: %d ops for 8 MiB of sequential writes, want at most %d", size, len(ops), limit)
+		}
+		for _, op := range ops {
+			if op.Offset != uint64(len(got)) {
+				t.Fatalf("size %d: op at %d after %d bytes", size, op.Offset, len(got))
+			}
+			got = append(got, op.Data...)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("size %d: coalesced data differs", size)
+		}
+		d.Release()
 	}
-	ops := d.Ops(1, "f")
-	if len(ops) != 8 { // 8 MiB in 1 MiB extents
-		t.Fatalf("%d ops for 8 MiB of sequential writes", len(ops))
+}
+
+func TestReleasedRunsAreReusedSafely(t *testing.T) {
+	// Two logs alive at once never share a buffer, and a released log's
+	// buffers serve the next one.
+	a, b := &DataLog{}, &DataLog{}
+	pa, pb := bytes.Repeat([]byte{'a'}, 4096), bytes.Repeat([]byte{'b'}, 4096)
+	for i := 0; i < 40; i++ {
+		a.Write(uint64(i*4096), pa)
+		b.Write(uint64(i*4096), pb)
+	}
+	for _, op := range a.Ops(1, "a") {
+		if bytes.ContainsRune(op.Data, 'b') {
+			t.Fatal("log a holds log b's bytes")
+		}
+	}
+	a.Release()
+	c := &DataLog{}
+	for i := 0; i < 40; i++ {
+		c.Write(uint64(i*4096), bytes.Repeat([]byte{'c'}, 4096))
+	}
+	for _, op := range b.Ops(2, "b") {
+		if bytes.ContainsAny(op.Data, "ac") {
+			t.Fatal("log b's bytes changed after another log reused released buffers")
+		}
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		var d DataLog
+		for i := 0; i < 16; i++ {
+			d.Write(uint64(i*4096), pa)
+		}
+		d.Ops(1, "f")
+		d.Release()
+	})
+	if allocs > 6 { // 4 here; growing the extent by appends took 10
+
+		t.Errorf("%.0f allocations to log 64 KiB sequentially with reuse", allocs)
 	}
 }
 

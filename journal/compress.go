@@ -2,6 +2,7 @@ package journal
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -21,4 +22,26 @@ func decompress(stored []byte, rawLen int) ([]byte, error) {
 		return nil, fmt.Errorf("zstd: %v: %w", err, ErrCorrupt)
 	}
 	return out, nil
+}
+
+// rawPool keeps Encode's uncompressed body buffers, which die as soon as
+// the body is compressed; the committer encodes a batch every seal.
+var rawPool sync.Pool
+
+// maxPooledRaw bounds the buffers kept: a rare huge batch is left to the
+// garbage collector rather than pinned.
+const maxPooledRaw = 8 << 20
+
+func getRaw(size int) *[]byte {
+	if p, ok := rawPool.Get().(*[]byte); ok && cap(*p) >= size {
+		return p
+	}
+	b := make([]byte, 0, size)
+	return &b
+}
+
+func putRaw(p *[]byte) {
+	if cap(*p) <= maxPooledRaw {
+		rawPool.Put(p)
+	}
 }
