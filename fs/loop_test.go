@@ -1,0 +1,93 @@
+package fs
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"bazil.org/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/capture"
+)
+
+// TestSlowRequestDoesNotStallOthers holds one caller's READ in the daemon
+// and checks that another caller is still served: the request loop must
+// bring in another reader while its only one is busy, or every caller of
+// the mount waits behind one slow request.
+func TestSlowRequestDoesNotStallOthers(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	backing, mnt := t.TempDir(), t.TempDir()
+	want := bytes.Repeat([]byte("slow"), 1024)
+	if err := os.WriteFile(filepath.Join(backing, "slow"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(backing, "fast"), []byte("fast"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := unix.Open(backing, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfs, err := capture.New(root, capture.Options{Capture: true, MaxBatchBytes: 1 << 20, Metrics: capture.NewMetrics(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cfs.Close() })
+
+	// The first READ waits in the daemon until released (or 5 s pass).
+	const hold = 5 * time.Second
+	entered, release := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	serveHook = func(req fuse.Request) {
+		if _, ok := req.(*fuse.ReadRequest); ok && first.CompareAndSwap(false, true) {
+			close(entered)
+			select {
+			case <-release:
+			case <-time.After(hold):
+			}
+		}
+	}
+	t.Cleanup(func() { serveHook = nil })
+
+	srv, err := Mount(mnt, cfs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Unmount()
+		<-srv.Done()
+	})
+
+	slow := make(chan error, 1)
+	go func() {
+		got, err := os.ReadFile(filepath.Join(mnt, "slow"))
+		if err == nil && !bytes.Equal(got, want) {
+			err = os.ErrInvalid
+		}
+		slow <- err
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read never reached the daemon")
+	}
+	start := time.Now()
+	got, err := os.ReadFile(filepath.Join(mnt, "fast"))
+	took := time.Since(start)
+	close(release)
+	if err != nil || string(got) != "fast" {
+		t.Fatalf("reading another file while one read is held: %q, %v", got, err)
+	}
+	if took > time.Second {
+		t.Errorf("another caller waited %v behind a held request (held for up to %v)", took, hold)
+	}
+	if err := <-slow; err != nil {
+		t.Fatalf("the held read: %v", err)
+	}
+}
