@@ -43,7 +43,8 @@ proto:
 
 bench: build
 	bash benchmarks/fs/run.sh
-	$(GO) test -run '^$$' -bench . -benchtime 2000x ./benchmarks/writediff
+	$(GO) test -run '^$$' -bench . -benchtime 20000x ./capture
+	$(GO) test -run '^$$' -bench . -benchtime 2000x ./journal ./benchmarks/writediff
 	$(GO) run ./benchmarks/replicate -bin $(BIN)
 	$(GO) run ./benchmarks/http -bin $(BIN) -proxy bin/http-proxy
 

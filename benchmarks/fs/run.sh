@@ -29,6 +29,15 @@
 #   BENCH_SETTLE=1          seconds to rest after each job, once its writes are synced
 #   BENCH_CONFIGS="plain pbfs pbfs-noxattrs pbfs-nocapture bindfs"
 #   BENCH_JOBS="seqwrite randwrite randread smallfiles sqlite"
+#   BENCH_FS=host           where the configurations' directories live: "host" is the
+#                           work dir's own file system; "ext4" is a fresh ext4 (with its
+#                           journal, mkfs defaults) in an image file inside the work dir,
+#                           on a direct-I/O loop device (needs root). A fresh file system
+#                           makes small files comparable: the host's ext4 here has no
+#                           journal, and without one ext4 skips inodes freed in the last
+#                           5-300 s, so every configuration's creates paid for the ones
+#                           before it (docs/PERFORMANCE.md)
+#   BENCH_FS_SIZE=8G        size of that image (sparse)
 #   BENCH_WORKDIR=/var/tmp  where the run's own pbfs-bench.XXXXXX dir is made (never under /work)
 #   BENCH_KEEP=0            1 keeps that dir (fio JSON, mount logs, journals); it is
 #                           also kept when the run fails
@@ -62,6 +71,8 @@ PERF_DIR=${BENCH_PERF_DIR:-}
 PERF_EVENTS=${BENCH_PERF_EVENTS:--g -e cpu-clock -F 999}
 KEEP=${BENCH_KEEP:-0}
 SETTLE=${BENCH_SETTLE:-1}
+FS=${BENCH_FS:-host}
+FS_SIZE=${BENCH_FS_SIZE:-8G}
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -82,6 +93,11 @@ case "$PARENT/" in
 esac
 mkdir -p "$PARENT"
 WORK=$(mktemp -d "$PARENT/pbfs-bench.XXXXXX")
+# Every configuration's directories live under CFGDIR: the work dir itself,
+# or the fresh file system mounted in it (BENCH_FS=ext4).
+CFGDIR=$WORK
+LOOPDEV=
+FS_DESC="host: $(findmnt -n -o SOURCE,FSTYPE,OPTIONS -T "$WORK" 2>/dev/null || echo unknown)"
 
 # --- mounts and cleanup -------------------------------------------------------
 declare -A MP=() PID=()
@@ -112,8 +128,9 @@ unmount_one() {
 	fi
 	local rc=0
 	wait "$pid" 2>/dev/null || rc=$?
-	[ "$rc" -eq 0 ] || log "$cfg: mount process exited with status $rc (see $WORK/$cfg/mount.log)"
-	echo "$rc" >"$WORK/$cfg/mount.rc"
+	[ "$rc" -eq 0 ] || log "$cfg: mount process exited with status $rc (see $CFGDIR/$cfg/mount.log)"
+	echo "$rc" >"$WORK/$cfg.mount.rc"
+	cp "$CFGDIR/$cfg/mount.log" "$WORK/$cfg.mount.log" 2>/dev/null || true
 	PID[$cfg]=
 }
 
@@ -125,6 +142,10 @@ cleanup() {
 	if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID" 2>/dev/null; wait "$PERF_PID" 2>/dev/null; fi
 	local cfg
 	for cfg in "${MOUNTED[@]}"; do unmount_one "$cfg"; done
+	if [ -n "$LOOPDEV" ]; then
+		umount "$CFGDIR" 2>/dev/null || umount -l "$CFGDIR"
+		losetup -d "$LOOPDEV" 2>/dev/null
+	fi
 	# Belt and braces: nothing under the work dir may stay mounted.
 	local left
 	left=$(awk -v w="$WORK/" 'index($2, w) == 1 { print $2 }' /proc/mounts)
@@ -149,7 +170,7 @@ wait_mounted() { # CFG
 		is_mounted "${MP[$cfg]}" && return 0
 		if ! kill -0 "${PID[$cfg]}" 2>/dev/null; then
 			log "$cfg: mount process exited before mounting:"
-			cat "$WORK/$cfg/mount.log" >&2
+			cat "$CFGDIR/$cfg/mount.log" >&2
 			return 1
 		fi
 		sleep 0.1
@@ -159,7 +180,7 @@ wait_mounted() { # CFG
 }
 
 mount_cfg() { # CFG
-	local cfg=$1 d=$WORK/$1
+	local cfg=$1 d=$CFGDIR/$1
 	mkdir -p "$d/vol"
 	MP[$cfg]=$d/vol
 	case $cfg in
@@ -342,6 +363,19 @@ if [ -z "$PBFS_IDENT" ]; then # built with -buildvcs=false: say what the checkou
 fi
 PBFS_IDENT="$PBFS (sha256 $(sha256sum "$PBFS" | cut -c1-12), built $(date -u -r "$PBFS" '+%Y-%m-%d %H:%M:%S UTC')), $PBFS_IDENT"
 
+if [ "$FS" = ext4 ]; then
+	[ "$(id -u)" = 0 ] || die "BENCH_FS=ext4 needs root (losetup, mount)"
+	truncate -s "$FS_SIZE" "$WORK/fs.img"
+	mkfs.ext4 -q -F "$WORK/fs.img"
+	LOOPDEV=$(losetup -f --show --direct-io=on "$WORK/fs.img")
+	mkdir -p "$WORK/fs"
+	mount "$LOOPDEV" "$WORK/fs"
+	CFGDIR=$WORK/fs
+	FS_DESC="fresh ext4 image ($FS_SIZE, mkfs defaults, $(findmnt -n -o OPTIONS -T "$CFGDIR")) on $LOOPDEV (direct I/O) in $(findmnt -n -o FSTYPE -T "$WORK") on $(findmnt -n -o SOURCE -T "$WORK")"
+elif [ "$FS" != host ]; then
+	die "BENCH_FS is host or ext4, not $FS"
+fi
+
 START=$(date +%s)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 log "work dir $WORK; configurations: ${cfgs[*]}; jobs: $JOBS"
@@ -377,7 +411,7 @@ for job in $JOBS; do
 		case $cfg in
 		pbfs*)
 			b0=$(date +%s%N)
-			if "$PBFS" barrier --journal "$WORK/$cfg/journal" >/dev/null 2>"$WORK/out/$cfg-$job.barrier.err"; then
+			if "$PBFS" barrier --journal "$CFGDIR/$cfg/journal" >/dev/null 2>"$WORK/out/$cfg-$job.barrier.err"; then
 				drain=$((($(date +%s%N) - b0) / 1000000))
 				printf '%s\t%s\t%s\n' "$cfg" "$job" "$drain" >>"$WORK/barrier.tsv"
 			else
@@ -408,9 +442,9 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # Anything a mount process said above INFO, or a non-zero exit, is reported verbatim.
 for cfg in "${cfgs[@]}"; do
-	f=$WORK/$cfg/mount.log
+	f=$WORK/$cfg.mount.log
 	[ -f "$f" ] || continue
-	rc=$(cat "$WORK/$cfg/mount.rc" 2>/dev/null || echo 0)
+	rc=$(cat "$WORK/$cfg.mount.rc" 2>/dev/null || echo 0)
 	noisy=$(grep -v -E 'level=INFO|^$' "$f" || true)
 	if [ "$rc" != 0 ] || [ -n "$noisy" ]; then
 		{
@@ -426,8 +460,8 @@ export BENCH_META_BINARY=$PBFS_IDENT
 export BENCH_META_KERNEL=$(uname -r) BENCH_META_NPROC=$(nproc)
 export BENCH_META_CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 export BENCH_META_MEM=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
-export BENCH_META_FS=$(df -PT "$WORK" | awk 'NR == 2 { print $2 " on " $1 }')
-export BENCH_META_PARAMS="BENCH_SECONDS=$BENCH_SECONDS BENCH_SEQ_MB=$SEQ_MB BENCH_RW_MB=$RW_MB BENCH_READ_MB=$READ_MB BENCH_FILES=$FILES BENCH_SMALL_SECONDS=$SMALL_SECONDS BENCH_SQLITE_TX=$SQL_TX BENCH_SQLITE_SYNC=$SQL_SYNC"
+export BENCH_META_FS=$FS_DESC
+export BENCH_META_PARAMS="BENCH_FS=$FS BENCH_SECONDS=$BENCH_SECONDS BENCH_SEQ_MB=$SEQ_MB BENCH_RW_MB=$RW_MB BENCH_READ_MB=$READ_MB BENCH_FILES=$FILES BENCH_SMALL_SECONDS=$SMALL_SECONDS BENCH_SQLITE_TX=$SQL_TX BENCH_SQLITE_SYNC=$SQL_SYNC"
 export BENCH_META_VERSIONS="$(fio --version), sqlite3 $(sqlite3 --version | cut -d' ' -f1), $(command -v bindfs >/dev/null && bindfs --version 2>&1 | head -1 || echo 'no bindfs'), $(go version 2>/dev/null | cut -d' ' -f3)"
 
 REPORT=$WORK/report.md
@@ -471,7 +505,7 @@ def ratio(cfg, job):
 
 print(f"# pbfs filesystem benchmark, {m['date']} UTC\n")
 print(f"- machine: {m['nproc']} cores ({m['cpu']}), {m['mem']}, kernel {m['kernel']}")
-print(f"- work dir filesystem: {m['fs']}")
+print(f"- filesystem under test: {m['fs']}")
 print(f"- pbfs binary: {m['binary']}")
 print(f"- tools: {m['versions']}")
 print(f"- parameters: {m['params']}")
