@@ -45,6 +45,7 @@ type DataLog struct {
 	bytes int
 	runs  []*[maxExtent]byte // pooled buffers extents live in (Release)
 	arena []byte             // the run small new extents are carved from
+	alloc int                // bytes of buffers taken for the batch
 }
 
 // Bytes is the payload the log holds.
@@ -98,6 +99,7 @@ func (d *DataLog) Write(off uint64, data []byte) {
 	}
 	lo, hi := min(off, s.ext[i].off), max(end, s.ext[j-1].end())
 	merged := make([]byte, hi-lo)
+	d.alloc += len(merged)
 	for k := i; k < j; k++ {
 		copy(merged[s.ext[k].off-lo:], s.ext[k].data)
 		d.bytes -= len(s.ext[k].data)
@@ -109,27 +111,31 @@ func (d *DataLog) Write(off uint64, data []byte) {
 }
 
 // extend appends data (at most maxExtent), written right after extent i,
-// to it: in place while it fits, else in a run buffer (the extent's, or a
-// new extent's once the extent holds maxExtent).
+// to it: in place while it fits, else in a buffer twice the size (a run
+// buffer from maxExtent on), or, once the extent holds maxExtent, in a new
+// extent that starts a run buffer.
 func (d *DataLog) extend(i int, data []byte) {
 	s := &d.cur
 	e := &s.ext[i]
 	switch size := len(e.data) + len(data); {
 	case size <= cap(e.data):
 		e.data = append(e.data, data...)
-	case size <= maxExtent: // a run begins: move it to a run buffer
-		e.data = append(append(d.run(), e.data...), data...)
+	case size <= maxExtent:
+		e.data = append(append(d.buffer(min(2*size, maxExtent)), e.data...), data...)
 	default:
 		s.ext = slices.Insert(s.ext, i+1, extent{off: e.end(), data: append(d.run(), data...)})
 	}
 }
 
-// hold copies data (at most maxExtent) for a new extent: a large write
-// into a run buffer of its own, a small one into a slice of the arena
-// whose capacity ends with it, so extending it later moves it to a run.
+// hold copies data (at most maxExtent) for a new extent. Until the log
+// holds maxExtent bytes each new extent gets a buffer of its own size;
+// after that small ones are carved from a shared run (the arena), their
+// capacity capped so that extending one moves it out. Buffers thus hold at
+// most about twice the payload: a service that writes thousands of small
+// files per batch must not pin a run buffer for each.
 func (d *DataLog) hold(data []byte) []byte {
-	if len(data) >= maxExtent/4 {
-		return append(d.run(), data...)
+	if len(data) == maxExtent || d.bytes < maxExtent {
+		return append(d.buffer(len(data)), data...)
 	}
 	if len(d.arena)+len(data) > cap(d.arena) {
 		d.arena = d.run()
@@ -137,6 +143,16 @@ func (d *DataLog) hold(data []byte) []byte {
 	start := len(d.arena)
 	d.arena = append(d.arena, data...)
 	return d.arena[start:len(d.arena):len(d.arena)]
+}
+
+// buffer returns an empty buffer of capacity n (at most maxExtent): a run
+// buffer when n is maxExtent.
+func (d *DataLog) buffer(n int) []byte {
+	if n >= maxExtent {
+		return d.run()
+	}
+	d.alloc += n
+	return make([]byte, 0, n)
 }
 
 // Truncate records a size change.
@@ -220,6 +236,7 @@ func (d *DataLog) Ops(fid uint64, path string) []Op {
 func (d *DataLog) run() []byte {
 	r := runPool.Get().(*[maxExtent]byte)
 	d.runs = append(d.runs, r)
+	d.alloc += maxExtent
 	return r[:0]
 }
 
