@@ -49,7 +49,7 @@ func NewCommitter(fs *FS, store *journal.Store, interval time.Duration, reg prom
 			Name: "pbfs_journal_append_failures_total", Help: "Journal appends that failed and will be retried.",
 		}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "pbfs_journal_commit_seconds", Help: "Time to seal and durably append a batch.",
+			Name: "pbfs_journal_commit_seconds", Help: "Time to seal and append a batch.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 	}

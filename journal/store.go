@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -34,12 +35,25 @@ var (
 type StoreOptions struct {
 	Logger   *slog.Logger
 	ReadOnly bool
+	// LazyAppends lets Append return before the batch is on disk; Sync
+	// makes every batch appended so far durable. Every other write (epoch,
+	// markers, metadata, Reset, AppendEncoded) is still synced before it
+	// returns. A primary's journal is the queue its backups are fed from:
+	// after a crash of the machine it resyncs them from the volume anyway
+	// (MarkOpen), so syncing each sealed batch only cost the service's own
+	// fsyncs a device flush every seal interval (docs/PERFORMANCE.md).
+	LazyAppends bool
 }
 
 // Store keeps sealed batches in Badger, durably and in seq order.
 type Store struct {
 	db  *badger.DB
 	log *slog.Logger
+
+	lazy   bool
+	syncMu sync.Mutex  // serializes Sync, so none returns before the flush it relies on
+	dirty  atomic.Bool // a lazy Append since the last Sync
+	syncs  atomic.Uint64
 
 	mu      sync.Mutex
 	last    Header // header of the newest batch (zero if none)
@@ -71,7 +85,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	}
 	opts := badger.DefaultOptions(dir).
 		WithLogger(badgerLogger{log}).
-		WithSyncWrites(true).
+		WithSyncWrites(!o.LazyAppends).
 		WithReadOnly(o.ReadOnly).
 		WithNumVersionsToKeep(1).
 		WithMemTableSize(16 << 20).
@@ -89,7 +103,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open journal %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: log, epoch: 1, changed: make(chan struct{})}
+	s := &Store{db: db, log: log, epoch: 1, changed: make(chan struct{}), lazy: o.LazyAppends}
 	// A read-only store is opened to inspect the journal, damage included.
 	if err := s.load(); err != nil && !o.ReadOnly {
 		db.Close()
@@ -157,7 +171,7 @@ func (s *Store) SetEpoch(e uint64) error {
 	if e < s.epoch {
 		return fmt.Errorf("set epoch %d: below current %d", e, s.epoch)
 	}
-	err := s.db.Update(func(txn *badger.Txn) error {
+	err := s.update(func(txn *badger.Txn) error {
 		return txn.Set(epochKey, binary.BigEndian.AppendUint64(nil, e))
 	})
 	if err != nil {
@@ -171,7 +185,7 @@ func (s *Store) SetEpoch(e uint64) error {
 // whether an earlier mount never marked it closed (a crash), and the last
 // seq at which that mount had opened it.
 func (s *Store) MarkOpen() (unclean bool, since uint64, err error) {
-	err = s.db.Update(func(txn *badger.Txn) error {
+	err = s.update(func(txn *badger.Txn) error {
 		if it, err := txn.Get(openKey); err == nil {
 			unclean = true
 			it.Value(func(v []byte) error {
@@ -194,14 +208,15 @@ func (s *Store) MarkOpen() (unclean bool, since uint64, err error) {
 // MarkClosed records a clean unmount: every change the volume holds is in
 // the journal.
 func (s *Store) MarkClosed() error {
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(openKey) }); err != nil {
+	if err := s.update(func(txn *badger.Txn) error { return txn.Delete(openKey) }); err != nil {
 		return fmt.Errorf("mark journal closed: %w", err)
 	}
 	return nil
 }
 
-// Append numbers ops as the next batch, encodes it and stores it durably.
-// It returns the stored header. Appends are serialized.
+// Append numbers ops as the next batch, encodes it and stores it, durably
+// unless the store has LazyAppends (then Sync makes it durable). It
+// returns the stored header. Appends are serialized.
 func (s *Store) Append(ops []Op, created time.Time, written uint64) (Header, int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -217,8 +232,45 @@ func (s *Store) Append(ops []Op, created time.Time, written uint64) (Header, int
 	if err != nil {
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
 	}
+	if s.lazy {
+		s.dirty.Store(true)
+	}
 	s.setLast(h)
 	return h, len(buf), nil
+}
+
+// Sync makes every batch appended so far durable. It costs nothing when
+// appends are synced anyway or nothing was appended since the last Sync.
+func (s *Store) Sync() error {
+	if !s.lazy {
+		return nil
+	}
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if !s.dirty.Swap(false) {
+		return nil
+	}
+	s.syncs.Add(1)
+	if err := s.db.Sync(); err != nil {
+		s.dirty.Store(true)
+		return fmt.Errorf("sync journal: %w", err)
+	}
+	return nil
+}
+
+// Syncs counts the flushes Sync made.
+func (s *Store) Syncs() uint64 { return s.syncs.Load() }
+
+// update runs fn in a read-write transaction and returns once its writes
+// are durable, also in a store with LazyAppends.
+func (s *Store) update(fn func(txn *badger.Txn) error) error {
+	if err := s.db.Update(fn); err != nil {
+		return err
+	}
+	if s.lazy {
+		return s.db.Sync()
+	}
+	return nil
 }
 
 // Get returns the encoded batch seq.
@@ -370,7 +422,7 @@ func (s *Store) Meta(name string) ([]byte, error) {
 
 // SetMeta durably writes a metadata value ("m/" + name).
 func (s *Store) SetMeta(name string, v []byte) error {
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("m/"+name), v) }); err != nil {
+	if err := s.update(func(txn *badger.Txn) error { return txn.Set([]byte("m/"+name), v) }); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return nil
@@ -393,7 +445,7 @@ func (s *Store) SetMetaUint(name string, v uint64) error {
 // Put stores an encoded batch under its seq without checks; tests use it
 // to plant corrupt batches.
 func (s *Store) Put(seq uint64, enc []byte) error {
-	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(batchKey(seq), enc) })
+	return s.update(func(txn *badger.Txn) error { return txn.Set(batchKey(seq), enc) })
 }
 
 // Close closes the store.

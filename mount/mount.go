@@ -132,7 +132,10 @@ func Start(cfg Config) (*Mount, error) {
 		return nil, fmt.Errorf("open backing directory: %w", err)
 	}
 	m := &Mount{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), runDone: make(chan struct{}), ctlDone: make(chan error, 1)}
-	m.store, err = journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger})
+	// The primary's appends are lazy: Barrier syncs when no backup holds
+	// the batch, and after a crash of the machine the unclean marker
+	// (synced) has the backups resynced from the volume.
+	m.store, err = journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger, LazyAppends: true})
 	if err != nil {
 		unix.Close(rootFd)
 		return nil, err
@@ -193,6 +196,9 @@ func Start(cfg Config) (*Mount, error) {
 		return nil, err
 	}
 	m.committer = capture.NewCommitter(m.fs, m.store, cfg.SealInterval, m.reg, cfg.Logger)
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "pbfs_journal_syncs_total", Help: "Flushes of the journal's lazy appends, by barriers no backup held.",
+	}, func() float64 { return float64(m.store.Syncs()) }))
 	if len(cfg.Backups) > 0 {
 		m.primary, err = replicate.StartPrimary(replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, Token: cfg.Token,
 			VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter, TLS: cfg.TLS,
@@ -317,11 +323,21 @@ func (m *Mount) Barrier(ctx context.Context) (uint64, error) {
 	if err == nil && m.ahead.Load() {
 		err = ErrVolumeAhead
 	}
-	if err != nil || m.primary == nil {
+	if err != nil {
 		return seq, err
 	}
-	if err := m.primary.Wait(ctx, seq); err != nil {
-		return 0, err
+	acks := 0
+	if m.primary != nil {
+		if acks, err = m.primary.Wait(ctx, seq); err != nil {
+			return 0, err
+		}
+	}
+	if acks == 0 {
+		// No backup holds the batch (none configured, --ack none, or all
+		// degraded): a barrier still means durable somewhere, here.
+		if err := m.store.Sync(); err != nil {
+			return 0, fmt.Errorf("barrier %d: %w", seq, err)
+		}
 	}
 	return seq, nil
 }

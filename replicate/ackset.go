@@ -128,9 +128,10 @@ func (p *Primary) notify() {
 	p.mu.Unlock()
 }
 
-// Wait returns once seq is durable on the ack set, or fails when this
-// primary is deposed or ctx ends.
-func (p *Primary) Wait(ctx context.Context, seq uint64) error {
+// Wait returns once seq is durable on the ack set, with how many backups
+// hold it (0 when the policy needs none), or fails when this primary is
+// deposed or ctx ends.
+func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 	start := time.Now()
 	for {
 		p.mu.Lock()
@@ -139,7 +140,7 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) error {
 		have, degraded := 0, 0
 		for _, s := range p.shippers {
 			if s.deposed.Load() {
-				return ErrDeposed
+				return 0, ErrDeposed
 			}
 			if s.degraded.Load() {
 				degraded++
@@ -149,11 +150,11 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) error {
 		}
 		if have >= p.needOf(len(p.shippers)-degraded) {
 			p.m.barriers.Observe(time.Since(start).Seconds())
-			return nil
+			return have, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for %d of %d backups to hold seq %d: %w", p.need, len(p.shippers), seq, ctx.Err())
+			return 0, fmt.Errorf("wait for %d of %d backups to hold seq %d: %w", p.need, len(p.shippers), seq, ctx.Err())
 		case <-ch:
 		}
 	}

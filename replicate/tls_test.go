@@ -78,7 +78,8 @@ func TestMutualTLS(t *testing.T) {
 		defer p.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		return p.Wait(ctx, 1)
+		_, err = p.Wait(ctx, 1)
+		return err
 	}
 	if err := ship("plain", TLSFiles{}); err == nil {
 		t.Fatal("a primary without TLS replicated to a backup that requires it")
