@@ -33,6 +33,10 @@ func Serve(impl any) {
 	// process group must not end the plugin first. (go-plugin already
 	// ignores SIGINT.) And a plugin must not outlive its host.
 	signal.Ignore(syscall.SIGTERM)
+	// Nor may a log line to a host that died kill the plugin on the spot
+	// (SIGPIPE on stderr): exitWithParent ends it, after removing the
+	// socket directory the host can no longer remove.
+	signal.Ignore(syscall.SIGPIPE)
 	go exitWithParent(log)
 	p, err := newServerPlugin(impl, log)
 	if err != nil {
@@ -55,6 +59,11 @@ func exitWithParent(log *slog.Logger) {
 	for range time.Tick(250 * time.Millisecond) {
 		if os.Getppid() != parent {
 			log.Error("the pbfs host is gone; exiting")
+			// The host made the socket directory for this plugin alone
+			// and can no longer remove it.
+			if dir := os.Getenv(plugin.EnvUnixSocketDir); dir != "" {
+				os.RemoveAll(dir)
+			}
 			os.Exit(1)
 		}
 	}

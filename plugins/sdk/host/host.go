@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -77,17 +78,26 @@ func (i Info) Serves(kind string) bool {
 
 // Plugin is one running plugin process.
 type Plugin struct {
-	client *plugin.Client
-	remote *Remote
-	pid    int
+	client  *plugin.Client
+	remote  *Remote
+	pid     int
+	sockets string // the directory the plugin's socket is in; Kill removes it
 }
 
 // Launch starts the plugin binary at path and completes the handshake.
 // The caller must Kill it.
 func Launch(ctx context.Context, path string, o Options) (*Plugin, error) {
 	o = o.withDefaults()
+	// The plugin listens on a Unix socket that go-plugin removes only when
+	// Serve returns; a plugin that crashed, was killed or left with its host
+	// would leave it in the temp directory for good. So each launch gets a
+	// directory of its own, and Kill removes it.
+	sockets, err := os.MkdirTemp("", "pbfs-plugin-")
+	if err != nil {
+		return nil, fmt.Errorf("launch %s: %w", path, err)
+	}
 	cmd := exec.Command(path)
-	cmd.Env = []string{"PBFS_PLUGIN_LOG_LEVEL=" + o.LogLevel}
+	cmd.Env = []string{"PBFS_PLUGIN_LOG_LEVEL=" + o.LogLevel, plugin.EnvUnixSocketDir + "=" + sockets}
 	versions := map[int]plugin.PluginSet{}
 	for _, v := range wire.Accepted(o.Version) {
 		versions[v] = plugin.PluginSet{wire.PluginName: &ClientPlugin{}}
@@ -101,17 +111,16 @@ func Launch(ctx context.Context, path string, o Options) (*Plugin, error) {
 		StartTimeout:     o.StartTimeout,
 		Logger:           wire.HCLog(o.Logger),
 	})
+	p := &Plugin{client: c, sockets: sockets}
 	rpc, err := c.Client()
 	if err != nil {
-		c.Kill()
+		p.Kill()
 		return nil, launchError(path, err)
 	}
-	remote, err := Dispense(ctx, rpc, c.NegotiatedVersion())
-	if err != nil {
-		c.Kill()
+	if p.remote, err = Dispense(ctx, rpc, c.NegotiatedVersion()); err != nil {
+		p.Kill()
 		return nil, fmt.Errorf("launch %s: %w", path, err)
 	}
-	p := &Plugin{client: c, remote: remote}
 	if rc := c.ReattachConfig(); rc != nil {
 		p.pid = rc.Pid
 	}
@@ -149,8 +158,12 @@ func (p *Plugin) Exited() bool { return p.client.Exited() }
 // Remote is the protocol view of the plugin.
 func (p *Plugin) Remote() *Remote { return p.remote }
 
-// Kill stops the process (gracefully first, as go-plugin does).
-func (p *Plugin) Kill() { p.client.Kill() }
+// Kill stops the process (gracefully first, as go-plugin does) and removes
+// its socket directory.
+func (p *Plugin) Kill() {
+	p.client.Kill()
+	os.RemoveAll(p.sockets)
+}
 
 // Check launches the plugin at path, completes the handshake and version
 // check, reads its Info and stops it: what `pbfs plugin check` does.

@@ -90,6 +90,46 @@ func TestSupervisorRestartsCrashedPlugin(t *testing.T) {
 	}
 }
 
+// Plugins that crash or are killed leave nothing in the temp directory:
+// go-plugin removes a plugin's socket only when Serve returns, so each
+// launch gets a socket directory of its own that the host removes.
+func TestPluginsLeaveNoSockets(t *testing.T) {
+	crasher, ex := fstest.Build(t, mod+"sdk/host/testdata/crasher"), fstest.Build(t, mod+"example")
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	s := host.Start(host.SupervisorConfig{
+		Specs: []host.Spec{
+			{Name: "crasher", Path: crasher, Config: map[string]string{"crash-after": "100ms"}},
+			{Name: "ex", Path: ex},
+		},
+		Host: sdktest.NewHost(), MinBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+	})
+	defer s.Close()
+	waitFor(t, "two crashes and the example running", func() bool {
+		st := s.Status()
+		return st[0].Restarts >= 2 && st[1].State == host.StateRunning
+	})
+	if err := syscall.Kill(s.Status()[1].Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the killed example restarted", func() bool {
+		st := s.Status()[1]
+		return st.Restarts >= 1 && st.State == host.StateRunning
+	})
+	s.Close()
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if len(left) > 0 {
+		t.Fatalf("left in the temp directory after crashes, a kill -9 and Close: %v", left)
+	}
+}
+
 // A plugin that cannot start (wrong version) is retried, with its error
 // in the status, and never stops the supervisor's other plugins.
 func TestSupervisorKeepsRefusedPluginOutOfTheWay(t *testing.T) {
