@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,6 +50,7 @@ type StoreOptions struct {
 // Store keeps sealed batches in Badger, durably and in seq order.
 type Store struct {
 	db  *badger.DB
+	dir string
 	log *slog.Logger
 
 	lazy   bool
@@ -103,7 +106,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open journal %s: %w", dir, err)
 	}
-	s := &Store{db: db, log: log, epoch: 1, changed: make(chan struct{}), lazy: o.LazyAppends}
+	s := &Store{db: db, dir: dir, log: log, epoch: 1, changed: make(chan struct{}), lazy: o.LazyAppends}
 	// A read-only store is opened to inspect the journal, damage included.
 	if err := s.load(); err != nil && !o.ReadOnly {
 		db.Close()
@@ -251,7 +254,7 @@ func (s *Store) Sync() error {
 		return nil
 	}
 	s.syncs.Add(1)
-	if err := s.db.Sync(); err != nil {
+	if err := s.flushAll(); err != nil {
 		s.dirty.Store(true)
 		return fmt.Errorf("sync journal: %w", err)
 	}
@@ -261,16 +264,49 @@ func (s *Store) Sync() error {
 // Syncs counts the flushes Sync made.
 func (s *Store) Syncs() uint64 { return s.syncs.Load() }
 
-// update runs fn in a read-write transaction and returns once its writes
-// are durable, also in a store with LazyAppends.
+// update runs fn in a read-write transaction and returns once its writes,
+// and in a store with LazyAppends everything written before them, are
+// durable.
 func (s *Store) update(fn func(txn *badger.Txn) error) error {
 	if err := s.db.Update(fn); err != nil {
 		return err
 	}
 	if s.lazy {
-		return s.db.Sync()
+		return s.flushAll()
 	}
 	return nil
+}
+
+// flushAll makes everything Badger wrote durable. Badger's own Sync covers
+// only the newest value log and the active memtable's log: without
+// SyncWrites a value log that filled up, a memtable log set aside for
+// flushing, and the files' directory entries are written back whenever
+// the kernel likes. So every log file and the directory are synced too.
+func (s *Store) flushAll() error {
+	if err := s.db.Sync(); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if name := e.Name(); strings.HasSuffix(name, ".vlog") || strings.HasSuffix(name, ".mem") || strings.HasSuffix(name, ".sst") {
+			if err := syncFile(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return syncFile(s.dir)
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // Get returns the encoded batch seq.
