@@ -46,14 +46,14 @@ func (f *FS) Write(h *Handle, off int64, data []byte, killPriv bool) (int, error
 	k, err := pwriteFull(h.fd, data, off)
 	if k > 0 {
 		log := f.dataLog(n)
-		before := log.Bytes()
+		before := log.Footprint()
 		if old != nil {
 			recordDiff(log, uint64(off), data[:k], old)
 			putBuf(old)
 		} else {
 			log.Write(uint64(off), data[:k])
 		}
-		f.grew(log.Bytes() - before)
+		f.grew(log.Footprint() - before)
 		f.m.op(journal.KindWrite)
 		f.m.WriteBytes.Add(float64(k))
 		f.written.Add(int64(k))
@@ -131,17 +131,17 @@ func pwriteFull(fd int, data []byte, off int64) (int, error) {
 // truncateLog records a size change; the caller holds n.mu and sealMu.
 func (f *FS) truncateLog(n *Node, size uint64) {
 	log := f.dataLog(n)
-	before := log.Bytes()
+	before := log.Footprint()
 	log.Truncate(size)
-	f.grew(log.Bytes() - before)
+	f.grew(log.Footprint() - before)
 	f.m.op(journal.KindTruncate)
 }
 
 func (f *FS) metaLog(n *Node, op journal.Op) {
 	log := f.dataLog(n)
-	before := log.Bytes()
+	before := log.Footprint()
 	log.Meta(op)
-	f.grew(log.Bytes() - before)
+	f.grew(log.Footprint() - before)
 	f.m.op(op.Kind)
 }
 

@@ -52,6 +52,14 @@ type DataLog struct {
 // Bytes is the payload the log holds.
 func (d *DataLog) Bytes() int { return d.bytes }
 
+// Footprint is the memory the log has taken for this batch: buffers and
+// metadata values, including those a truncate or an overwrite made dead
+// (pooled buffers stay with the log until Release). It never shrinks, so
+// a batch limit on it bounds memory where a limit on Bytes would not: a
+// file rewritten and truncated over and over holds no payload but pins a
+// run buffer per rewrite.
+func (d *DataLog) Footprint() int { return d.alloc }
+
 // Write records data written at off.
 func (d *DataLog) Write(off uint64, data []byte) {
 	for len(data) > maxExtent { // in pieces that each fit a run buffer
@@ -201,6 +209,7 @@ func (d *DataLog) Meta(op Op) {
 		return
 	}
 	d.bytes += len(op.Data)
+	d.alloc += len(op.Data)
 	d.meta = append(d.meta, op)
 }
 

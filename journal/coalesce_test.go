@@ -169,6 +169,28 @@ func TestBuffersStayNearPayload(t *testing.T) {
 	}
 }
 
+func TestFootprintCountsDeadBuffers(t *testing.T) {
+	// A file rewritten and truncated to nothing again and again holds no
+	// payload but pins a run buffer per rewrite until Release: the batch
+	// limit must see that memory (capture seals on Footprint), or a
+	// journal that refuses appends lets it grow without bound.
+	var d DataLog
+	defer d.Release()
+	page := make([]byte, 4096)
+	for i := 0; i < 100; i++ {
+		for off := 0; off < 128<<10; off += len(page) {
+			d.Write(uint64(off), page)
+		}
+		d.Truncate(0)
+	}
+	if d.Bytes() != 0 {
+		t.Fatalf("payload %d after truncating to 0", d.Bytes())
+	}
+	if held := len(d.runs) * maxExtent; d.Footprint() < held {
+		t.Fatalf("footprint %d bytes while %d bytes of run buffers are held", d.Footprint(), held)
+	}
+}
+
 func TestReleasedRunsAreReusedSafely(t *testing.T) {
 	// Two logs alive at once never share a buffer, and a released log's
 	// buffers serve the next one.
