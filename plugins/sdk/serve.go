@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,8 +62,10 @@ func exitWithParent(log *slog.Logger) {
 		if os.Getppid() != parent {
 			log.Error("the pbfs host is gone; exiting")
 			// The host made the socket directory for this plugin alone
-			// and can no longer remove it.
-			if dir := os.Getenv(plugin.EnvUnixSocketDir); dir != "" {
+			// and can no longer remove it. Only a directory of that name:
+			// a plugin started by another host may have been given a
+			// shared one.
+			if dir := os.Getenv(plugin.EnvUnixSocketDir); strings.HasPrefix(filepath.Base(dir), "pbfs-plugin-") {
 				os.RemoveAll(dir)
 			}
 			os.Exit(1)

@@ -97,7 +97,15 @@ func Launch(ctx context.Context, path string, o Options) (*Plugin, error) {
 		return nil, fmt.Errorf("launch %s: %w", path, err)
 	}
 	cmd := exec.Command(path)
-	cmd.Env = []string{"PBFS_PLUGIN_LOG_LEVEL=" + o.LogLevel, plugin.EnvUnixSocketDir + "=" + sockets}
+	// The plugin inherits the host's environment, except a socket
+	// directory the host may itself have been given: go-plugin would
+	// append the host's after ours, and the later one wins.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, plugin.EnvUnixSocketDir+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "PBFS_PLUGIN_LOG_LEVEL="+o.LogLevel, plugin.EnvUnixSocketDir+"="+sockets)
 	versions := map[int]plugin.PluginSet{}
 	for _, v := range wire.Accepted(o.Version) {
 		versions[v] = plugin.PluginSet{wire.PluginName: &ClientPlugin{}}
@@ -106,6 +114,7 @@ func Launch(ctx context.Context, path string, o Options) (*Plugin, error) {
 		HandshakeConfig:  wire.Handshake(o.Version),
 		VersionedPlugins: versions,
 		Cmd:              cmd,
+		SkipHostEnv:      true,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		StartTimeout:     o.StartTimeout,

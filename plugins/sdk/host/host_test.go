@@ -97,6 +97,13 @@ func TestPluginsLeaveNoSockets(t *testing.T) {
 	crasher, ex := fstest.Build(t, mod+"sdk/host/testdata/crasher"), fstest.Build(t, mod+"example")
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
+	// A socket directory the host itself was given is not the plugins'.
+	shared := t.TempDir()
+	canary := filepath.Join(shared, "canary")
+	if err := os.WriteFile(canary, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PLUGIN_UNIX_SOCKET_DIR", shared)
 	s := host.Start(host.SupervisorConfig{
 		Specs: []host.Spec{
 			{Name: "crasher", Path: crasher, Config: map[string]string{"crash-after": "100ms"}},
@@ -127,6 +134,9 @@ func TestPluginsLeaveNoSockets(t *testing.T) {
 	}
 	if len(left) > 0 {
 		t.Fatalf("left in the temp directory after crashes, a kill -9 and Close: %v", left)
+	}
+	if entries, _ := os.ReadDir(shared); len(entries) != 1 {
+		t.Fatalf("the host's own PLUGIN_UNIX_SOCKET_DIR was used or removed: %v", entries)
 	}
 }
 
