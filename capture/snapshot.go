@@ -48,6 +48,11 @@ func (c *Committer) Snapshot(ctx context.Context) (journal.Header, []Entry, time
 	}
 	if err == nil {
 		s.Release()
+	} else if len(s.Ops) > 0 {
+		// Keep the sealed ops for the committer to retry, as it does with
+		// its own refused batches; dropping them would lose them from the
+		// journal and from every streaming backup.
+		c.held, c.at = &s, start
 	}
 	var entries []Entry
 	if err == nil {
