@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", pbfsBin, ".").CombinedOutput(); err != nil {
 		panic(fmt.Sprintf("build pbfs: %v\n%s", err, out))
 	}
-	code := m.Run()
+	code := fstest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -22,6 +22,21 @@ var (
 	binPaths = map[string]string{}
 )
 
+// Main runs a package's tests and then removes the binaries Build made
+// for them (they outlive any one test, so no t.TempDir can hold them):
+//
+//	func TestMain(m *testing.M) { os.Exit(fstest.Main(m)) }
+func Main(m *testing.M) int {
+	code := m.Run()
+	binMu.Lock()
+	defer binMu.Unlock()
+	for pkg, path := range binPaths {
+		os.RemoveAll(filepath.Dir(path))
+		delete(binPaths, pkg)
+	}
+	return code
+}
+
 // Binary builds the pbfs command once per test binary and returns its path.
 //
 // Tests serve their mounts from this separate process, never in-process: a
@@ -35,7 +50,8 @@ func Binary(t testing.TB) string {
 }
 
 // Build builds the command pkg once per test binary (with -race when the
-// tests run with it) and returns its path.
+// tests run with it) and returns its path. The package's TestMain should
+// call Main, which removes it afterwards.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
 	binMu.Lock()

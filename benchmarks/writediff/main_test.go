@@ -1,0 +1,11 @@
+package writediff
+
+import (
+	"os"
+	"testing"
+
+	"github.com/pbfs/pbfs/internal/fstest"
+)
+
+// TestMain removes the binaries the benchmarks built once they have run.
+func TestMain(m *testing.M) { os.Exit(fstest.Main(m)) }
