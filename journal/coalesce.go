@@ -75,7 +75,7 @@ func (d *DataLog) Write(off uint64, data []byte) {
 		s.size = end
 	}
 	n := len(s.ext)
-	// First extent that ends at or after off; the last one, usually.
+	// The first extent the write can overlap or continue: usually the last.
 	i := n
 	if n > 0 && s.ext[n-1].end() >= off {
 		i = n - 1
@@ -83,18 +83,18 @@ func (d *DataLog) Write(off uint64, data []byte) {
 			i = sort.Search(n, func(i int) bool { return s.ext[i].end() >= off })
 		}
 	}
-	d.bytes += len(data)
 	if i == n { // past every extent
 		s.ext = append(s.ext, extent{off: off, data: d.hold(data)})
+		d.bytes += len(data)
 		return
 	}
 	// Sequential: the write continues extent i and overlaps nothing after
 	// it (one run, or several interleaved, or a log that wrapped around).
 	if e := &s.ext[i]; e.end() == off && (i+1 == n || end <= s.ext[i+1].off) {
 		d.extend(i, data)
+		d.bytes += len(data)
 		return
 	}
-	d.bytes -= len(data)
 	// First extent that starts after end.
 	j := sort.Search(n, func(j int) bool { return s.ext[j].off > end })
 	if j == i+1 && s.ext[i].off <= off && end <= s.ext[i].end() {
