@@ -282,6 +282,7 @@ func (s *Store) update(fn func(txn *badger.Txn) error) error {
 // SyncWrites a value log that filled up, a memtable log set aside for
 // flushing, and the files' directory entries are written back whenever
 // the kernel likes. So every log file and the directory are synced too.
+// (Tables and the manifest Badger syncs itself when it writes them.)
 func (s *Store) flushAll() error {
 	if err := s.db.Sync(); err != nil {
 		return err
@@ -291,7 +292,7 @@ func (s *Store) flushAll() error {
 		return err
 	}
 	for _, e := range entries {
-		if name := e.Name(); strings.HasSuffix(name, ".vlog") || strings.HasSuffix(name, ".mem") || strings.HasSuffix(name, ".sst") {
+		if name := e.Name(); strings.HasSuffix(name, ".vlog") || strings.HasSuffix(name, ".mem") {
 			if err := syncFile(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
