@@ -42,6 +42,19 @@ func attrFromStat(st *unix.Stat_t) Attr {
 	}
 }
 
+// Access checks access(2)'s mask (R_OK, W_OK, X_OK; 0 for existence)
+// for n with pbfs's own credentials; symlinks are checked, not followed.
+func (f *FS) Access(n *Node, mask uint32) error {
+	f.table.mu.RLock()
+	defer f.table.mu.RUnlock()
+	p, err := f.nodePath(n)
+	if err != nil {
+		return err
+	}
+	err = unix.Faccessat(f.root, p, mask&(unix.R_OK|unix.W_OK|unix.X_OK), unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW)
+	return f.fail("access", err)
+}
+
 // Caller is the process a request comes from.
 type Caller struct {
 	UID, GID uint32

@@ -115,6 +115,11 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 		}
 		r.Respond()
 	case *fuse.AccessRequest:
+		// Sent only without default_permissions (see Mount), where every
+		// caller has pbfs's own uid and gid.
+		if err := s.fs.Access(n, r.Mask); err != nil {
+			return err
+		}
 		r.Respond()
 	default:
 		s.log.Debug("unsupported fuse request", "req", req.String())

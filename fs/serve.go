@@ -50,7 +50,7 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 		o.MaxReaders = 64
 	}
 	mopts := []fuse.MountOption{
-		fuse.FSName("pbfs"), fuse.Subtype("pbfs"), fuse.DefaultPermissions(),
+		fuse.FSName("pbfs"), fuse.Subtype("pbfs"),
 		fuse.MaxReadahead(128 << 10), fuse.AsyncRead(),
 		// pbfs clears setuid/setgid/capabilities itself (capture.Write), so
 		// the kernel sets SB_NOSEC and stops asking getxattr
@@ -58,8 +58,19 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 		fuse.HandleKillPriv(),
 	}
 	if o.AllowOther {
-		mopts = append(mopts, fuse.AllowOther())
+		// Other users reach the mount: the kernel checks every access
+		// against the file's mode, owner and the caller's groups and
+		// capabilities, as on the backing file system.
+		mopts = append(mopts, fuse.AllowOther(), fuse.DefaultPermissions())
 	}
+	// Without allow_other the kernel admits only callers whose uids and
+	// gids are all the mounting user's, that is pbfs's own, so the backing
+	// file system's checks on pbfs's syscalls are the checks those callers
+	// would get (access(2) is answered by faccessat with pbfs's
+	// credentials, exec still needs an x bit). default_permissions would
+	// then buy nothing and cost two GETATTR round trips per file created
+	// or removed: the kernel re-reads a directory's attributes for its
+	// permission check after every change to it.
 	conn, err := fuse.Mount(dir, mopts...)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
