@@ -4,7 +4,9 @@
 For every job and configuration it prints the median ratio to plain over
 the runs (each run's ratio pairs plain and the configuration measured
 minutes apart on the same machine) and the range, then the median absolute
-numbers.
+numbers. A report of several rounds (BENCH_ROUNDS) holds each configuration's
+median over its rounds in that table, so for it this gives a ratio of
+medians; the report's own ratios are paired within each round.
 
 usage: python3 benchmarks/fs/median.py benchmarks/results/fs-A.md fs-B.md ...
 """

@@ -5,10 +5,24 @@
 # with --no-xattrs, capture off) and on bindfs (a C passthrough, when
 # installed), each in its own directory under one work dir, and prints a
 # markdown table with each result's ratio to the plain directory. The table
-# is also written to benchmarks/results/fs-<date>.md.
+# is also written to benchmarks/results/fs-<date>.md (made by
+# benchmarks/fs/report.py).
+#
+# Configurations (BENCH_CONFIGS):
+#   plain           a plain directory, the baseline of every ratio
+#   pbfs            pbfs mount, capture on, journal in the configuration's
+#                   directory beside the volume (on the file system under test)
+#   pbfs-noxattrs   the same with --no-xattrs
+#   pbfs-nocapture  the same with --no-capture: pbfs as a plain passthrough
+#   pbfs-jsep       the same as pbfs, but its journal is $WORK/pbfs-jsep-journal
+#                   on the work dir's own file system; with BENCH_FS=ext4 the
+#                   journal's writes and fsyncs then go to another file system
+#                   than the volume's (not in the default list)
+#   bindfs          bindfs -f, skipped when bindfs is not installed
 #
 # Jobs (each one runs for every configuration before the next job starts,
-# so the configurations of one job see the same machine load):
+# so the configurations of one job see the same machine load; with
+# BENCH_ROUNDS=R it runs R rounds of every configuration first):
 #   seqwrite    fio: 1 MiB sequential writes, end_fsync=1            MiB/s
 #   randwrite   fio: 4 KiB random writes, fdatasync after each write  IOPS
 #   randread    fio: 4 KiB random reads, buffered, invalidate=1       IOPS
@@ -27,7 +41,20 @@
 #   BENCH_SQLITE_TX=2000    INSERT transactions in the SQLite job
 #   BENCH_SQLITE_SYNC=FULL  PRAGMA synchronous (FULL fsyncs the WAL at each commit)
 #   BENCH_SETTLE=1          seconds to rest after each job, once its writes are synced
+#   BENCH_ROUNDS=1          rounds per job. Round r (from 0) runs the configurations in
+#                           BENCH_CONFIGS's order rotated left by r, so each one runs
+#                           first, second, ... in turn. The rotation removes order
+#                           effects, where a configuration always inherits the leftovers
+#                           of the ones before it (on the host ext4, which has no
+#                           journal, small-file creates are slower right after another
+#                           configuration freed many inodes). With R > 1
+#                           the report gives medians over the rounds and ratios paired
+#                           within a round (to plain; pbfs to bindfs, with how many
+#                           rounds pbfs won). Use a multiple of the number of
+#                           configurations to share the positions evenly. The run
+#                           takes R times as long
 #   BENCH_CONFIGS="plain pbfs pbfs-noxattrs pbfs-nocapture bindfs"
+#                           any of those, plus pbfs-jsep (above), in the order given
 #   BENCH_JOBS="seqwrite randwrite randread smallfiles sqlite"
 #   BENCH_FS=host           where the configurations' directories live: "host" is the
 #                           work dir's own file system; "ext4" is a fresh ext4 (with its
@@ -37,14 +64,16 @@
 #                           journal, and without one ext4 skips inodes freed in the last
 #                           5-300 s, so every configuration's creates paid for the ones
 #                           before it (docs/PERFORMANCE.md)
-#   BENCH_FS_SIZE=8G        size of that image (sparse)
+#   BENCH_FS_SIZE           size of that image (sparse; default 8G per round, since
+#                           without backups the pbfs journals keep every write)
 #   BENCH_WORKDIR=/var/tmp  where the run's own pbfs-bench.XXXXXX dir is made (never under /work)
 #   BENCH_KEEP=0            1 keeps that dir (fio JSON, mount logs, journals); it is
 #                           also kept when the run fails
 #   BENCH_RESULTS_DIR       where fs-<date>.md goes (default benchmarks/results)
 #   BENCH_NO_RESULTS=0      1 prints the table without writing a results file
 #   BENCH_PERF_DIR          when set, run `perf record -a` around every job on every
-#                           mounted configuration into DIR/<config>-<job>.data; read
+#                           mounted configuration into DIR/<config>-<job>.data
+#                           (<config>-<job>-r<round>.data with BENCH_ROUNDS > 1); read
 #                           them with benchmarks/fs/perf-summary.py (see
 #                           docs/PERFORMANCE.md). The recording spans the whole
 #                           job, including the file layout before a fio run.
@@ -71,12 +100,21 @@ PERF_DIR=${BENCH_PERF_DIR:-}
 PERF_EVENTS=${BENCH_PERF_EVENTS:--g -e cpu-clock -F 999}
 KEEP=${BENCH_KEEP:-0}
 SETTLE=${BENCH_SETTLE:-1}
+ROUNDS=${BENCH_ROUNDS:-1}
 FS=${BENCH_FS:-host}
-FS_SIZE=${BENCH_FS_SIZE:-8G}
+REPORT_PY=$ROOT/benchmarks/fs/report.py
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+case $ROUNDS in
+'' | *[!0-9]* | 0*) die "BENCH_ROUNDS is a positive whole number, not '$ROUNDS'" ;;
+esac
+# Without backups nothing trims a journal, so every round adds its writes to
+# the pbfs journals on the image.
+FS_SIZE=${BENCH_FS_SIZE:-$((8 * ROUNDS))G}
+
+[ -f "$REPORT_PY" ] || die "$REPORT_PY is missing"
 for tool in fio python3 sqlite3; do
 	command -v "$tool" >/dev/null || die "$tool is not installed (apt-get install -y fio sqlite3 python3)"
 done
@@ -179,17 +217,28 @@ wait_mounted() { # CFG
 	return 1
 }
 
+# journal_of CFG: a pbfs configuration's journal directory. pbfs-jsep's is
+# on the work dir's own file system, outside CFGDIR, so that with
+# BENCH_FS=ext4 the journal's appends and fsyncs do not share the volume's
+# file system (and its ext4 journal); the others keep theirs beside the volume.
+journal_of() {
+	case $1 in
+	pbfs-jsep) echo "$WORK/$1-journal" ;;
+	*) echo "$CFGDIR/$1/journal" ;;
+	esac
+}
+
 mount_cfg() { # CFG
 	local cfg=$1 d=$CFGDIR/$1
 	mkdir -p "$d/vol"
 	MP[$cfg]=$d/vol
 	case $cfg in
 	plain) return 0 ;;
-	pbfs | pbfs-noxattrs | pbfs-nocapture)
+	pbfs | pbfs-noxattrs | pbfs-nocapture | pbfs-jsep)
 		local extra=()
 		[ "$cfg" = pbfs-noxattrs ] && extra=(--no-xattrs)
 		[ "$cfg" = pbfs-nocapture ] && extra=(--no-capture)
-		"$PBFS" mount --journal "$d/journal" "${extra[@]}" "$d/vol" >"$d/mount.log" 2>&1 &
+		"$PBFS" mount --journal "$(journal_of "$cfg")" "${extra[@]}" "$d/vol" >"$d/mount.log" 2>&1 &
 		;;
 	bindfs)
 		mkdir -p "$d/src"
@@ -254,7 +303,7 @@ job_randread() {
 
 job_smallfiles() {
 	local dir=$2 out=$3
-	python3 - "$dir/small" "$FILES" "$SMALL_SECONDS" >"$out.json" <<'EOF'
+	python3 - "$dir/small" "$FILES" "$SMALL_SECONDS" >"$out.json" <<'EOF' || return 1
 import json, os, sys, time
 d, n, limit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 os.mkdir(d)
@@ -278,7 +327,6 @@ print(json.dumps({"files": done, "create_s": t1 - t0, "unlink_s": t2 - t1,
                   "files_per_s": done / (t2 - t0), "creates_per_s": done / (t1 - t0),
                   "unlinks_per_s": done / (t2 - t1)}))
 EOF
-	[ $? -eq 0 ] || return 1
 	python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["files_per_s"], 1))' "$out.json"
 }
 
@@ -301,14 +349,14 @@ job_sqlite() {
 }
 
 # --- perf ---------------------------------------------------------------------
-perf_start() { # CFG JOB
+perf_start() { # CFG NAME (run_name's)
 	[ -n "$PERF_DIR" ] || return 0
 	[ "$1" != plain ] || return 0
 	mkdir -p "$PERF_DIR"
 	# shellcheck disable=SC2086 # PERF_EVENTS is a list of flags
-	perf record -q -a $PERF_EVENTS -o "$PERF_DIR/$1-$2.data" >"$PERF_DIR/$1-$2.log" 2>&1 &
+	perf record -q -a $PERF_EVENTS -o "$PERF_DIR/$2.data" >"$PERF_DIR/$2.log" 2>&1 &
 	PERF_PID=$!
-	echo "${PID[$1]}" >"$PERF_DIR/$1-$2.pid"
+	echo "${PID[$1]}" >"$PERF_DIR/$2.pid"
 	sleep 1
 }
 perf_stop() {
@@ -316,6 +364,64 @@ perf_stop() {
 	kill -INT "$PERF_PID" 2>/dev/null || true
 	wait "$PERF_PID" 2>/dev/null || true
 	PERF_PID=
+}
+
+# --- one run ------------------------------------------------------------------
+# run_name CFG JOB ROUND: the name of a run's files in $WORK/out (and
+# BENCH_PERF_DIR). report.py finds the JSON by the same rule.
+run_name() {
+	if [ "$ROUNDS" = 1 ]; then echo "$1-$2"; else echo "$1-$2-r$3"; fi
+}
+
+# barrier_after CFG NAME WHAT: on pbfs, wait for what capture still owes the
+# journal and print how long that took (ms). The journal appends
+# asynchronously, so without it that backlog would neither be accounted for
+# nor stay out of the next configuration's run.
+barrier_after() {
+	local cfg=$1 name=$2 what=$3 b0
+	case $cfg in pbfs*) ;; *) return 0 ;; esac
+	b0=$(date +%s%N)
+	if "$PBFS" barrier --journal "$(journal_of "$cfg")" >/dev/null 2>"$WORK/out/$name.barrier.err"; then
+		echo $((($(date +%s%N) - b0) / 1000000))
+	else
+		{
+			echo "$what: barrier after the job failed:"
+			sed 's/^/    /' "$WORK/out/$name.barrier.err"
+		} >>"$ERRORS"
+	fi
+}
+
+# run_one JOB CFG ROUND: one configuration's run of one job, its barrier,
+# and the sync and rest that keep its writeback out of the next run.
+run_one() {
+	local job=$1 cfg=$2 round=$3 name rtag='' what val t0 t1 drain
+	name=$(run_name "$cfg" "$job" "$round")
+	[ "$ROUNDS" = 1 ] || rtag=" (round $round)"
+	what="$cfg / $job$rtag"
+	mkdir -p "$WORK/out"
+	perf_start "$cfg" "$name"
+	t0=$(date +%s%N)
+	if ! val=$("job_$job" "$cfg" "${MP[$cfg]}" "$WORK/out/$name" 2>"$WORK/out/$name.err"); then
+		val=ERR
+		{
+			echo "$what failed:"
+			sed 's/^/    /' "$WORK/out/$name.err"
+		} >>"$ERRORS"
+	fi
+	t1=$(date +%s%N)
+	drain=$(barrier_after "$cfg" "$name" "$what")
+	[ -z "$drain" ] || printf '%s\t%s\t%s\t%s\n' "$cfg" "$job" "$round" "$drain" >>"$WORK/barrier.tsv"
+	perf_stop
+	printf '%s\t%s\t%s\t%s\n' "$cfg" "$job" "$round" "$val" >>"$RESULTS"
+	log "$(printf '%-11s %-15s %12s   (%.1f s%s)%s' "$job" "$cfg" "$val" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')" \
+		"${drain:+, barrier after it ${drain} ms}" "$rtag")"
+	if [ "${PID[$cfg]:-}" ] && ! is_mounted "${MP[$cfg]}"; then
+		echo "$cfg: the mount went away during $job$rtag" >>"$ERRORS"
+	fi
+	# Write back this job's dirty pages (and the journal's) before the
+	# next configuration runs, so no run pays for another's writeback.
+	sync
+	sleep "$SETTLE"
 }
 
 # --- main ---------------------------------------------------------------------
@@ -337,6 +443,7 @@ for cfg in $CONFIGS; do
 	fi
 	cfgs+=("$cfg")
 done
+[ "${#cfgs[@]}" -gt 0 ] || die "no configuration to run"
 
 SQL_FILE=$WORK/inserts.sql
 {
@@ -378,7 +485,7 @@ fi
 
 START=$(date +%s)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-log "work dir $WORK; configurations: ${cfgs[*]}; jobs: $JOBS"
+log "work dir $WORK; configurations: ${cfgs[*]}; jobs: $JOBS; rounds: $ROUNDS"
 for cfg in "${cfgs[@]}"; do
 	mount_cfg "$cfg"
 done
@@ -390,48 +497,12 @@ ERRORS=$WORK/errors.txt
 : >"$WORK/barrier.tsv"
 sync
 for job in $JOBS; do
-	for cfg in "${cfgs[@]}"; do
-		mkdir -p "$WORK/out"
-		perf_start "$cfg" "$job"
-		t0=$(date +%s%N)
-		if val=$("job_$job" "$cfg" "${MP[$cfg]}" "$WORK/out/$cfg-$job" 2>"$WORK/out/$cfg-$job.err"); then
-			:
-		else
-			val=ERR
-			{
-				echo "$cfg / $job failed:"
-				sed 's/^/    /' "$WORK/out/$cfg-$job.err"
-			} >>"$ERRORS"
-		fi
-		t1=$(date +%s%N)
-		# The journal appends asynchronously: a barrier after the job waits
-		# for whatever capture still owes, so it neither escapes the record
-		# nor spills into the next configuration's run.
-		drain=
-		case $cfg in
-		pbfs*)
-			b0=$(date +%s%N)
-			if "$PBFS" barrier --journal "$CFGDIR/$cfg/journal" >/dev/null 2>"$WORK/out/$cfg-$job.barrier.err"; then
-				drain=$((($(date +%s%N) - b0) / 1000000))
-				printf '%s\t%s\t%s\n' "$cfg" "$job" "$drain" >>"$WORK/barrier.tsv"
-			else
-				{
-					echo "$cfg / $job: barrier after the job failed:"
-					sed 's/^/    /' "$WORK/out/$cfg-$job.barrier.err"
-				} >>"$ERRORS"
-			fi
-			;;
-		esac
-		perf_stop
-		printf '%s\t%s\t%s\n' "$cfg" "$job" "$val" >>"$RESULTS"
-		log "$(printf '%-11s %-15s %12s   (%.1f s%s)' "$job" "$cfg" "$val" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')" "${drain:+, barrier after it ${drain} ms}")"
-		if [ "${PID[$cfg]:-}" ] && ! is_mounted "${MP[$cfg]}"; then
-			echo "$cfg: the mount went away during $job" >>"$ERRORS"
-		fi
-		# Write back this job's dirty pages (and the journal's) before the
-		# next configuration runs, so no run pays for another's writeback.
-		sync
-		sleep "$SETTLE"
+	for ((round = 0; round < ROUNDS; round++)); do
+		# Rotate the order by one each round (see BENCH_ROUNDS above).
+		k=$((round % ${#cfgs[@]}))
+		for cfg in "${cfgs[@]:k}" "${cfgs[@]:0:k}"; do
+			run_one "$job" "$cfg" "$round"
+		done
 	done
 done
 
@@ -449,135 +520,32 @@ for cfg in "${cfgs[@]}"; do
 	if [ "$rc" != 0 ] || [ -n "$noisy" ]; then
 		{
 			echo "$cfg mount process (exit status $rc) logged:"
+			# shellcheck disable=SC2001 # indents every line, not just the first
 			sed 's/^/    /' <<<"$noisy"
 		} >>"$ERRORS"
 	fi
 done
 
 DATE=$(date -u +%Y-%m-%d-%H%M%S)
-export BENCH_META_DATE=$DATE BENCH_META_ELAPSED=$ELAPSED BENCH_META_LOAD_BEFORE=$LOAD_BEFORE BENCH_META_LOAD_AFTER=$LOAD_AFTER
-export BENCH_META_BINARY=$PBFS_IDENT
-export BENCH_META_KERNEL=$(uname -r) BENCH_META_NPROC=$(nproc)
-export BENCH_META_CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-export BENCH_META_MEM=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
-export BENCH_META_FS=$FS_DESC
-export BENCH_META_PARAMS="BENCH_FS=$FS BENCH_SECONDS=$BENCH_SECONDS BENCH_SEQ_MB=$SEQ_MB BENCH_RW_MB=$RW_MB BENCH_READ_MB=$READ_MB BENCH_FILES=$FILES BENCH_SMALL_SECONDS=$SMALL_SECONDS BENCH_SQLITE_TX=$SQL_TX BENCH_SQLITE_SYNC=$SQL_SYNC"
-export BENCH_META_VERSIONS="$(fio --version), sqlite3 $(sqlite3 --version | cut -d' ' -f1), $(command -v bindfs >/dev/null && bindfs --version 2>&1 | head -1 || echo 'no bindfs'), $(go version 2>/dev/null | cut -d' ' -f3)"
+# report.py reads these (and counts the rounds in the results file).
+BENCH_META_DATE=$DATE BENCH_META_ELAPSED=$ELAPSED BENCH_META_LOAD_BEFORE=$LOAD_BEFORE BENCH_META_LOAD_AFTER=$LOAD_AFTER
+BENCH_META_BINARY=$PBFS_IDENT
+BENCH_META_KERNEL=$(uname -r) BENCH_META_NPROC=$(nproc)
+BENCH_META_CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+BENCH_META_MEM=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+BENCH_META_FS=$FS_DESC
+BENCH_META_PARAMS="BENCH_FS=$FS BENCH_SECONDS=$BENCH_SECONDS BENCH_SEQ_MB=$SEQ_MB BENCH_RW_MB=$RW_MB BENCH_READ_MB=$READ_MB BENCH_FILES=$FILES BENCH_SMALL_SECONDS=$SMALL_SECONDS BENCH_SQLITE_TX=$SQL_TX BENCH_SQLITE_SYNC=$SQL_SYNC"
+[ "$ROUNDS" = 1 ] || BENCH_META_PARAMS+=" BENCH_ROUNDS=$ROUNDS"
+BENCH_META_VERSIONS="$(fio --version), sqlite3 $(sqlite3 --version | cut -d' ' -f1), $(command -v bindfs >/dev/null && bindfs --version 2>&1 | head -1 || echo 'no bindfs'), $(go version 2>/dev/null | cut -d' ' -f3)"
+BENCH_META_JSEP=
+if [[ " ${cfgs[*]} " == *" pbfs-jsep "* ]]; then
+	BENCH_META_JSEP="$(journal_of pbfs-jsep) on $(findmnt -n -o SOURCE,FSTYPE -T "$WORK" 2>/dev/null || echo 'an unknown file system')"
+fi
+export BENCH_META_DATE BENCH_META_ELAPSED BENCH_META_LOAD_BEFORE BENCH_META_LOAD_AFTER BENCH_META_BINARY BENCH_META_KERNEL \
+	BENCH_META_NPROC BENCH_META_CPU BENCH_META_MEM BENCH_META_FS BENCH_META_PARAMS BENCH_META_VERSIONS BENCH_META_JSEP
 
 REPORT=$WORK/report.md
-python3 - "$RESULTS" "$ERRORS" "$WORK/out" "$WORK/barrier.tsv" >"$REPORT" <<'EOF'
-import json, os, sys
-
-results, errors, outdir, barriers = sys.argv[1:5]
-m = {k[len("BENCH_META_"):].lower(): v for k, v in os.environ.items() if k.startswith("BENCH_META_")}
-rows, cfgs, jobs = {}, [], []
-for line in open(results):
-    cfg, job, val = line.rstrip("\n").split("\t")
-    rows[(cfg, job)] = val
-    if cfg not in cfgs: cfgs.append(cfg)
-    if job not in jobs: jobs.append(job)
-
-label = {"plain": "plain", "pbfs": "pbfs", "pbfs-noxattrs": "pbfs --no-xattrs",
-         "pbfs-nocapture": "pbfs --no-capture", "bindfs": "bindfs"}
-jobdesc = {
-    "seqwrite": ("1 MiB sequential write + end fsync", "MiB/s"),
-    "randwrite": ("4 KiB random write, fdatasync each", "IOPS"),
-    "randread": ("4 KiB random read (buffered)", "IOPS"),
-    "smallfiles": ("small files: create+write 4 KiB, unlink", "files/s"),
-    "sqlite": ("SQLite WAL single-row INSERT tx", "tx/s"),
-}
-# bindfs ratios to plain quoted by the issue (the reference system's numbers).
-reference = {"randwrite": "0.68", "smallfiles": "0.35", "sqlite": "0.57"}
-
-def num(v):
-    try: return float(v)
-    except ValueError: return None
-
-def fmt(v):
-    x = num(v)
-    if x is None: return v
-    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}"
-
-def ratio(cfg, job):
-    p, x = num(rows.get(("plain", job), "")), num(rows.get((cfg, job), ""))
-    if p is None or x is None or p == 0: return "n/a"
-    return f"{x / p:.2f}"
-
-print(f"# pbfs filesystem benchmark, {m['date']} UTC\n")
-print(f"- machine: {m['nproc']} cores ({m['cpu']}), {m['mem']}, kernel {m['kernel']}")
-print(f"- filesystem under test: {m['fs']}")
-print(f"- pbfs binary: {m['binary']}")
-print(f"- tools: {m['versions']}")
-print(f"- parameters: {m['params']}")
-print(f"- load average before / after: {m['load_before']} / {m['load_after']}; wall time {m['elapsed']} s")
-print(f"- command: `bash benchmarks/fs/run.sh`\n")
-
-print("## Ratio to plain (higher is better; 1.00 = as fast as the plain directory)\n")
-hdr = ["job"] + [label.get(c, c) for c in cfgs if c != "plain"]
-has_ref = any(j in reference for j in jobs)
-if has_ref: hdr.append("issue's bindfs reference")
-print("| " + " | ".join(hdr) + " |")
-print("|" + "---|" * len(hdr))
-for j in jobs:
-    cells = [jobdesc.get(j, (j, ""))[0]] + [ratio(c, j) for c in cfgs if c != "plain"]
-    if has_ref: cells.append(reference.get(j, ""))
-    print("| " + " | ".join(cells) + " |")
-
-print("\n## Absolute numbers\n")
-hdr = ["job", "unit"] + [label.get(c, c) for c in cfgs]
-print("| " + " | ".join(hdr) + " |")
-print("|---|---|" + "---:|" * len(cfgs))
-for j in jobs:
-    d, u = jobdesc.get(j, (j, ""))
-    print("| " + " | ".join([d, u] + [fmt(rows.get((c, j), "")) for c in cfgs]) + " |")
-
-if "smallfiles" in jobs:
-    print("\n## Small-file job, by phase\n")
-    print("| config | files | creates/s | unlinks/s |")
-    print("|---|---:|---:|---:|")
-    for c in cfgs:
-        try:
-            s = json.load(open(f"{outdir}/{c}-smallfiles.json"))
-            print(f"| {label.get(c, c)} | {s['files']} | {s['creates_per_s']:,.0f} | {s['unlinks_per_s']:,.0f} |")
-        except Exception:
-            print(f"| {label.get(c, c)} | ERR | | |")
-
-if "randwrite" in jobs or "randread" in jobs:
-    print("\n## fio latency (mean / p99, microseconds)\n")
-    print("| config | " + " | ".join(j for j in ("randwrite", "randread") if j in jobs) + " |")
-    print("|---|" + "---:|" * sum(j in jobs for j in ("randwrite", "randread")))
-    for c in cfgs:
-        cells = []
-        for j, d in (("randwrite", "write"), ("randread", "read")):
-            if j not in jobs: continue
-            try:
-                t = open(f"{outdir}/{c}-{j}.json").read()
-                x = json.loads(t[t.index("{"):])["jobs"][0][d]["clat_ns"]
-                p = x.get("percentile", {}).get("99.000000", 0)
-                cells.append(f"{x['mean'] / 1000:,.1f} / {p / 1000:,.1f}")
-            except Exception:
-                cells.append("ERR")
-        print(f"| {label.get(c, c)} | " + " | ".join(cells) + " |")
-    print("\n(For randwrite this is the write call alone; the fdatasync after each write is not in clat.)")
-
-drain = {}
-for line in open(barriers):
-    cfg, job, ms = line.rstrip("\n").split("\t")
-    drain[(cfg, job)] = ms
-if drain:
-    bc = [c for c in cfgs if c.startswith("pbfs")]
-    print("\n## Barrier right after each job (ms)\n")
-    print("Not part of the numbers above: the time `pbfs barrier` took once the job had finished, i.e. how much")
-    print("captured data was still on its way into the journal.\n")
-    print("| job | " + " | ".join(label.get(c, c) for c in bc) + " |")
-    print("|---|" + "---:|" * len(bc))
-    for j in jobs:
-        print(f"| {jobdesc.get(j, (j, ''))[0]} | " + " | ".join(drain.get((c, j), "ERR") for c in bc) + " |")
-
-err = open(errors).read().strip()
-print("\n## Errors\n")
-print("```\n" + err + "\n```" if err else "None: every job finished and no mount process logged anything above INFO.")
-EOF
+python3 "$ROOT/benchmarks/fs/report.py" "$RESULTS" "$ERRORS" "$WORK/out" "$WORK/barrier.tsv" >"$REPORT"
 
 cat "$REPORT"
 if [ "${BENCH_NO_RESULTS:-0}" != 1 ]; then
