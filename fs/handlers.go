@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"errors"
 	"syscall"
 
 	"bazil.org/fuse"
@@ -10,6 +11,7 @@ import (
 
 // serve answers one request.
 func (s *Server) serve(req fuse.Request) {
+	s.m.requests[reqKind(req)].Inc()
 	hdr := req.Hdr()
 	switch r := req.(type) {
 	case *fuse.ForgetRequest:
@@ -64,6 +66,13 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 	switch r := req.(type) {
 	case *fuse.LookupRequest:
 		c, a, err := s.fs.Lookup(n, r.Name)
+		if errors.Is(err, syscall.ENOENT) {
+			// A negative entry: the kernel remembers the name is missing
+			// as long as it would a positive one. Only this mount creates
+			// names, and the kernel replaces the entry when it does.
+			r.Respond(&fuse.LookupResponse{EntryValid: cacheValid})
+			return nil
+		}
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"bazil.org/fuse"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pbfs/pbfs/capture"
 )
@@ -21,6 +22,8 @@ type Options struct {
 	// MinReaders and MaxReaders bound the request-loop pool.
 	MinReaders, MaxReaders int
 	Logger                 *slog.Logger
+	// Registry, if set, gets the mount's request counters.
+	Registry prometheus.Registerer
 }
 
 // Server is one mounted pbfs filesystem.
@@ -30,6 +33,7 @@ type Server struct {
 	fs   *capture.FS
 	opts Options
 	log  *slog.Logger
+	m    *metrics
 
 	loop    // the request loop's state (loop.go)
 	wg      sync.WaitGroup
@@ -75,7 +79,7 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	s := &Server{conn: conn, dir: dir, fs: cfs, opts: o, log: o.Logger, done: make(chan struct{})}
+	s := &Server{conn: conn, dir: dir, fs: cfs, opts: o, log: o.Logger, m: newMetrics(o.Registry), done: make(chan struct{})}
 	s.loop.init()
 	for i := 0; i < o.MinReaders; i++ {
 		s.spawn()

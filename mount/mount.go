@@ -210,7 +210,7 @@ func Start(cfg Config) (*Mount, error) {
 			return nil, err
 		}
 	}
-	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger})
+	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger, Registry: m.reg})
 	if err != nil {
 		ln.Close()
 		m.fs.Close()

@@ -1,0 +1,124 @@
+package fs_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/mount"
+)
+
+// Round trips: every request the kernel sends is one a caller waits for.
+// These tests pin what common patterns cost, from the mount's own
+// pbfs_fs_requests_total, so a change that adds trips fails here rather
+// than as a slower benchmark.
+
+func requests(e *fstest.Env, op string) float64 {
+	return e.Proc.Counter("pbfs_fs_requests_total", `op="`+op+`"`)
+}
+
+// TestSmallFileRoundTrips: create, write 4 KiB, close and unlink costs
+// LOOKUP, CREATE, one GETXATTR (security.capability, once per new inode),
+// WRITE, RELEASE and UNLINK, and nothing else: no GETATTR of the directory
+// (default_permissions would add two per file) and no FLUSH.
+func TestSmallFileRoundTrips(t *testing.T) {
+	e := fstest.Setup(t, mount.Config{}, nil)
+	dir := filepath.Join(e.Vol, "d")
+	must(t, os.Mkdir(dir, 0o755))
+	const files = 200
+	ops := []string{"lookup", "create", "getxattr", "write", "release", "remove", "getattr", "flush", "open"}
+	before := map[string]float64{}
+	for _, op := range ops {
+		before[op] = requests(e, op)
+	}
+	buf := make([]byte, 4096)
+	for i := 0; i < files; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("f%04d", i))
+		fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+		must(t, err)
+		if _, err := unix.Write(fd, buf); err != nil {
+			t.Fatal(err)
+		}
+		must(t, unix.Close(fd))
+	}
+	for i := 0; i < files; i++ {
+		must(t, unix.Unlink(filepath.Join(dir, fmt.Sprintf("f%04d", i))))
+	}
+	// RELEASE is asynchronous: wait for the last ones.
+	for deadline := time.Now().Add(5 * time.Second); requests(e, "release")-before["release"] < files && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	want := map[string]float64{"lookup": 1, "create": 1, "getxattr": 1, "write": 1, "release": 1, "remove": 1}
+	for _, op := range ops {
+		got := requests(e, op) - before[op]
+		if op == "flush" && got <= 1 {
+			continue // answered ENOSYS once, then the kernel stops sending it
+		}
+		if got/files != want[op] {
+			t.Errorf("%s: %.3f requests per file, want %.0f", op, got/files, want[op])
+		}
+	}
+	e.CheckReplay()
+}
+
+// TestNegativeEntriesCached: a name looked up and found missing is not
+// looked up again while the entry is valid, and every way of giving the
+// name a file through the mount replaces the kernel's negative entry.
+func TestNegativeEntriesCached(t *testing.T) {
+	e := fstest.Setup(t, mount.Config{}, func(vol string) {
+		os.WriteFile(filepath.Join(vol, "src"), []byte("source"), 0o644)
+		os.WriteFile(filepath.Join(vol, "linked"), []byte("linked"), 0o644)
+	})
+	missing := func(name string) {
+		t.Helper()
+		var st unix.Stat_t
+		for i := 0; i < 2; i++ {
+			if err := unix.Lstat(filepath.Join(e.Vol, name), &st); !errors.Is(err, unix.ENOENT) {
+				t.Fatalf("lstat %s: %v, want ENOENT", name, err)
+			}
+		}
+	}
+	l0 := requests(e, "lookup")
+	names := []string{"created", "made", "renamed", "hardlink", "symlinked", "fifo"}
+	for _, n := range names {
+		missing(n)
+	}
+	if got := requests(e, "lookup") - l0; got != float64(len(names)) {
+		t.Fatalf("%d names looked up twice each: %.0f LOOKUPs, want %d (one each)", len(names), got, len(names))
+	}
+	p := func(n string) string { return filepath.Join(e.Vol, n) }
+	must(t, os.WriteFile(p("created"), []byte("new"), 0o600))
+	must(t, os.Mkdir(p("made"), 0o700))
+	must(t, os.Rename(p("src"), p("renamed")))
+	must(t, os.Link(p("linked"), p("hardlink")))
+	must(t, os.Symlink("created", p("symlinked")))
+	must(t, unix.Mkfifo(p("fifo"), 0o640))
+	for _, n := range names {
+		var st unix.Stat_t
+		if err := unix.Lstat(p(n), &st); err != nil {
+			t.Errorf("%s after creating it through the mount: %v", n, err)
+		}
+	}
+	if b, err := os.ReadFile(p("renamed")); err != nil || string(b) != "source" {
+		t.Errorf("renamed: %q, %v", b, err)
+	}
+	// The negative entry of a name removed through the mount holds too.
+	must(t, os.Remove(p("created")))
+	missing("created")
+	// And it expires: after the entry's lifetime the kernel asks again.
+	l1 := requests(e, "lookup")
+	time.Sleep(1200 * time.Millisecond)
+	missing("gone-later")
+	time.Sleep(1200 * time.Millisecond)
+	missing("gone-later")
+	if got := requests(e, "lookup") - l1; got != 2 {
+		t.Errorf("a missing name looked up again after its entry expired: %.0f LOOKUPs, want 2", got)
+	}
+	e.CheckReplay()
+}
