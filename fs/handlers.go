@@ -149,13 +149,17 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		if err != nil {
 			return err
 		}
-		r.Respond(&fuse.CreateResponse{LookupResponse: entry(c, a), OpenResponse: fuse.OpenResponse{Handle: fuse.HandleID(h.ID())}})
+		r.Respond(&fuse.CreateResponse{LookupResponse: entry(c, a), OpenResponse: fuse.OpenResponse{Handle: fuse.HandleID(h.ID()), Flags: fuse.OpenKeepCache}})
 	case *fuse.OpenRequest:
 		h, err := s.fs.Open(n, int(r.Flags), r.OpenFlags&fuse.OpenKillSUIDGID != 0)
 		if err != nil {
 			return err
 		}
-		r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h.ID())})
+		// Keep the page cache across opens: every write, truncate and hole
+		// punch reaches the file through this mount, which keeps the
+		// kernel's cached pages current, so a file read again (a PHP
+		// script, a config file) costs no READ.
+		r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h.ID()), Flags: fuse.OpenKeepCache})
 	default:
 		return s.serveHandle(req, n)
 	}

@@ -60,6 +60,9 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 		// the kernel sets SB_NOSEC and stops asking getxattr
 		// security.capability before every write.
 		fuse.HandleKillPriv(),
+		// A symlink's target never changes (it is replaced, through this
+		// mount), so the kernel may keep it.
+		fuse.CacheSymlinks(),
 	}
 	if o.AllowOther {
 		// Other users reach the mount: the kernel checks every access

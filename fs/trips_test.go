@@ -122,3 +122,74 @@ func TestNegativeEntriesCached(t *testing.T) {
 	}
 	e.CheckReplay()
 }
+
+// TestPageCacheKeptAcrossOpens: reading a file again through a new open
+// costs no READ, and what the cache serves is what the file holds after
+// writes through another descriptor, a hard link, a truncate, a punched
+// hole and a shared mapping.
+func TestPageCacheKeptAcrossOpens(t *testing.T) {
+	e := fstest.Setup(t, mount.Config{}, nil)
+	p, link := filepath.Join(e.Vol, "f"), filepath.Join(e.Vol, "g")
+	want := make([]byte, 64<<10)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	must(t, os.WriteFile(p, want, 0o644))
+	must(t, os.Link(p, link))
+	check := func(what string) {
+		t.Helper()
+		got, err := os.ReadFile(p)
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("%s: read %d bytes (%v), want the %d bytes written", what, len(got), err, len(want))
+		}
+	}
+	check("first read")
+	r0 := requests(e, "read")
+	check("second read")
+	if got := requests(e, "read") - r0; got != 0 {
+		t.Errorf("reading a cached file again sent %.0f READs", got)
+	}
+
+	fd, err := unix.Open(link, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	must(t, err)
+	_, err = unix.Pwrite(fd, []byte("through the link"), 100)
+	must(t, err)
+	copy(want[100:], "through the link")
+	check("after a write through a hard link")
+	must(t, unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 8192, 4096))
+	clear(want[8192 : 8192+4096])
+	check("after punching a hole")
+	m, err := unix.Mmap(fd, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	must(t, err)
+	copy(m[10:], "mapped")
+	copy(want[10:], "mapped")
+	check("after writing a shared mapping")
+	must(t, unix.Msync(m, unix.MS_SYNC)) // a mapping's writes reach pbfs at writeback
+	must(t, unix.Munmap(m))
+	must(t, unix.Ftruncate(fd, 30000))
+	want = want[:30000]
+	check("after a truncate")
+	must(t, unix.Close(fd))
+	e.CheckReplay()
+}
+
+// TestSymlinkTargetCached: the kernel reads a symlink's target once.
+func TestSymlinkTargetCached(t *testing.T) {
+	e := fstest.Setup(t, mount.Config{}, func(vol string) {
+		os.Mkdir(filepath.Join(vol, "real"), 0o755)
+		os.WriteFile(filepath.Join(vol, "real", "x"), []byte("x"), 0o644)
+		os.Symlink("real", filepath.Join(vol, "link"))
+	})
+	r0 := requests(e, "readlink")
+	for i := 0; i < 5; i++ {
+		if b, err := os.ReadFile(filepath.Join(e.Vol, "link", "x")); err != nil || string(b) != "x" {
+			t.Fatalf("read through the symlink: %q, %v", b, err)
+		}
+		if target, err := os.Readlink(filepath.Join(e.Vol, "link")); err != nil || target != "real" {
+			t.Fatalf("readlink: %q, %v", target, err)
+		}
+	}
+	if got := requests(e, "readlink") - r0; got != 1 {
+		t.Errorf("5 walks and 5 readlinks of one symlink sent %.0f READLINKs, want 1", got)
+	}
+}
