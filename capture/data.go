@@ -87,8 +87,8 @@ func (f *FS) killPriv(n *Node, fd int) error {
 			f.metaLog(n, journal.Op{Kind: journal.KindChmod, Mode: kill})
 		}
 	}
-	if err := unix.Fremovexattr(fd, "security.capability"); err == nil && f.opts.Capture {
-		f.metaLog(n, journal.Op{Kind: journal.KindRemovexattr, Name: "security.capability"})
+	if err := unix.Fremovexattr(fd, capsXattr); err == nil && f.opts.Capture {
+		f.metaLog(n, journal.Op{Kind: journal.KindRemovexattr, Name: capsXattr})
 	}
 	return nil
 }

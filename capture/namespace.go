@@ -69,6 +69,7 @@ func (f *FS) created(kind journal.Kind, parent *Node, pp, name string, fd int, c
 		return nil, Attr{}, f.fail(kind.String(), err)
 	}
 	n := f.table.bind(parent, name, st.Ino, st.Mode&unix.S_IFMT, 1)
+	n.noCaps.Store(true)
 	op := journal.Op{Kind: kind, Fid: n.id, Path: p, Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid, Parent: parent.id, Target: target}
 	if kind == journal.KindMknod {
 		op.Mode, op.Rdev = st.Mode, st.Rdev

@@ -23,6 +23,10 @@ type Node struct {
 	mu  sync.Mutex
 	log *journal.DataLog
 
+	// noCaps: this mount created the file and never set its
+	// security.capability, so it has none (see Getxattr).
+	noCaps atomic.Bool
+
 	// Guarded by table.mapMu.
 	links     []dentry
 	lookups   uint64

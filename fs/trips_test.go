@@ -193,3 +193,29 @@ func TestSymlinkTargetCached(t *testing.T) {
 		t.Errorf("5 walks and 5 readlinks of one symlink sent %.0f READLINKs, want 1", got)
 	}
 }
+
+// TestCapabilitiesOfNewFiles: pbfs answers the kernel's per-file question
+// about security.capability for files it created without asking the
+// backing file system, and that answer follows setting and removing one.
+func TestCapabilitiesOfNewFiles(t *testing.T) {
+	e := fstest.Setup(t, mount.Config{}, nil)
+	p := filepath.Join(e.Vol, "prog")
+	must(t, os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755))
+	buf := make([]byte, 64)
+	if _, err := unix.Lgetxattr(p, "security.capability", buf); !errors.Is(err, unix.ENODATA) {
+		t.Fatalf("new file's security.capability: %v, want ENODATA", err)
+	}
+	// struct vfs_cap_data, revision 2: CAP_NET_BIND_SERVICE permitted and effective.
+	caps := []byte{1, 0, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	must(t, unix.Setxattr(p, "security.capability", caps, 0))
+	k, err := unix.Lgetxattr(p, "security.capability", buf)
+	if err != nil || string(buf[:k]) != string(caps) {
+		t.Fatalf("security.capability after setting it: %x, %v; want %x", buf[:max(k, 0)], err, caps)
+	}
+	e.CheckReplay()
+	must(t, unix.Removexattr(p, "security.capability"))
+	if _, err := unix.Lgetxattr(p, "security.capability", buf); !errors.Is(err, unix.ENODATA) {
+		t.Fatalf("security.capability after removing it: %v, want ENODATA", err)
+	}
+	e.CheckReplay()
+}
