@@ -25,17 +25,20 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 			r.Respond(&fuse.ReadResponse{Data: data[:min(len(data), r.Size)]})
 			return nil
 		}
+		// Read after room for the reply header, and answer from the same
+		// buffer: no copy, no allocation.
+		const hs = fuse.ReadHeaderSize
 		bp := readBufs.Get().(*[]byte)
 		defer readBufs.Put(bp)
-		if cap(*bp) < r.Size {
-			*bp = make([]byte, r.Size)
+		if cap(*bp) < hs+r.Size {
+			*bp = make([]byte, hs+r.Size)
 		}
-		buf := (*bp)[:r.Size]
-		k, err := s.fs.Read(h, r.Offset, buf)
+		buf := (*bp)[:hs+r.Size]
+		k, err := s.fs.Read(h, r.Offset, buf[hs:])
 		if err != nil {
 			return err
 		}
-		r.Respond(&fuse.ReadResponse{Data: buf[:k]}) // Respond copies
+		r.RespondPrefixed(buf[:hs+k])
 	case *fuse.WriteRequest:
 		h := s.fs.Handle(uint64(r.Handle))
 		if h == nil {
@@ -128,8 +131,9 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 	return nil
 }
 
-// readBufs recycles read buffers (the kernel reads at most 128 KiB).
-var readBufs = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b }}
+// readBufs recycles read buffers: the reply header and up to 128 KiB,
+// the most the kernel reads at once (max_readahead).
+var readBufs = sync.Pool{New: func() any { b := make([]byte, fuse.ReadHeaderSize+128<<10); return &b }}
 
 // setattrIn translates a SetattrRequest.
 func (s *Server) setattrIn(r *fuse.SetattrRequest) capture.SetattrIn {

@@ -2005,6 +2005,18 @@ func (r *ReadRequest) Respond(resp *ReadResponse) {
 	r.respond(buf)
 }
 
+// ReadHeaderSize is how many bytes RespondPrefixed needs in front of the
+// data. (pbfs patch)
+const ReadHeaderSize = int(unsafe.Sizeof(outHeader{}))
+
+// RespondPrefixed replies with msg[ReadHeaderSize:] as the data read; the
+// first ReadHeaderSize bytes of msg become the reply header. It saves
+// Respond's allocation and copy of the data. (pbfs patch)
+func (r *ReadRequest) RespondPrefixed(msg []byte) {
+	*(*outHeader)(unsafe.Pointer(&msg[0])) = outHeader{}
+	r.respond(msg)
+}
+
 // A ReadResponse is the response to a ReadRequest.
 type ReadResponse struct {
 	Data []byte
