@@ -57,14 +57,16 @@
 #                           any of those, plus pbfs-jsep (above), in the order given
 #   BENCH_JOBS="seqwrite randwrite randread smallfiles sqlite"
 #   BENCH_FS=host           where the configurations' directories live: "host" is the
-#                           work dir's own file system; "ext4" is a fresh ext4 (with its
-#                           journal, mkfs defaults) in an image file inside the work dir,
-#                           on a direct-I/O loop device (needs root). A fresh file system
-#                           makes small files comparable: the host's ext4 here has no
-#                           journal, and without one ext4 skips inodes freed in the last
-#                           5-300 s, so every configuration's creates paid for the ones
-#                           before it (docs/PERFORMANCE.md)
-#   BENCH_FS_SIZE           size of that image (sparse; default 8G per round, since
+#                           work dir's own file system; "ext4" gives every configuration
+#                           a fresh ext4 of its own (with its journal, mkfs defaults) in
+#                           an image file inside the work dir, on a direct-I/O loop
+#                           device (needs root); "ext4-nojournal" the same without a
+#                           journal (-O ^has_journal), as the host's own ext4 here is.
+#                           Images of their own make small files comparable: without a
+#                           journal ext4 skips inodes freed in the last 5-300 s, so on
+#                           one shared file system every configuration's creates paid
+#                           for the files the one before it deleted (docs/PERFORMANCE.md)
+#   BENCH_FS_SIZE           size of each image (sparse; default 8G per round, since
 #                           without backups the pbfs journals keep every write)
 #   BENCH_WORKDIR=/var/tmp  where the run's own pbfs-bench.XXXXXX dir is made (never under /work)
 #   BENCH_KEEP=0            1 keeps that dir (fio JSON, mount logs, journals); it is
@@ -131,10 +133,16 @@ case "$PARENT/" in
 esac
 mkdir -p "$PARENT"
 WORK=$(mktemp -d "$PARENT/pbfs-bench.XXXXXX")
-# Every configuration's directories live under CFGDIR: the work dir itself,
-# or the fresh file system mounted in it (BENCH_FS=ext4).
-CFGDIR=$WORK
-LOOPDEV=
+# Every configuration's directories live in dir_of CFG: under the work dir
+# itself, or on the configuration's own fresh file system mounted in it.
+LOOPDEVS=()
+IMAGES=()
+dir_of() {
+	case $FS in
+	host) echo "$WORK/$1" ;;
+	*) echo "$WORK/img/$1" ;;
+	esac
+}
 FS_DESC="host: $(findmnt -n -o SOURCE,FSTYPE,OPTIONS -T "$WORK" 2>/dev/null || echo unknown)"
 
 # --- mounts and cleanup -------------------------------------------------------
@@ -166,9 +174,9 @@ unmount_one() {
 	fi
 	local rc=0
 	wait "$pid" 2>/dev/null || rc=$?
-	[ "$rc" -eq 0 ] || log "$cfg: mount process exited with status $rc (see $CFGDIR/$cfg/mount.log)"
+	[ "$rc" -eq 0 ] || log "$cfg: mount process exited with status $rc (see $(dir_of "$cfg")/mount.log)"
 	echo "$rc" >"$WORK/$cfg.mount.rc"
-	cp "$CFGDIR/$cfg/mount.log" "$WORK/$cfg.mount.log" 2>/dev/null || true
+	cp "$(dir_of "$cfg")/mount.log" "$WORK/$cfg.mount.log" 2>/dev/null || true
 	PID[$cfg]=
 }
 
@@ -180,10 +188,9 @@ cleanup() {
 	if [ -n "$PERF_PID" ]; then kill -INT "$PERF_PID" 2>/dev/null; wait "$PERF_PID" 2>/dev/null; fi
 	local cfg
 	for cfg in "${MOUNTED[@]}"; do unmount_one "$cfg"; done
-	if [ -n "$LOOPDEV" ]; then
-		umount "$CFGDIR" 2>/dev/null || umount -l "$CFGDIR"
-		losetup -d "$LOOPDEV" 2>/dev/null
-	fi
+	local img dev
+	for img in "${IMAGES[@]}"; do umount "$img" 2>/dev/null || umount -l "$img"; done
+	for dev in "${LOOPDEVS[@]}"; do losetup -d "$dev" 2>/dev/null; done
 	# Belt and braces: nothing under the work dir may stay mounted.
 	local left
 	left=$(awk -v w="$WORK/" 'index($2, w) == 1 { print $2 }' /proc/mounts)
@@ -208,7 +215,7 @@ wait_mounted() { # CFG
 		is_mounted "${MP[$cfg]}" && return 0
 		if ! kill -0 "${PID[$cfg]}" 2>/dev/null; then
 			log "$cfg: mount process exited before mounting:"
-			cat "$CFGDIR/$cfg/mount.log" >&2
+			cat "$(dir_of "$cfg")/mount.log" >&2
 			return 1
 		fi
 		sleep 0.1
@@ -218,18 +225,19 @@ wait_mounted() { # CFG
 }
 
 # journal_of CFG: a pbfs configuration's journal directory. pbfs-jsep's is
-# on the work dir's own file system, outside CFGDIR, so that with
+# on the work dir's own file system, outside its image, so that with
 # BENCH_FS=ext4 the journal's appends and fsyncs do not share the volume's
 # file system (and its ext4 journal); the others keep theirs beside the volume.
 journal_of() {
 	case $1 in
 	pbfs-jsep) echo "$WORK/$1-journal" ;;
-	*) echo "$CFGDIR/$1/journal" ;;
+	*) echo "$(dir_of "$1")/journal" ;;
 	esac
 }
 
 mount_cfg() { # CFG
-	local cfg=$1 d=$CFGDIR/$1
+	local cfg=$1 d
+	d=$(dir_of "$1")
 	mkdir -p "$d/vol"
 	MP[$cfg]=$d/vol
 	case $cfg in
@@ -470,18 +478,34 @@ if [ -z "$PBFS_IDENT" ]; then # built with -buildvcs=false: say what the checkou
 fi
 PBFS_IDENT="$PBFS (sha256 $(sha256sum "$PBFS" | cut -c1-12), built $(date -u -r "$PBFS" '+%Y-%m-%d %H:%M:%S UTC')), $PBFS_IDENT"
 
-if [ "$FS" = ext4 ]; then
-	[ "$(id -u)" = 0 ] || die "BENCH_FS=ext4 needs root (losetup, mount)"
-	truncate -s "$FS_SIZE" "$WORK/fs.img"
-	mkfs.ext4 -q -F "$WORK/fs.img"
-	LOOPDEV=$(losetup -f --show --direct-io=on "$WORK/fs.img")
-	mkdir -p "$WORK/fs"
-	mount "$LOOPDEV" "$WORK/fs"
-	CFGDIR=$WORK/fs
-	FS_DESC="fresh ext4 image ($FS_SIZE, mkfs defaults, $(findmnt -n -o OPTIONS -T "$CFGDIR")) on $LOOPDEV (direct I/O) in $(findmnt -n -o FSTYPE -T "$WORK") on $(findmnt -n -o SOURCE -T "$WORK")"
-elif [ "$FS" != host ]; then
-	die "BENCH_FS is host or ext4, not $FS"
-fi
+# make_image CFG: a fresh file system of the configuration's own, mounted
+# where dir_of CFG points.
+make_image() {
+	local img=$WORK/$1.img mnt dev
+	mnt=$(dir_of "$1")
+	truncate -s "$FS_SIZE" "$img"
+	case $FS in
+	ext4) mkfs.ext4 -q -F "$img" ;;
+	ext4-nojournal) mkfs.ext4 -q -F -O ^has_journal "$img" ;;
+	esac
+	dev=$(losetup -f --show --direct-io=on "$img")
+	LOOPDEVS+=("$dev")
+	mkdir -p "$mnt"
+	mount "$dev" "$mnt"
+	IMAGES+=("$mnt")
+}
+
+case $FS in
+host) ;;
+ext4 | ext4-nojournal)
+	[ "$(id -u)" = 0 ] || die "BENCH_FS=$FS needs root (losetup, mount)"
+	for cfg in "${cfgs[@]}"; do make_image "$cfg"; done
+	journal=with
+	[ "$FS" = ext4-nojournal ] && journal=without
+	FS_DESC="a fresh ext4 image per configuration ($FS_SIZE each, $journal a journal, $(findmnt -n -o OPTIONS -T "${IMAGES[0]}")), each on a loop device (direct I/O) of its own, in $(findmnt -n -o FSTYPE -T "$WORK") on $(findmnt -n -o SOURCE -T "$WORK")"
+	;;
+*) die "BENCH_FS is host, ext4 or ext4-nojournal, not $FS" ;;
+esac
 
 START=$(date +%s)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
