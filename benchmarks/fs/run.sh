@@ -63,7 +63,7 @@
 #                           device (needs root); "ext4-nojournal" the same without a
 #                           journal (-O ^has_journal), as the host's own ext4 here is.
 #                           Images of their own make small files comparable: without a
-#                           journal ext4 skips inodes freed in the last 5-300 s, so on
+#                           journal ext4 skips inodes freed in the last 60-360 s, so on
 #                           one shared file system every configuration's creates paid
 #                           for the files the one before it deleted (docs/PERFORMANCE.md)
 #   BENCH_FS_SIZE           size of each image (sparse; default 8G per round, since
