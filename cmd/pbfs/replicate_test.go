@@ -51,14 +51,23 @@ func TestBackupKilledAndRestartedConverges(t *testing.T) {
 // applies a batch that reuses names (temp file, rename over the live name,
 // as services write) finishes that batch exactly on restart, on its own:
 // it must not stall and wait for a resync, because its primary may be
-// gone too. Each round kills the backup right after a barrier, when the
-// batch the barrier covered is durable there and being applied.
+// gone too. Each round the backup kills itself (a failpoint, SIGKILL) at a
+// different apply mark, before or after writing it, while the primary
+// keeps writing; a kill -9 from outside landed mid-batch only by luck.
 func TestBackupKilledMidApplyResumes(t *testing.T) {
 	c := fstest.NewCluster(t, 1, nil)
 	b := c.Backups[0]
+	c.RequireConverged() // past the new backup's first resync
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 2048)
 	var logs strings.Builder
-	for round := 0; round < 8; round++ {
+	const rounds = 4
+	for round := 0; round < rounds; round++ {
+		when := []string{"before", "after"}[round%2]
+		b.Cmd.Process.Signal(syscall.SIGINT)
+		b.Cmd.Wait()
+		logs.WriteString(b.Out.String())
+		b.Env = []string{fmt.Sprintf("PBFS_FAILPOINT_APPLY_KILL=%s:%d", when, 40+53*round)}
+		c.StartBackup(b)
 		for i := 0; i < 150; i++ {
 			tmp := filepath.Join(c.Vol, fmt.Sprintf(".tmp-%d-%d", round, i))
 			if err := os.WriteFile(tmp, append(payload, byte(round), byte(i)), 0o644); err != nil {
@@ -68,22 +77,28 @@ func TestBackupKilledMidApplyResumes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		c.Barrier()
-		b.Cmd.Process.Kill()
-		b.Cmd.Wait()
+		exited := make(chan struct{})
+		go func() { b.Cmd.Wait(); close(exited) }()
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: the backup did not reach its failpoint:\n%s", round, b.Out)
+		}
+		if ws, ok := b.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("round %d: the backup exited with %v, not killed by its failpoint:\n%s", round, b.Cmd.ProcessState, b.Out)
+		}
 		logs.WriteString(b.Out.String())
+		b.Env = nil
 		c.StartBackup(b)
+		c.RequireConverged()
 	}
-	c.RequireConverged()
 	logs.WriteString(b.Out.String())
 	all := logs.String()
 	if strings.Contains(all, "needs a resync") || strings.Contains(all, "resync: ") {
 		t.Fatalf("the backup needed a resync:\n%s", all)
 	}
-	if n := strings.Count(all, "resuming it where it stopped"); n == 0 {
-		t.Fatalf("no kill landed in the middle of a batch in 8 rounds; the test proved nothing:\n%s", all)
-	} else {
-		t.Logf("%d of 8 kills landed mid-batch; each resumed exactly", n)
+	if n := strings.Count(all, "resuming it where it stopped"); n != rounds {
+		t.Fatalf("%d of %d restarts resumed a batch where it stopped, want all:\n%s", n, rounds, all)
 	}
 }
 

@@ -42,6 +42,7 @@ type BackupProc struct {
 	Addr, Vol, Jdir string
 	Cmd             *exec.Cmd
 	Out             *Buffer
+	Env             []string // added to the environment of the next StartBackup
 }
 
 // NewCluster starts backups on copies of the seeded volume and a primary
@@ -81,6 +82,9 @@ func NewClusterCopy(t testing.TB, backups int, seed func(string), copy bool, mou
 // StartBackup (re)starts b and waits until it listens.
 func (c *Cluster) StartBackup(b *BackupProc) {
 	b.Cmd = exec.Command(Binary(c.t), "backup", "--listen", b.Addr, "--journal", b.Jdir, "--token", TestToken, b.Vol)
+	if len(b.Env) > 0 {
+		b.Cmd.Env = append(os.Environ(), b.Env...)
+	}
 	b.Out = &Buffer{}
 	b.Cmd.Stdout, b.Cmd.Stderr = b.Out, b.Out
 	if err := b.Cmd.Start(); err != nil {
