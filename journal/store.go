@@ -31,6 +31,11 @@ var (
 var (
 	ErrNotFound = errors.New("batch not found")
 	ErrLocked   = errors.New("journal is open in another process")
+	// ErrJournalFull: the journal's file system is down to its reserve
+	// (space.go). Errors wrapping it also wrap ENOSPC.
+	ErrJournalFull = errors.New("journal file system is full")
+	// ErrCloseTimeout: Close gave up waiting for Badger (closeTimeout).
+	ErrCloseTimeout = errors.New("journal close timed out")
 )
 
 // StoreOptions configure a Store.
@@ -45,6 +50,9 @@ type StoreOptions struct {
 	// (MarkOpen), so syncing each sealed batch only cost the service's own
 	// fsyncs a device flush every seal interval (docs/PERFORMANCE.md).
 	LazyAppends bool
+	// Reserve is the free space appends leave on the journal's file
+	// system; 0 is DefaultReserve of its size.
+	Reserve int64
 }
 
 // Store keeps sealed batches in Badger, durably and in seq order.
@@ -54,9 +62,15 @@ type Store struct {
 	log *slog.Logger
 
 	lazy   bool
+	ro     bool
 	syncMu sync.Mutex  // serializes Sync, so none returns before the flush it relies on
 	dirty  atomic.Bool // a lazy Append since the last Sync
 	syncs  atomic.Uint64
+
+	space space // free space on the journal's file system (space.go)
+
+	closeOnce sync.Once
+	closeErr  error
 
 	mu      sync.Mutex
 	last    Header // header of the newest batch (zero if none)
@@ -106,7 +120,8 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open journal %s: %w", dir, err)
 	}
-	s := &Store{db: db, dir: dir, log: log, epoch: 1, changed: make(chan struct{}), lazy: o.LazyAppends}
+	s := &Store{db: db, dir: dir, log: log, epoch: 1, changed: make(chan struct{}), lazy: o.LazyAppends,
+		ro: o.ReadOnly, space: space{dir: dir, reserve: o.Reserve}}
 	// A read-only store is opened to inspect the journal, damage included.
 	if err := s.load(); err != nil && !o.ReadOnly {
 		db.Close()
@@ -229,6 +244,9 @@ func (s *Store) Append(ops []Op, created time.Time, written uint64) (Header, int
 		return Header{}, 0, err
 	}
 	if err := failAppend(); err != nil {
+		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
+	}
+	if err := s.space.admit(int64(len(buf))); err != nil {
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
 	}
 	err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(batchKey(b.Seq), buf) })
@@ -359,6 +377,13 @@ func (s *Store) AppendEncoded(encs [][]byte) (Header, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	last := s.last
+	need := 0
+	for _, enc := range encs {
+		need += len(enc)
+	}
+	if err := s.space.admit(int64(need)); err != nil {
+		return s.last, fmt.Errorf("append batches: %w", err)
+	}
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
 	for _, enc := range encs {
@@ -485,8 +510,34 @@ func (s *Store) Put(seq uint64, enc []byte) error {
 	return s.update(func(txn *badger.Txn) error { return txn.Set(batchKey(seq), enc) })
 }
 
-// Close closes the store.
-func (s *Store) Close() error { return s.db.Close() }
+// closeTimeout bounds Close. Badger's Close flushes the memtable to a
+// table and retries forever when it cannot write one (a full or read-only
+// disk, a journal directory removed under it).
+var closeTimeout = 30 * time.Second
+
+// Close closes the store. It first syncs Badger's logs, so that what Close
+// could not write into tables is replayed from them at the next open, and
+// gives up waiting for Badger after closeTimeout with ErrCloseTimeout.
+// Closing again returns the first Close's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Store) close() error {
+	var syncErr error
+	if !s.ro {
+		syncErr = s.flushAll()
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.db.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(closeTimeout):
+		return fmt.Errorf("close journal %s: %w after %v (sync of its logs: %v); Badger logged why", s.dir, ErrCloseTimeout, closeTimeout, syncErr)
+	}
+}
 
 // badgerLogger sends Badger's chatter to slog at debug level, warnings and
 // errors at their own levels.

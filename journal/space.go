@@ -1,0 +1,118 @@
+package journal
+
+import (
+	"fmt"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+)
+
+// Badger writes its logs and tables through memory maps of sparse files:
+// when the file system is full, the write that needs a new block is a
+// SIGBUS, and the process dies (dgraph-io/badger#1682, #1801). So the
+// store never lets the journal's file system run out: an append that
+// would leave less than the reserve free is refused with ErrJournalFull
+// (which is also ENOSPC), and Writable tells the capture layer to refuse
+// the service's writes, which the journal could not take, for the same
+// reason. The reserve covers what Badger writes on its own: two memtables
+// flushed to tables, compactions, value-log rewrites.
+
+// Reserve bounds (see DefaultReserve).
+const (
+	maxDefaultReserve = 256 << 20
+	minDefaultReserve = 48 << 20 // above two 16 MiB memtables flushed at once
+)
+
+// spaceCheckEvery is how stale Writable's answer may be.
+const spaceCheckEvery = 100 * time.Millisecond
+
+// DefaultReserve is the reserve for a journal file system of size bytes:
+// a quarter of it, between 48 and 256 MiB.
+func DefaultReserve(size int64) int64 {
+	return min(max(size/4, minDefaultReserve), maxDefaultReserve)
+}
+
+// space tracks the free space of the journal's file system.
+type space struct {
+	dir     string
+	reserve int64 // 0: DefaultReserve of the file system's size
+	free    atomic.Int64
+	full    atomic.Bool // below the reserve when last read
+	refused atomic.Bool // the last append was refused
+
+	checked  atomic.Int64 // unix ns of the last statfs
+	refusals atomic.Uint64
+}
+
+// read reads the file system's free space and reserve, and whether it is
+// below the reserve now; ok is false when statfs fails.
+func (sp *space) read() (free, reserve int64, ok bool) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(sp.dir, &st); err != nil {
+		return 0, 0, false
+	}
+	free, size := int64(st.Bavail)*st.Bsize, int64(st.Blocks)*st.Bsize
+	reserve = sp.reserve
+	if reserve == 0 {
+		reserve = DefaultReserve(size)
+	}
+	sp.free.Store(free)
+	sp.full.Store(free < reserve)
+	sp.checked.Store(time.Now().UnixNano())
+	return free, reserve, true
+}
+
+// admit reports whether need more bytes still leave the reserve free. A
+// statfs that fails says nothing, and the write goes ahead (and fails on
+// its own if it must).
+func (sp *space) admit(need int64) error {
+	free, reserve, ok := sp.read()
+	if !ok || free-need >= reserve {
+		sp.refused.Store(false)
+		return nil
+	}
+	sp.refused.Store(true)
+	sp.refusals.Add(1)
+	return fmt.Errorf("%w: %d bytes free on %s, %d to write and %d to keep in reserve: %w",
+		ErrJournalFull, free, sp.dir, need, reserve, syscall.ENOSPC)
+}
+
+// writable reports ErrJournalFull while the file system is below the
+// reserve (read again at most every spaceCheckEvery) or the last append
+// was refused: then every write taken now would only wait behind it.
+func (sp *space) writable() error {
+	if time.Now().UnixNano()-sp.checked.Load() > int64(spaceCheckEvery) {
+		sp.read()
+	}
+	if sp.full.Load() || sp.refused.Load() {
+		return fmt.Errorf("%w: %d bytes free on %s: %w", ErrJournalFull, sp.free.Load(), sp.dir, syscall.ENOSPC)
+	}
+	return nil
+}
+
+// Writable reports ErrJournalFull (also ENOSPC) while the journal's file
+// system has less free than its reserve, or the last append was refused
+// for want of space; it is cheap enough to ask before every write.
+func (s *Store) Writable() error { return s.space.writable() }
+
+// FreeBytes is the journal file system's free space when last read.
+func (s *Store) FreeBytes() int64 { return s.space.free.Load() }
+
+// Refusals counts appends refused for want of space.
+func (s *Store) Refusals() uint64 { return s.space.refusals.Load() }
+
+// SpaceCollectors are the store's free-space metrics, for the caller's
+// registry.
+func (s *Store) SpaceCollectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "pbfs_journal_free_bytes", Help: "Free space on the journal's file system when last read.",
+		}, func() float64 { return float64(s.FreeBytes()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "pbfs_journal_appends_refused_total", Help: "Appends refused because they would leave less than the reserve free on the journal's file system.",
+		}, func() float64 { return float64(s.Refusals()) }),
+	}
+}
