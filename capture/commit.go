@@ -25,6 +25,10 @@ type Committer struct {
 	// retried before anything newer, so nothing captured is ever dropped.
 	held *Sealed
 	at   time.Time
+	// Failed appends in a row, and when one was last logged: a refusing
+	// journal is retried every seal interval, but logged every 10 s.
+	failed   int
+	loggedAt time.Time
 
 	batches  prometheus.Counter
 	bytes    *prometheus.CounterVec
@@ -103,8 +107,16 @@ func (c *Committer) commit(ctx context.Context, trigger string) (uint64, error) 
 		h, size, err := c.store.Append(c.held.Ops, c.at, c.held.Written)
 		if err != nil {
 			c.failures.Inc()
-			c.log.Error("journal append failed; the batch is kept and retried", "err", err, "ops", len(c.held.Ops))
+			if c.failed++; c.failed == 1 || time.Since(c.loggedAt) >= 10*time.Second {
+				c.log.Error("journal append failed; the batch is kept and retried", "err", err, "ops", len(c.held.Ops), "failures", c.failed)
+				c.loggedAt = time.Now()
+			}
+			c.fs.WakeWriters() // throttled writers may now be refused instead
 			return 0, err
+		}
+		if c.failed > 0 {
+			c.log.Info("journal append succeeded again", "failures", c.failed, "for", time.Since(c.at).Round(time.Millisecond))
+			c.failed = 0
 		}
 		c.batches.Inc()
 		c.bytes.WithLabelValues("written").Add(float64(c.held.Written))

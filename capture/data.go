@@ -16,8 +16,10 @@ import (
 // write also clears setuid, setgid and file capabilities, as a local
 // filesystem would; pbfs writes as root, so the backing file never does.
 func (f *FS) Write(h *Handle, off int64, data []byte, killPriv bool) (int, error) {
+	if err := f.beginGrow("write"); err != nil {
+		return 0, err
+	}
 	n := h.node
-	f.begin()
 	defer f.end()
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -147,8 +149,12 @@ func (f *FS) metaLog(n *Node, op journal.Op) {
 
 // Fallocate runs fallocate(2) on an open file and records it.
 func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64) error {
+	if mode&unix.FALLOC_FL_PUNCH_HOLE != 0 {
+		f.begin()
+	} else if err := f.beginGrow("fallocate"); err != nil {
+		return err
+	}
 	n := h.node
-	f.begin()
 	defer f.end()
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -32,8 +33,13 @@ type Options struct {
 	// MaxBatchBytes seals the open batch once it holds this much payload;
 	// writers wait while twice as much is pending.
 	MaxBatchBytes int64
-	Logger        *slog.Logger
-	Metrics       *Metrics
+	// Space, if set, is asked before every write and fallocate that can
+	// take space; an error refuses it with that error. The mount refuses
+	// writes while the journal's file system is down to its reserve: the
+	// journal could not take them.
+	Space   func() error
+	Logger  *slog.Logger
+	Metrics *Metrics
 }
 
 // FS is a captured view of one backing directory.
@@ -54,11 +60,12 @@ type FS struct {
 	written atomic.Int64 // bytes the service wrote into the open batch
 	nsCount atomic.Int64
 
-	handles  sync.Map // uint64 -> *Handle
-	nextH    atomic.Uint64
-	sealSig  chan struct{} // size-triggered seal requests
-	flowMu   sync.Mutex
-	flowCond *sync.Cond
+	handles    sync.Map // uint64 -> *Handle
+	nextH      atomic.Uint64
+	sealSig    chan struct{} // size-triggered seal requests
+	flowMu     sync.Mutex
+	flowCond   *sync.Cond
+	refusedLog atomic.Int64 // unix ns of the last "refusing writes" log line
 }
 
 // New serves the backing directory open as rootFd (the FS takes it over).
@@ -158,18 +165,68 @@ func errnoName(e unix.Errno) string {
 	return fmt.Sprintf("errno%d", int(e))
 }
 
+// roomFor asks Options.Space whether a write that takes space may go
+// ahead, counting and logging (at most every 10 s) the ones refused.
+func (f *FS) roomFor(op string) error {
+	if f.opts.Space == nil {
+		return nil
+	}
+	err := f.opts.Space()
+	if err == nil {
+		return nil
+	}
+	f.m.Refused.Inc()
+	now := time.Now().UnixNano()
+	if last := f.refusedLog.Load(); now-last > int64(10*time.Second) && f.refusedLog.CompareAndSwap(last, now) {
+		f.log.Error("refusing writes that take space: the journal cannot take them", "op", op, "err", err)
+	}
+	return err
+}
+
 // begin enters a mutation: it waits while too much is pending, then holds
-// sealMu shared until end.
+// sealMu shared until end. While the journal refuses writes for want of
+// space it does not wait: the mutations that take no space (unlink,
+// truncate, rename...) must go on, or nobody could free any.
 func (f *FS) begin() {
 	if f.opts.Capture && f.pending.Load() > 2*f.opts.MaxBatchBytes {
 		f.flowMu.Lock()
-		for f.pending.Load() > 2*f.opts.MaxBatchBytes {
+		for f.pending.Load() > 2*f.opts.MaxBatchBytes && (f.opts.Space == nil || f.opts.Space() == nil) {
 			f.m.Throttled.Inc()
 			f.flowCond.Wait()
 		}
 		f.flowMu.Unlock()
 	}
 	f.sealMu.RLock()
+}
+
+// beginGrow is begin for a write or fallocate: it is refused (roomFor)
+// rather than kept waiting while the journal cannot take it.
+func (f *FS) beginGrow(op string) error {
+	if err := f.roomFor(op); err != nil {
+		return err
+	}
+	if f.opts.Capture && f.pending.Load() > 2*f.opts.MaxBatchBytes {
+		f.flowMu.Lock()
+		for f.pending.Load() > 2*f.opts.MaxBatchBytes {
+			if err := f.roomFor(op); err != nil {
+				f.flowMu.Unlock()
+				return err
+			}
+			f.m.Throttled.Inc()
+			f.flowCond.Wait()
+		}
+		f.flowMu.Unlock()
+	}
+	f.sealMu.RLock()
+	return nil
+}
+
+// WakeWriters lets throttled writers look again at whether they may go
+// on; the committer calls it when the journal refused a batch.
+func (f *FS) WakeWriters() {
+	f.flowMu.Lock()
+	f.flowCond.Broadcast()
+	f.flowMu.Unlock()
 }
 
 func (f *FS) end() { f.sealMu.RUnlock() }

@@ -12,6 +12,7 @@ type Metrics struct {
 	WriteBytes    prometheus.Counter
 	BackingErrors *prometheus.CounterVec
 	Throttled     prometheus.Counter
+	Refused       prometheus.Counter
 	LostNames     prometheus.Counter
 	Seals         *prometheus.CounterVec
 
@@ -36,6 +37,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Throttled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pbfs_capture_throttled_total", Help: "Times a writer waited because too much was pending.",
 		}),
+		Refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pbfs_capture_writes_refused_total", Help: "Writes and fallocates refused with ENOSPC because the journal's file system is down to its reserve.",
+		}),
 		LostNames: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pbfs_capture_lost_names_total", Help: "Hard-linked files whose surviving name could not be found.",
 		}),
@@ -48,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.byKind[k] = m.Ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.Ops, m.WriteBytes, m.BackingErrors, m.Throttled, m.LostNames, m.Seals)
+		reg.MustRegister(m.Ops, m.WriteBytes, m.BackingErrors, m.Throttled, m.Refused, m.LostNames, m.Seals)
 	}
 	return m
 }

@@ -35,6 +35,11 @@ var ErrJournalInVolume = errors.New("journal directory is inside the volume")
 // from the journal alone they would silently differ.
 var ErrVolumeAhead = errors.New("volume may hold changes the journal lacks after a crash: backups need a resync")
 
+// ErrNotJournaled: the mount stopped with captured changes the journal
+// refused (a full journal disk, say); the volume has them, the journal
+// does not, and the next mount resyncs every backup from the volume.
+var ErrNotJournaled = errors.New("changes applied to the volume were not journaled; the next mount resyncs the backups")
+
 // Config describes one mount.
 type Config struct {
 	Mountpoint string // where the service sees the volume
@@ -47,7 +52,11 @@ type Config struct {
 	NoXattrs      bool
 	MaxBatchBytes int64
 	SealInterval  time.Duration
-	Logger        *slog.Logger
+	// JournalReserve is the space kept free on the journal's file system
+	// (0: journal.DefaultReserve); below it appends and the service's
+	// writes are refused with ENOSPC.
+	JournalReserve int64
+	Logger         *slog.Logger
 
 	// Backups are the addresses of `pbfs backup` processes to ship to;
 	// Ack is the ack policy (all, majority, none or a number) and Token the
@@ -135,7 +144,7 @@ func Start(cfg Config) (*Mount, error) {
 	// The primary's appends are lazy: Barrier syncs when no backup holds
 	// the batch, and after a crash of the machine the unclean marker
 	// (synced) has the backups resynced from the volume.
-	m.store, err = journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger, LazyAppends: true})
+	m.store, err = journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger, LazyAppends: true, Reserve: cfg.JournalReserve})
 	if err != nil {
 		unix.Close(rootFd)
 		return nil, err
@@ -185,9 +194,14 @@ func Start(cfg Config) (*Mount, error) {
 		m.store.Close()
 		return nil, err
 	}
+	var space func() error
+	if !cfg.NoCapture {
+		space = m.store.Writable
+	}
+	m.reg.MustRegister(m.store.SpaceCollectors()...)
 	m.fs, err = capture.New(rootFd, capture.Options{
 		Capture: !cfg.NoCapture, WriteDiff: cfg.WriteDiff, MaxBatchBytes: cfg.MaxBatchBytes,
-		Logger: cfg.Logger, Metrics: capture.NewMetrics(m.reg),
+		Logger: cfg.Logger, Metrics: capture.NewMetrics(m.reg), Space: space,
 	})
 	if err != nil {
 		unix.Close(rootFd)
@@ -408,7 +422,11 @@ func (m *Mount) Close() error {
 		// closed; a backup that missed it catches up on the next mount.
 		m.primary.Close()
 	}
-	if err == nil && m.committer.Held() == 0 {
+	if held := m.committer.Held(); held > 0 {
+		// The journal stays marked open, so the next mount treats the
+		// volume as ahead of it and resyncs every backup.
+		err = errors.Join(err, fmt.Errorf("unmount: %d captured ops of the last batch never reached the journal: %w", held, ErrNotJournaled))
+	} else if err == nil {
 		if cerr := m.store.MarkClosed(); cerr != nil {
 			err = cerr
 		}

@@ -31,6 +31,10 @@ type BackupConfig struct {
 	Retain time.Duration
 	// TLS, if set, requires mutual TLS from primaries.
 	TLS TLSFiles
+	// JournalReserve is the space kept free on the journal's file system
+	// (0: journal.DefaultReserve); batches that would cut into it are
+	// refused, not acked.
+	JournalReserve int64
 }
 
 // Backup receives one primary's batches, makes them durable, acks them and
@@ -71,7 +75,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	if cfg.Token == "" {
 		return nil, ErrNoToken
 	}
-	st, err := journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger})
+	st, err := journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger, Reserve: cfg.JournalReserve})
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +91,9 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		return nil, err
 	}
 	ap.SetMarker(mark.write)
+	if cfg.Registry != nil {
+		cfg.Registry.MustRegister(st.SpaceCollectors()...)
+	}
 	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, mark: mark, m: newBackupMetrics(cfg.Registry),
 		kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{})}
 	vid, err := st.Meta("volume")

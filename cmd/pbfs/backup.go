@@ -21,7 +21,7 @@ func backupCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Required: true, Usage: "address to accept the primary on (host:port)"},
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "the backup's own journal directory (outside VOLUME)"},
 			&cli.DurationFlag{Name: "retain", Value: 10 * time.Minute, Usage: "trim applied batches from the backup's journal once they are this old (negative keeps everything)"},
-			tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2],
+			journalReserveFlag, tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2],
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -33,7 +33,7 @@ func backupCommand() *cli.Command {
 			}
 			log := logger(c)
 			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: c.Duration("retain"),
-				TLS: tlsFiles(c)})
+				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve")})
 			if err != nil {
 				return cli.Exit("backup: "+err.Error(), 1)
 			}
@@ -70,6 +70,9 @@ var (
 	}
 	tokenFlag     = &cli.StringFlag{Name: "token", Usage: "shared replication secret (prefer --token-file or PBFS_TOKEN, which stay out of ps)"}
 	tokenFileFlag = &cli.StringFlag{Name: "token-file", Usage: "file holding the shared replication secret"}
+	// journalReserveFlag: Badger dies of SIGBUS when its disk fills, so the
+	// journal keeps this much free (journal/space.go).
+	journalReserveFlag = &cli.Int64Flag{Name: "journal-reserve", Usage: "bytes to keep free on the journal's file system: journal appends (and, on a mount, the service's writes) that would cut into it fail with ENOSPC (default: a quarter of the file system, between 48 and 256 MiB)"}
 )
 
 func tlsFiles(c *cli.Context) replicate.TLSFiles {

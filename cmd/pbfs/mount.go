@@ -27,6 +27,7 @@ func mountCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-xattrs", Usage: "answer extended-attribute calls with ENOSYS (saves a trip per write)"},
 			&cli.Int64Flag{Name: "batch-bytes", Value: 64 << 20, Usage: "seal the open batch once it holds this many bytes"},
 			&cli.DurationFlag{Name: "seal-interval", Value: 50e6, Usage: "seal the open batch at least this often"},
+			journalReserveFlag,
 			&cli.StringSliceFlag{Name: "backup", Usage: "address of a `pbfs backup` to replicate to (repeatable)"},
 			&cli.StringFlag{Name: "ack", Value: "all", Usage: "backups that must hold a batch before its barrier returns: all, majority, none or a number"},
 			&cli.DurationFlag{Name: "retain", Usage: "trim batches every backup holds once they are this old (default with backups: 10m; 0 keeps everything)"},
@@ -56,7 +57,8 @@ func mountCommand() *cli.Command {
 				Mountpoint: c.Args().First(), Backing: c.String("backing"), Journal: c.String("journal"),
 				AllowOther: c.Bool("allow-other"), NoCapture: c.Bool("no-capture"), WriteDiff: c.Bool("write-diff"),
 				NoXattrs: c.Bool("no-xattrs"), MaxBatchBytes: c.Int64("batch-bytes"), SealInterval: c.Duration("seal-interval"),
-				Logger: log, Plugins: plugins, PluginLogLevel: c.String("log-level"),
+				JournalReserve: c.Int64("journal-reserve"),
+				Logger:         log, Plugins: plugins, PluginLogLevel: c.String("log-level"),
 			})
 			if err != nil {
 				if errors.Is(err, mount.ErrJournalInVolume) {

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pbfs/pbfs/internal/fstest"
+)
+
+// TestJournalDiskFills fills the real file system the journal is on.
+// Badger dies of SIGBUS when a write into one of its mapped files finds
+// the disk full; pbfs must keep it from getting there: the service's
+// writes fail with ENOSPC, barriers fail naming the cause, the mount keeps
+// serving reads and unlinks, it counts and logs all of it, and once space
+// is back everything captured goes into the journal and replays.
+func TestJournalDiskFills(t *testing.T) {
+	vol, start, _ := layout(t)
+	disk := fstest.SmallFS(t, 200<<20)
+	ballast := filepath.Join(disk, "ballast")
+	if err := os.WriteFile(ballast, make([]byte, 40<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	jdir := filepath.Join(disk, "journal")
+	d := startMount(t, nil, vol, jdir)
+
+	chunk := make([]byte, 4<<20)
+	var written []string
+	var werr error
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; werr == nil; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("200 MiB journal disk never filled after %d files:\n%s", i, d.Out)
+		}
+		rand.Read(chunk) // incompressible, so the journal grows as fast as the volume
+		p := filepath.Join(vol, fmt.Sprintf("f%03d", i))
+		if werr = os.WriteFile(p, chunk, 0o644); werr == nil {
+			written = append(written, p)
+		}
+	}
+	if !errors.Is(werr, syscall.ENOSPC) {
+		t.Fatalf("write with the journal disk full: %v, want ENOSPC", werr)
+	}
+	if len(written) < 5 {
+		t.Fatalf("only %d files went in before the journal filled", len(written))
+	}
+	out, code := run(t, "barrier", "--journal", jdir)
+	if code == 0 || !strings.Contains(out, "journal file system is full") {
+		t.Fatalf("barrier with the journal disk full: exit %d, %s", code, out)
+	}
+	if d.Cmd.ProcessState != nil {
+		t.Fatalf("the mount died:\n%s", d.Out)
+	}
+	if d.Counter("pbfs_capture_writes_refused_total", "") == 0 || d.Counter("pbfs_journal_appends_refused_total", "") == 0 {
+		t.Fatalf("refusals not counted:\n%s", d.Out)
+	}
+	if !strings.Contains(d.Out.String(), "refusing writes that take space") {
+		t.Fatalf("refusals not logged:\n%s", d.Out)
+	}
+	// Reads and unlinks go on: an operator can still free space.
+	if b, err := os.ReadFile(written[0]); err != nil || len(b) != len(chunk) {
+		t.Fatalf("read with the journal disk full: %d bytes, %v", len(b), err)
+	}
+	last := written[len(written)-1]
+	if err := os.Remove(last); err != nil {
+		t.Fatalf("unlink with the journal disk full: %v", err)
+	}
+
+	// Space comes back: the held batch goes in, writes and barriers work.
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if err := os.WriteFile(last, []byte("after the disk had room again"), 0o644); err == nil {
+			break
+		} else if i == 100 {
+			t.Fatalf("writes still refused 10 s after the journal disk had room again: %v\n%s", err, d.Out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.Barrier()
+	if !strings.Contains(d.Out.String(), "journal append succeeded again") {
+		t.Errorf("recovery not logged:\n%s", d.Out)
+	}
+	want := fstest.Snapshot(t, vol)
+	d.Stop()
+	if out, code := run(t, "journal", "verify", "--journal", jdir); code != 0 {
+		t.Fatalf("journal verify after the disk filled: %s", out)
+	}
+	if out, code := run(t, "journal", "replay", "--journal", jdir, start); code != 0 {
+		t.Fatalf("replay: %s", out)
+	}
+	fstest.RequireEqual(t, want, fstest.Snapshot(t, start), "replayed copy vs volume after the journal disk filled")
+}
+
+// TestStopWithJournalDiskFull: a mount stopped while its journal cannot
+// take the last batch exits non-zero, says so, leaves the journal marked
+// unclean (the next mount resyncs backups from the volume), and does not
+// hang on the way out.
+func TestStopWithJournalDiskFull(t *testing.T) {
+	vol, _, _ := layout(t)
+	disk := fstest.SmallFS(t, 160<<20)
+	jdir := filepath.Join(disk, "journal")
+	d := startMount(t, nil, vol, jdir)
+	chunk := make([]byte, 4<<20)
+	for i := 0; i < 100; i++ {
+		rand.Read(chunk)
+		if err := os.WriteFile(filepath.Join(vol, fmt.Sprintf("f%03d", i)), chunk, 0o644); err != nil {
+			break
+		}
+	}
+	d.Cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- d.Cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee interface{ ExitCode() int }
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("exit after SIGINT with the journal full: %v, want status 1\n%s", err, d.Out)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatalf("the mount did not stop within 45 s of SIGINT:\n%s", d.Out)
+	}
+	if !strings.Contains(d.Out.String(), "never reached the journal") {
+		t.Fatalf("the lost batch is not reported:\n%s", d.Out)
+	}
+	d2 := startMount(t, nil, vol, jdir)
+	if !strings.Contains(d2.Out.String(), "did not shut down cleanly") {
+		t.Fatalf("the next mount does not know the journal is behind the volume:\n%s", d2.Out)
+	}
+}
+
+// TestBackupJournalDiskFills: a backup whose journal disk fills refuses
+// the batches it cannot hold (it never acks what it did not store), stays
+// up, logs and counts it; the primary's barriers fail meanwhile instead of
+// claiming durability; once the backup's disk has room it catches up and
+// ends equal to the primary.
+func TestBackupJournalDiskFills(t *testing.T) {
+	c := fstest.NewCluster(t, 1, nil)
+	c.RequireConverged()
+	b := c.Backups[0]
+	disk := fstest.SmallFS(t, 200<<20)
+	ballast := filepath.Join(disk, "ballast")
+	if err := os.WriteFile(ballast, make([]byte, 40<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.Cmd.Process.Signal(syscall.SIGINT)
+	b.Cmd.Wait()
+	b.Jdir = filepath.Join(disk, "journal")
+	c.StartBackup(b)
+	c.RequireConverged() // a new journal: resynced from the primary
+
+	chunk := make([]byte, 4<<20)
+	barrierFailed := ""
+	for i := 0; i < 60 && barrierFailed == ""; i++ {
+		rand.Read(chunk)
+		if err := os.WriteFile(filepath.Join(c.Vol, fmt.Sprintf("f%03d", i)), chunk, 0o644); err != nil {
+			t.Fatalf("write on the primary: %v", err)
+		}
+		if out, code := run(t, "barrier", "--journal", c.Jdir, "--timeout", "5s"); code != 0 {
+			barrierFailed = out
+		}
+	}
+	if barrierFailed == "" {
+		t.Fatalf("240 MiB through a backup with a 200 MiB journal disk and no barrier failed:\n%s", b.Out)
+	}
+	if conn, err := net.Dial("tcp", b.Addr); err != nil {
+		t.Fatalf("the backup no longer listens (%v):\n%s", err, b.Out)
+	} else {
+		conn.Close()
+	}
+	if !strings.Contains(c.Primary.Out.String(), "journal file system is full") {
+		t.Fatalf("the primary does not say why the backup refuses:\n%s", c.Primary.Out)
+	}
+	if out := b.Out.String(); !strings.Contains(out, "refused batches") || !strings.Contains(out, "journal file system is full") {
+		t.Fatalf("the backup does not log what it refused:\n%s", out)
+	}
+	// Room again: the backup takes the batches, barriers return, and the
+	// backup ends equal to the primary.
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	c.RequireConverged()
+}
