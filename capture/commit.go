@@ -3,6 +3,7 @@ package capture
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,9 @@ type Committer struct {
 	// journal is retried every seal interval, but logged every 10 s.
 	failed   int
 	loggedAt time.Time
+	// holding is whether a refused batch is held, for Run to retry it
+	// however long its timer.
+	holding atomic.Bool
 
 	batches  prometheus.Counter
 	bytes    *prometheus.CounterVec
@@ -106,6 +110,7 @@ func (c *Committer) commit(ctx context.Context, trigger string) (uint64, error) 
 		}
 		h, size, err := c.store.Append(c.held.Ops, c.at, c.held.Written)
 		if err != nil {
+			c.holding.Store(true)
 			c.failures.Inc()
 			if c.failed++; c.failed == 1 || time.Since(c.loggedAt) >= 10*time.Second {
 				c.log.Error("journal append failed; the batch is kept and retried", "err", err, "ops", len(c.held.Ops), "failures", c.failed)
@@ -125,6 +130,7 @@ func (c *Committer) commit(ctx context.Context, trigger string) (uint64, error) 
 		c.latency.Observe(time.Since(c.at).Seconds())
 		c.held.Release()
 		c.held = nil
+		c.holding.Store(false)
 		if !wasHeld {
 			return h.Seq, nil
 		}
@@ -133,10 +139,13 @@ func (c *Committer) commit(ctx context.Context, trigger string) (uint64, error) 
 }
 
 // Run seals on the timer and on size until ctx ends, then seals what is
-// left.
+// left. A batch the journal refused is retried on the timer, and at least
+// every retryEvery however long the timer.
 func (c *Committer) Run(ctx context.Context) {
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
+	retry := time.NewTicker(retryEvery)
+	defer retry.Stop()
 	for {
 		trigger := "timer"
 		select {
@@ -146,6 +155,10 @@ func (c *Committer) Run(ctx context.Context) {
 			}
 			return
 		case <-t.C:
+		case <-retry.C:
+			if !c.holding.Load() {
+				continue
+			}
 		case <-c.fs.SealRequests():
 			trigger = "size"
 		}
@@ -154,3 +167,6 @@ func (c *Committer) Run(ctx context.Context) {
 		}
 	}
 }
+
+// retryEvery bounds how long a refused batch waits to be tried again.
+const retryEvery = time.Second

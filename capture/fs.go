@@ -34,10 +34,11 @@ type Options struct {
 	// writers wait while twice as much is pending.
 	MaxBatchBytes int64
 	// Space, if set, is asked before every write and fallocate that can
-	// take space; an error refuses it with that error. The mount refuses
-	// writes while the journal's file system is down to its reserve: the
-	// journal could not take them.
-	Space   func() error
+	// take space, with the payload bytes captured but not yet journaled;
+	// an error refuses the write with that error. The mount refuses writes
+	// the journal's file system could not take on top of those bytes
+	// without going below its reserve.
+	Space   func(unjournaled int64) error
 	Logger  *slog.Logger
 	Metrics *Metrics
 }
@@ -57,6 +58,7 @@ type FS struct {
 	dirtyMu sync.Mutex
 	dirty   []*Node
 	pending atomic.Int64 // payload bytes in the open batch
+	sealed  atomic.Int64 // payload bytes in sealed batches not yet released
 	written atomic.Int64 // bytes the service wrote into the open batch
 	nsCount atomic.Int64
 
@@ -109,6 +111,10 @@ func (f *FS) SealRequests() <-chan struct{} { return f.sealSig }
 func (f *FS) Stats() (pending int64, nodes int) {
 	return f.pending.Load(), f.table.count()
 }
+
+// Unjournaled is the payload captured and not yet released after its
+// journal append: the open batch and the sealed batches in flight.
+func (f *FS) Unjournaled() int64 { return f.pending.Load() + f.sealed.Load() }
 
 // Close releases the backing root.
 func (f *FS) Close() error { return unix.Close(f.root) }
@@ -171,7 +177,7 @@ func (f *FS) roomFor(op string) error {
 	if f.opts.Space == nil {
 		return nil
 	}
-	err := f.opts.Space()
+	err := f.opts.Space(f.Unjournaled())
 	if err == nil {
 		return nil
 	}
@@ -190,7 +196,7 @@ func (f *FS) roomFor(op string) error {
 func (f *FS) begin() {
 	if f.opts.Capture && f.pending.Load() > 2*f.opts.MaxBatchBytes {
 		f.flowMu.Lock()
-		for f.pending.Load() > 2*f.opts.MaxBatchBytes && (f.opts.Space == nil || f.opts.Space() == nil) {
+		for f.pending.Load() > 2*f.opts.MaxBatchBytes && (f.opts.Space == nil || f.opts.Space(f.Unjournaled()) == nil) {
 			f.m.Throttled.Inc()
 			f.flowCond.Wait()
 		}

@@ -9,15 +9,22 @@ type Sealed struct {
 	Ops     []journal.Op
 	Written uint64 // bytes the service wrote during the batch
 	logs    []*journal.DataLog
+	fs      *FS
+	payload int64 // the open batch's payload bytes when it was sealed
 }
 
 // Release hands the buffers Ops' data lives in back for reuse by later
-// batches. Call it once Ops is stored and no longer used.
+// batches, and takes the batch off the FS's unjournaled bytes. Call it
+// once Ops is stored and no longer used.
 func (s *Sealed) Release() {
 	for _, l := range s.logs {
 		l.Release()
 	}
 	s.logs = nil
+	if s.fs != nil {
+		s.fs.sealed.Add(-s.payload)
+		s.fs = nil
+	}
 }
 
 // Empty reports whether the open batch holds no ops.
@@ -47,6 +54,7 @@ type swapped struct {
 	dirty    []*Node
 	logs     []*journal.DataLog
 	written  int64
+	payload  int64
 }
 
 // swapLocked takes the open batch out; the caller holds sealMu exclusively.
@@ -70,7 +78,11 @@ func (f *FS) swapLocked() (b swapped) {
 		}
 	}
 	f.table.mapMu.Unlock()
-	f.pending.Store(0)
+	// Counted as sealed before it leaves pending: Unjournaled may count it
+	// twice for a moment, never miss it.
+	b.payload = f.pending.Load()
+	f.sealed.Add(b.payload)
+	f.pending.Add(-b.payload)
 	return b
 }
 
@@ -81,5 +93,5 @@ func (f *FS) finishSeal(b swapped) Sealed {
 	f.flowMu.Unlock()
 	f.table.sweep(b.dirty)
 	ops := journal.PruneTemporaries(b.ns)
-	return Sealed{Ops: append(ops, b.data...), Written: uint64(b.written), logs: b.logs}
+	return Sealed{Ops: append(ops, b.data...), Written: uint64(b.written), logs: b.logs, fs: f, payload: b.payload}
 }

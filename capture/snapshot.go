@@ -46,13 +46,14 @@ func (c *Committer) Snapshot(ctx context.Context) (journal.Header, []Entry, time
 	if len(s.Ops) > 0 || c.store.Last().Seq == 0 {
 		_, _, err = c.store.Append(s.Ops, start, s.Written)
 	}
-	if err == nil {
+	if err == nil || len(s.Ops) == 0 {
 		s.Release()
-	} else if len(s.Ops) > 0 {
+	} else {
 		// Keep the sealed ops for the committer to retry, as it does with
 		// its own refused batches; dropping them would lose them from the
 		// journal and from every streaming backup.
 		c.held, c.at = &s, start
+		c.holding.Store(true)
 	}
 	var entries []Entry
 	if err == nil {

@@ -40,8 +40,10 @@ type space struct {
 	dir     string
 	reserve int64 // 0: DefaultReserve of the file system's size
 	free    atomic.Int64
-	full    atomic.Bool // below the reserve when last read
-	refused atomic.Bool // the last append was refused
+	// reserveNow is the reserve in bytes as of the last read.
+	reserveNow atomic.Int64
+	full       atomic.Bool // below the reserve when last read
+	refused    atomic.Bool // the last append was refused
 
 	checked  atomic.Int64 // unix ns of the last statfs
 	refusals atomic.Uint64
@@ -60,6 +62,7 @@ func (sp *space) read() (free, reserve int64, ok bool) {
 		reserve = DefaultReserve(size)
 	}
 	sp.free.Store(free)
+	sp.reserveNow.Store(reserve)
 	sp.full.Store(free < reserve)
 	sp.checked.Store(time.Now().UnixNano())
 	return free, reserve, true
@@ -80,23 +83,41 @@ func (sp *space) admit(need int64) error {
 		ErrJournalFull, free, sp.dir, need, reserve, syscall.ENOSPC)
 }
 
-// writable reports ErrJournalFull while the file system is below the
-// reserve (read again at most every spaceCheckEvery) or the last append
-// was refused: then every write taken now would only wait behind it.
-func (sp *space) writable() error {
+// writable reports ErrJournalFull while the file system, less the
+// unjournaled bytes still to come, is below the reserve (free space is
+// read again at most every spaceCheckEvery), or while the last append was
+// refused: then every write taken now would only wait behind it.
+func (sp *space) writable(unjournaled int64) error {
 	if time.Now().UnixNano()-sp.checked.Load() > int64(spaceCheckEvery) {
 		sp.read()
 	}
-	if sp.full.Load() || sp.refused.Load() {
-		return fmt.Errorf("%w: %d bytes free on %s: %w", ErrJournalFull, sp.free.Load(), sp.dir, syscall.ENOSPC)
+	if sp.refused.Load() {
+		return fmt.Errorf("%w: the last append did not fit on %s: %w", ErrJournalFull, sp.dir, syscall.ENOSPC)
+	}
+	free := sp.free.Load()
+	if sp.full.Load() || free-toCome(unjournaled) < sp.reserveNow.Load() {
+		return fmt.Errorf("%w: %d bytes free on %s, %d captured and not yet journaled: %w",
+			ErrJournalFull, free, sp.dir, unjournaled, syscall.ENOSPC)
 	}
 	return nil
 }
 
+// toCome is what unjournaled payload bytes may take in the journal: the
+// encoding adds headers and paths to the payload, and compression can add
+// a little to incompressible data; writes are refused with this margin so
+// that the batches they are in are never refused.
+func toCome(unjournaled int64) int64 {
+	if unjournaled == 0 {
+		return 0
+	}
+	return unjournaled + unjournaled/16 + 1<<20
+}
+
 // Writable reports ErrJournalFull (also ENOSPC) while the journal's file
-// system has less free than its reserve, or the last append was refused
-// for want of space; it is cheap enough to ask before every write.
-func (s *Store) Writable() error { return s.space.writable() }
+// system could not take unjournaled more bytes and keep its reserve free,
+// or the last append was refused for want of space; it is cheap enough to
+// ask before every write.
+func (s *Store) Writable(unjournaled int64) error { return s.space.writable(unjournaled) }
 
 // FreeBytes is the journal file system's free space when last read.
 func (s *Store) FreeBytes() int64 { return s.space.free.Load() }

@@ -10,7 +10,8 @@ import (
 
 // TestAppendsKeepTheReserve: an append that would leave less than the
 // reserve free is refused with ErrJournalFull and ENOSPC, and stores
-// nothing; Writable says so until an append goes in again.
+// nothing; Writable says so until an append goes in again, and counts
+// the bytes still to come against the free space.
 func TestAppendsKeepTheReserve(t *testing.T) {
 	st, err := OpenStore(t.TempDir(), StoreOptions{LazyAppends: true})
 	if err != nil {
@@ -21,8 +22,12 @@ func TestAppendsKeepTheReserve(t *testing.T) {
 	if _, _, err := st.Append(ops, time.Now(), 4096); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Writable(); err != nil {
+	if err := st.Writable(0); err != nil {
 		t.Fatalf("Writable with room: %v", err)
+	}
+	// Bytes captured and not yet journaled count against the free space.
+	if err := st.Writable(st.FreeBytes()); !errors.Is(err, ErrJournalFull) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Writable with all the free space still to come: %v, want ErrJournalFull and ENOSPC", err)
 	}
 	st.space.reserve = 1 << 62 // more than any disk has
 	_, _, err = st.Append(ops, time.Now(), 4096)
@@ -32,7 +37,7 @@ func TestAppendsKeepTheReserve(t *testing.T) {
 	if st.Last().Seq != 1 || st.Refusals() != 1 {
 		t.Fatalf("after a refused append: last seq %d, %d refusals", st.Last().Seq, st.Refusals())
 	}
-	if err := st.Writable(); !errors.Is(err, syscall.ENOSPC) {
+	if err := st.Writable(0); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Writable below the reserve: %v", err)
 	}
 	if st.FreeBytes() <= 0 {
@@ -43,7 +48,7 @@ func TestAppendsKeepTheReserve(t *testing.T) {
 		t.Fatalf("append once there is room again: %v", err)
 	}
 	st.space.checked.Store(0) // Writable reads the disk again
-	if err := st.Writable(); err != nil || st.Last().Seq != 2 {
+	if err := st.Writable(0); err != nil || st.Last().Seq != 2 {
 		t.Fatalf("after room came back: Writable %v, last seq %d", err, st.Last().Seq)
 	}
 }

@@ -250,6 +250,7 @@ func (s *Store) Append(ops []Op, created time.Time, written uint64) (Header, int
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
 	}
 	err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(batchKey(b.Seq), buf) })
+	s.space.read() // before the caller stops counting the batch as to come
 	if err != nil {
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
 	}

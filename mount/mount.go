@@ -194,7 +194,7 @@ func Start(cfg Config) (*Mount, error) {
 		m.store.Close()
 		return nil, err
 	}
-	var space func() error
+	var space func(int64) error
 	if !cfg.NoCapture {
 		space = m.store.Writable
 	}

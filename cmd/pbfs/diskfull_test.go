@@ -13,78 +13,96 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/journal"
 )
 
 // TestJournalDiskFills fills the real file system the journal is on.
 // Badger dies of SIGBUS when a write into one of its mapped files finds
-// the disk full; pbfs must keep it from getting there: the service's
-// writes fail with ENOSPC, barriers fail naming the cause, the mount keeps
-// serving reads and unlinks, it counts and logs all of it, and once space
-// is back everything captured goes into the journal and replays.
+// the disk full; pbfs must keep it from getting there. First the service
+// writes more than the journal's disk can hold: its writes fail with
+// ENOSPC before the journal runs out, and everything it was told was
+// written is journaled. Then something else takes the disk while a batch
+// is open: the append is refused and the batch held, barriers fail naming
+// the cause, the mount keeps serving reads and unlinks, it counts and
+// logs all of it, and once space is back the held batch goes in on its
+// own. The journal then verifies and replays to the volume.
 func TestJournalDiskFills(t *testing.T) {
 	vol, start, _ := layout(t)
 	disk := fstest.SmallFS(t, 200<<20)
-	ballast := filepath.Join(disk, "ballast")
-	if err := os.WriteFile(ballast, make([]byte, 40<<20), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	_, size := fstest.FreeSpace(t, disk)
+	reserve := journal.DefaultReserve(size)
+	ballast := fstest.TakeSpace(t, disk, reserve+60<<20)
 	jdir := filepath.Join(disk, "journal")
-	d := startMount(t, nil, vol, jdir)
+	// Batches seal on size, barriers and retries only: the test decides
+	// when an append happens.
+	d := startMount(t, nil, vol, jdir, "--seal-interval", "1h", "--batch-bytes", "16777216")
 
 	chunk := make([]byte, 4<<20)
 	var written []string
-	var werr error
-	deadline := time.Now().Add(60 * time.Second)
-	for i := 0; werr == nil; i++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("200 MiB journal disk never filled after %d files:\n%s", i, d.Out)
-		}
+	write := func(i int) error {
 		rand.Read(chunk) // incompressible, so the journal grows as fast as the volume
 		p := filepath.Join(vol, fmt.Sprintf("f%03d", i))
-		if werr = os.WriteFile(p, chunk, 0o644); werr == nil {
+		err := os.WriteFile(p, chunk, 0o644)
+		if err == nil {
 			written = append(written, p)
 		}
+		return err
+	}
+	var werr error
+	for i := 0; werr == nil; i++ {
+		if i == 60 {
+			t.Fatalf("240 MiB into a 200 MiB journal disk and no write refused:\n%s", d.Out)
+		}
+		werr = write(i)
 	}
 	if !errors.Is(werr, syscall.ENOSPC) {
 		t.Fatalf("write with the journal disk full: %v, want ENOSPC", werr)
 	}
-	if len(written) < 5 {
+	if len(written) < 10 {
 		t.Fatalf("only %d files went in before the journal filled", len(written))
 	}
-	out, code := run(t, "barrier", "--journal", jdir)
-	if code == 0 || !strings.Contains(out, "journal file system is full") {
-		t.Fatalf("barrier with the journal disk full: exit %d, %s", code, out)
-	}
-	if d.Cmd.ProcessState != nil {
-		t.Fatalf("the mount died:\n%s", d.Out)
-	}
-	if d.Counter("pbfs_capture_writes_refused_total", "") == 0 || d.Counter("pbfs_journal_appends_refused_total", "") == 0 {
+	d.Barrier() // everything accepted fits
+	if d.Counter("pbfs_capture_writes_refused_total", "") == 0 {
 		t.Fatalf("refusals not counted:\n%s", d.Out)
 	}
 	if !strings.Contains(d.Out.String(), "refusing writes that take space") {
 		t.Fatalf("refusals not logged:\n%s", d.Out)
 	}
+
+	// Room again, then taken by someone else while a batch is open.
+	fstest.GiveSpace(t, ballast)
+	waitWritable(t, d, filepath.Join(vol, "probe"))
+	for i := 0; i < 2; i++ {
+		if err := write(100 + i); err != nil {
+			free, _ := fstest.FreeSpace(t, disk)
+			t.Fatalf("write with room again (%d bytes free, %d reserved): %v\n%s", free, reserve, err, d.Out)
+		}
+	}
+	ballast = fstest.TakeSpace(t, disk, reserve-8<<20)
+	out, code := run(t, "barrier", "--journal", jdir)
+	if code == 0 || !strings.Contains(out, "journal file system is full") {
+		t.Fatalf("barrier with the journal disk full: exit %d, %s", code, out)
+	}
+	if err := write(200); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write while the journal refuses a batch: %v, want ENOSPC", err)
+	}
+	if d.Cmd.ProcessState != nil {
+		t.Fatalf("the mount died:\n%s", d.Out)
+	}
+	if d.Counter("pbfs_journal_appends_refused_total", "") == 0 {
+		t.Fatalf("refused appends not counted:\n%s", d.Out)
+	}
 	// Reads and unlinks go on: an operator can still free space.
 	if b, err := os.ReadFile(written[0]); err != nil || len(b) != len(chunk) {
 		t.Fatalf("read with the journal disk full: %d bytes, %v", len(b), err)
 	}
-	last := written[len(written)-1]
-	if err := os.Remove(last); err != nil {
+	if err := os.Remove(written[1]); err != nil {
 		t.Fatalf("unlink with the journal disk full: %v", err)
 	}
 
-	// Space comes back: the held batch goes in, writes and barriers work.
-	if err := os.Remove(ballast); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; ; i++ {
-		if err := os.WriteFile(last, []byte("after the disk had room again"), 0o644); err == nil {
-			break
-		} else if i == 100 {
-			t.Fatalf("writes still refused 10 s after the journal disk had room again: %v\n%s", err, d.Out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// Space comes back: the held batch goes in without a barrier.
+	fstest.GiveSpace(t, ballast)
+	waitWritable(t, d, filepath.Join(vol, "probe"))
 	d.Barrier()
 	if !strings.Contains(d.Out.String(), "journal append succeeded again") {
 		t.Errorf("recovery not logged:\n%s", d.Out)
@@ -100,6 +118,21 @@ func TestJournalDiskFills(t *testing.T) {
 	fstest.RequireEqual(t, want, fstest.Snapshot(t, start), "replayed copy vs volume after the journal disk filled")
 }
 
+// waitWritable waits up to 10 s for the mount to take 4 MiB into p again.
+func waitWritable(t *testing.T, d *fstest.Proc, p string) {
+	t.Helper()
+	for i := 0; ; i++ {
+		err := os.WriteFile(p, make([]byte, 4<<20), 0o644)
+		if err == nil {
+			return
+		}
+		if i == 100 {
+			t.Fatalf("writes still refused 10 s after the journal disk had room again: %v\n%s", err, d.Out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // TestStopWithJournalDiskFull: a mount stopped while its journal cannot
 // take the last batch exits non-zero, says so, leaves the journal marked
 // unclean (the next mount resyncs backups from the volume), and does not
@@ -107,15 +140,17 @@ func TestJournalDiskFills(t *testing.T) {
 func TestStopWithJournalDiskFull(t *testing.T) {
 	vol, _, _ := layout(t)
 	disk := fstest.SmallFS(t, 160<<20)
+	_, size := fstest.FreeSpace(t, disk)
 	jdir := filepath.Join(disk, "journal")
-	d := startMount(t, nil, vol, jdir)
+	d := startMount(t, nil, vol, jdir, "--seal-interval", "1h")
 	chunk := make([]byte, 4<<20)
-	for i := 0; i < 100; i++ {
+	for i := 0; i < 3; i++ {
 		rand.Read(chunk)
 		if err := os.WriteFile(filepath.Join(vol, fmt.Sprintf("f%03d", i)), chunk, 0o644); err != nil {
-			break
+			t.Fatal(err)
 		}
 	}
+	fstest.TakeSpace(t, disk, journal.DefaultReserve(size)-8<<20)
 	d.Cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
 	go func() { done <- d.Cmd.Wait() }()

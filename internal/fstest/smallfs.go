@@ -1,12 +1,16 @@
 package fstest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // SmallFS mounts a fresh ext4 of size bytes, in an image file on a loop
@@ -51,4 +55,51 @@ func SmallFS(t testing.TB, size int64) string {
 		}
 	})
 	return mnt
+}
+
+// FreeSpace returns the bytes free (to anyone but root) on dir's file
+// system, and its size.
+func FreeSpace(t testing.TB, dir string) (free, size int64) {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * st.Bsize, int64(st.Blocks) * st.Bsize
+}
+
+// TakeSpace allocates a ballast file in dir that leaves about leave bytes
+// free on its file system, and returns its path; removing the file gives
+// the space back.
+func TakeSpace(t testing.TB, dir string, leave int64) string {
+	t.Helper()
+	p := filepath.Join(dir, fmt.Sprintf("ballast-%d", time.Now().UnixNano()))
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if free, _ := FreeSpace(t, dir); free > leave {
+		if err := syscall.Fallocate(int(f.Fd()), 0, 0, free-leave); err != nil {
+			t.Fatalf("fallocate %d bytes in %s: %v", free-leave, dir, err)
+		}
+	}
+	return p
+}
+
+// GiveSpace removes a TakeSpace ballast and syncs its file system: ext4
+// counts freed blocks as free only once its journal commits.
+func GiveSpace(t testing.TB, ballast string) {
+	t.Helper()
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.Open(filepath.Dir(ballast))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		t.Fatal(err)
+	}
 }

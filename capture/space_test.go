@@ -1,0 +1,92 @@
+package capture
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sys/unix"
+)
+
+// TestSpaceCountsUnjournaled: Options.Space is asked with every byte
+// captured and not yet through the journal, the open batch and the sealed
+// batch in flight alike, so the mount can refuse writes before they add up
+// to more than the journal's disk can take. A refused write reaches
+// neither the backing file nor the batch.
+func TestSpaceCountsUnjournaled(t *testing.T) {
+	const limit = 16 * 4096
+	var asked int64
+	fd, err := unix.Open(t.TempDir(), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(fd, Options{Capture: true, MaxBatchBytes: 64 << 20, Metrics: NewMetrics(nil),
+		Space: func(unjournaled int64) error {
+			asked = unjournaled
+			if unjournaled >= limit {
+				return fmt.Errorf("test journal full: %w", syscall.ENOSPC)
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, h, _, err := f.Create(f.Root(), "data", unix.O_RDWR, 0o644, Caller{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Release(h)
+
+	write := func(i int) error {
+		_, err := f.Write(h, int64(i)*4096, page, false)
+		return err
+	}
+	// Unjournaled counts what the batch holds in memory, at least the
+	// bytes written (the create op and buffer slack come on top).
+	n := 0
+	for ; n < 16; n++ {
+		if err := write(n); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("write %d past the limit: %v, want ENOSPC", n, err)
+			}
+			break
+		}
+	}
+	if n < 8 || n == 16 {
+		t.Fatalf("%d pages went in below a limit of %d bytes", n, limit)
+	}
+	held := f.Unjournaled()
+	if asked != held || held < limit || held < int64(n)*4096 {
+		t.Fatalf("Space asked with %d, Unjournaled %d, after %d pages and a limit of %d", asked, held, n, limit)
+	}
+	var m dto.Metric
+	if err := f.m.Refused.Write(&m); err != nil || m.GetCounter().GetValue() != 1 {
+		t.Fatalf("%v writes counted as refused (%v), want 1", m.GetCounter().GetValue(), err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, "data", &st, 0); err != nil || st.Size != int64(n)*4096 {
+		t.Fatalf("backing file is %d bytes (%v), want %d: the refused write went through", st.Size, err, n*4096)
+	}
+
+	s := f.Seal()
+	if f.Unjournaled() != held {
+		t.Fatalf("sealed, not released: Unjournaled %d, want %d", f.Unjournaled(), held)
+	}
+	if err := write(n); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write while the sealed batch is in flight: %v, want ENOSPC", err)
+	}
+	s.Release()
+	s.Release() // idempotent
+	if f.Unjournaled() != 0 {
+		t.Fatalf("released: Unjournaled %d, want 0", f.Unjournaled())
+	}
+	if err := write(n); err != nil {
+		t.Fatalf("write once the batch is journaled: %v", err)
+	}
+	if u := f.Unjournaled(); u < 4096 || u >= held {
+		t.Fatalf("Unjournaled %d after one more page into a new batch", u)
+	}
+}
