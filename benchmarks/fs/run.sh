@@ -68,7 +68,7 @@
 #                           for the files the one before it deleted (docs/PERFORMANCE.md)
 #   BENCH_FS_SIZE           size of each image (sparse; default 8G per round, since
 #                           without backups the pbfs journals keep every write)
-#   BENCH_WORKDIR=/var/tmp  where the run's own pbfs-bench.XXXXXX dir is made (never under /work)
+#   BENCH_WORKDIR=/var/tmp  where the run's own pbfs-bench.XXXXXX dir is made (never inside the repository)
 #   BENCH_KEEP=0            1 keeps that dir (fio JSON, mount logs, journals); it is
 #                           also kept when the run fails
 #   BENCH_RESULTS_DIR       where fs-<date>.md goes (default benchmarks/results)
@@ -129,7 +129,7 @@ FUSERMOUNT=$(command -v fusermount3 || command -v fusermount || true)
 # anything else.
 PARENT=$(realpath -m "${BENCH_WORKDIR:-/var/tmp}")
 case "$PARENT/" in
-/work/* | "$ROOT"/*) die "work dir $PARENT is under /work or the repository; pick another BENCH_WORKDIR" ;;
+"$ROOT"/*) die "work dir $PARENT is inside the repository; pick another BENCH_WORKDIR" ;;
 esac
 mkdir -p "$PARENT"
 WORK=$(mktemp -d "$PARENT/pbfs-bench.XXXXXX")
@@ -476,7 +476,14 @@ if [ -z "$PBFS_IDENT" ]; then # built with -buildvcs=false: say what the checkou
 		PBFS_IDENT+=" with uncommitted changes"
 	fi
 fi
-PBFS_IDENT="$PBFS (sha256 $(sha256sum "$PBFS" | cut -c1-12), built $(date -u -r "$PBFS" '+%Y-%m-%d %H:%M:%S UTC')), $PBFS_IDENT"
+# The report names the binary relative to the checkout, or by its base
+# name: it carries no paths of the machine it ran on.
+case $PBFS in
+"$ROOT"/*) PBFS_SHOWN=${PBFS#"$ROOT"/} ;;
+/*) PBFS_SHOWN=$(basename "$PBFS") ;;
+*) PBFS_SHOWN=$PBFS ;;
+esac
+PBFS_IDENT="$PBFS_SHOWN (sha256 $(sha256sum "$PBFS" | cut -c1-12), built $(date -u -r "$PBFS" '+%Y-%m-%d %H:%M:%S UTC')), $PBFS_IDENT"
 
 # make_image CFG: a fresh file system of the configuration's own, mounted
 # where dir_of CFG points.

@@ -39,6 +39,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 )
 
 type config struct {
@@ -178,7 +180,7 @@ func run(cfg config) (err error) {
 			return fmt.Errorf("build pbfs: %v\n%s", err, out)
 		}
 	} else {
-		commit = "(pinned binary " + bin + "; tree now at " + commit + ")"
+		commit = "(pinned binary " + benchproc.ShownPath(bin) + "; tree now at " + commit + ")"
 	}
 	token := make([]byte, 16)
 	rand.Read(token)
@@ -646,7 +648,7 @@ func (rep *report) markdown() string {
 	var b strings.Builder
 	cfg := rep.cfg
 	fmt.Fprintf(&b, "# Replication: barrier latency, %s\n\n", rep.start.UTC().Format("2006-01-02 15:04:05 UTC"))
-	fmt.Fprintf(&b, "- command: `go run ./benchmarks/replicate %s`\n", strings.Join(os.Args[1:], " "))
+	fmt.Fprintf(&b, "- command: `go run ./benchmarks/replicate %s`\n", benchproc.ShownArgs(os.Args[1:]))
 	fmt.Fprintf(&b, "- pbfs: %s; %s, %d CPUs, kernel %s\n", rep.commit, runtime.Version(), runtime.NumCPU(), kernel())
 	fmt.Fprintf(&b, "- %d round(s) of the whole matrix, samples pooled per point; in each, every point: %d warm-up barriers, then %s", cfg.rounds, cfg.warmup, cfg.duration)
 	if cfg.maxN > 0 {

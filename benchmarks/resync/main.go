@@ -47,6 +47,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 	"github.com/pbfs/pbfs/control"
 )
 
@@ -174,7 +175,7 @@ func run(cfg config) (err error) {
 			return fmt.Errorf("build pbfs: %v\n%s", err, out)
 		}
 	} else {
-		commit = "(pinned binary " + e.bin + "; tree now at " + commit + ")"
+		commit = "(pinned binary " + benchproc.ShownPath(e.bin) + "; tree now at " + commit + ")"
 	}
 	tok := make([]byte, 16)
 	rand.Read(tok)
@@ -652,7 +653,15 @@ type diskRun struct {
 }
 
 func duSb(dirs ...string) string {
-	out, err := exec.Command("du", append([]string{"-sb"}, dirs...)...).CombinedOutput()
+	// Named relative to their common parent: a report carries no paths of
+	// the machine it ran on.
+	args := []string{"-sb"}
+	for _, d := range dirs {
+		args = append(args, filepath.Base(d))
+	}
+	cmd := exec.Command("du", args...)
+	cmd.Dir = filepath.Dir(dirs[0])
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("du: %v: %s", err, out)
 	}

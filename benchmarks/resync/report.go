@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 )
 
 func newChaCha(seed uint64) *mrand.ChaCha8 {
@@ -72,14 +74,7 @@ func (r *report) markdown() string {
 	var b strings.Builder
 	cfg := r.cfg
 	fmt.Fprintf(&b, "# Resync and journal disk use, %s\n\n", r.start.UTC().Format("2006-01-02 15:04:05 UTC"))
-	var args []string
-	for _, a := range os.Args[1:] {
-		if a == "" || strings.ContainsAny(a, " '\"") {
-			a = strconv.Quote(a)
-		}
-		args = append(args, a)
-	}
-	fmt.Fprintf(&b, "- command: `go run ./benchmarks/resync %s`\n", strings.Join(args, " "))
+	fmt.Fprintf(&b, "- command: `go run ./benchmarks/resync %s`\n", benchproc.ShownArgs(os.Args[1:]))
 	fmt.Fprintf(&b, "- pbfs: %s; %s, %d CPUs, kernel %s\n", r.commit, runtime.Version(), runtime.NumCPU(), kernel())
 	r.mu.Lock()
 	fmt.Fprintf(&b, "- load average at start %s, at end %s, highest 1-minute value seen %.2f; fuse.pbfs mounts of others at start: %d; run took %s\n",
