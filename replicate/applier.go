@@ -1,9 +1,11 @@
 package replicate
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -14,6 +16,13 @@ import (
 func (b *Backup) applyLoop() {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	if seq := b.retrySeq; seq != 0 {
+		if err := b.retryApply(seq, b.retryErr); err == errClosing {
+			return
+		} else if err != nil && err != errSuperseded {
+			b.stall(seq, fmt.Errorf("torn batch: %w", err))
+		}
+	}
 	for {
 		select {
 		case <-b.done:
@@ -31,7 +40,14 @@ func (b *Backup) applyLoop() {
 			if next > b.store.Last().Seq {
 				break
 			}
-			if err := b.applyOne(next, b.applier.Apply); err != nil {
+			err := b.applyOne(next, b.applier.Apply)
+			if err != nil && transientApply(err) {
+				err = b.retryApply(next, err)
+			}
+			if err == errSuperseded {
+				break
+			}
+			if err != nil {
 				select {
 				case <-b.done: // closing: the batch is torn, not failed
 					return
@@ -57,6 +73,9 @@ func (b *Backup) applyOne(seq uint64, run func(*journal.Batch) error) error {
 		return err
 	}
 	if err := run(batch); err != nil {
+		if _, ok := errors.AsType[*apply.OpError](err); ok {
+			return err // it names the batch and the op
+		}
 		return fmt.Errorf("apply batch %d: %w", seq, err)
 	}
 	if err := b.store.SetMetaUint("applied", seq); err != nil {

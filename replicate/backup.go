@@ -55,6 +55,10 @@ type Backup struct {
 	applied  atomic.Uint64
 	progress chan struct{} // closed and replaced when applied advances; guarded by mu
 	stalled  atomic.Bool   // apply failed: the volume needs a resync
+	// retrySeq is a torn batch whose recovery failed for want of a
+	// resource, with that error, for the apply loop to retry first.
+	retrySeq uint64
+	retryErr error
 	kick     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
@@ -142,9 +146,8 @@ func (b *Backup) recoverTorn(seq uint64) {
 			run, index = b.applier.Apply, 0 // the batch never reached its first op
 		}
 		b.log.Warn("the last run was killed while applying a batch; resuming it where it stopped", "seq", seq, "op", index)
-		err := b.applyOne(seq, run)
-		if err != nil {
-			b.stall(seq, fmt.Errorf("torn batch: %w", err))
+		if err := b.applyOne(seq, run); err != nil {
+			b.tornFailed(seq, err)
 		}
 		return
 	}
@@ -158,11 +161,25 @@ func (b *Backup) recoverTorn(seq uint64) {
 	}
 	if err == nil {
 		b.log.Warn("the last run was killed while applying a batch; redoing it", "seq", seq)
-		err = b.applyOne(seq, b.applier.Redo)
+		if err = b.applyOne(seq, b.applier.Redo); err != nil {
+			b.tornFailed(seq, err)
+			return
+		}
 	}
 	if err != nil {
 		b.stall(seq, fmt.Errorf("torn batch: %w", err))
 	}
+}
+
+// tornFailed handles a torn batch whose recovery failed: for want of a
+// resource the apply loop retries it (the marks this run wrote say where
+// it stopped), else the backup stalls.
+func (b *Backup) tornFailed(seq uint64, err error) {
+	if transientApply(err) {
+		b.retrySeq, b.retryErr = seq, err
+		return
+	}
+	b.stall(seq, fmt.Errorf("torn batch: %w", err))
 }
 
 // stall stops applying for good (until a resync) and persists that.

@@ -8,6 +8,7 @@ type backupMetrics struct {
 	rejected      *prometheus.CounterVec
 	authFailures  prometheus.Counter
 	applyFailures prometheus.Counter
+	applyRetries  prometheus.Counter
 }
 
 func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
@@ -19,9 +20,12 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 		}, []string{"reason"}),
 		authFailures:  prometheus.NewCounter(prometheus.CounterOpts{Name: "pbfs_backup_auth_failures_total", Help: "Connections refused for a wrong or missing token."}),
 		applyFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "pbfs_backup_apply_failures_total", Help: "Batches that failed to apply."}),
+		applyRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pbfs_backup_apply_retries_total", Help: "Times a batch that failed for want of a resource (ENOSPC, EDQUOT, EMFILE, ENFILE, ENOMEM) was retried.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.durable, m.applied, m.rejected, m.authFailures, m.applyFailures)
+		reg.MustRegister(m.durable, m.applied, m.rejected, m.authFailures, m.applyFailures, m.applyRetries)
 	}
 	return m
 }

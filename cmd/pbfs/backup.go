@@ -10,6 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pbfs/pbfs/replicate"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func backupCommand() *cli.Command {
@@ -20,6 +22,7 @@ func backupCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Required: true, Usage: "address to accept the primary on (host:port)"},
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "the backup's own journal directory (outside VOLUME)"},
+			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics (pbfs_backup_*, pbfs_journal_*) over HTTP at this address (host:port), at /metrics"},
 			&cli.DurationFlag{Name: "retain", Value: 10 * time.Minute, Usage: "trim applied batches from the backup's journal once they are this old (negative keeps everything)"},
 			journalReserveFlag, tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2],
 		},
@@ -32,10 +35,19 @@ func backupCommand() *cli.Command {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}
 			log := logger(c)
+			reg := prometheus.NewRegistry()
 			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: c.Duration("retain"),
-				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve")})
+				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Registry: reg})
 			if err != nil {
 				return cli.Exit("backup: "+err.Error(), 1)
+			}
+			if addr := c.String("metrics-listen"); addr != "" {
+				stop, err := serveMetrics(addr, reg, log)
+				if err != nil {
+					b.Close()
+					return cli.Exit("backup: "+err.Error(), 1)
+				}
+				defer stop()
 			}
 			ln, err := net.Listen("tcp", c.String("listen"))
 			if err != nil {

@@ -224,3 +224,55 @@ func TestBackupJournalDiskFills(t *testing.T) {
 	}
 	c.RequireConverged()
 }
+
+// TestBackupVolumeFills: a backup whose volume's disk fills goes on
+// storing and acking batches (its journal is elsewhere), says why its
+// volume lags, counts the retries, and once there is room finishes the
+// batch where it stopped and catches up, equal to the primary without a
+// resync: with the primary gone, nobody could run one.
+func TestBackupVolumeFills(t *testing.T) {
+	c := fstest.NewCluster(t, 1, nil)
+	b := c.Backups[0]
+	disk := fstest.SmallFS(t, 64<<20)
+	b.Cmd.Process.Signal(syscall.SIGINT)
+	b.Cmd.Wait()
+	b.Vol, b.Jdir = filepath.Join(disk, "vol"), filepath.Join(t.TempDir(), "journal")
+	if err := os.Mkdir(b.Vol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	metrics := fstest.FreeAddr(t)
+	b.Args = []string{"--metrics-listen", metrics}
+	c.StartBackup(b)
+	waitLogged(t, b.Out, "resync done", 1, "a backup with a new journal was not resynced")
+	c.RequireConverged()
+	resyncs := strings.Count(c.Primary.Out.String(), "resync done")
+
+	ballast := fstest.TakeSpace(t, disk, 6<<20)
+	chunk := make([]byte, 1<<20)
+	for i := 0; i < 16; i++ {
+		rand.Read(chunk)
+		if err := os.WriteFile(filepath.Join(c.Vol, fmt.Sprintf("f%02d", i)), chunk, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if i%4 == 3 {
+			c.Barrier() // durable on the backup, though not applied
+		}
+	}
+	waitLogged(t, b.Out, "failed for want of a resource", 1, "the backup never said why its volume lags")
+	url := "http://" + metrics + "/metrics"
+	for deadline := time.Now().Add(10 * time.Second); fstest.ScrapeSum(t, url, "pbfs_backup_apply_retries_total", "") < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("retries not counted:\n%s", b.Out)
+		}
+	}
+	if strings.Contains(b.Out.String(), "needs a resync") || b.Cmd.ProcessState != nil {
+		t.Fatalf("the backup stalled or died with its volume full:\n%s", b.Out)
+	}
+
+	fstest.GiveSpace(t, ballast)
+	c.RequireConverged()
+	if n := strings.Count(c.Primary.Out.String(), "resync done"); n != resyncs {
+		t.Fatalf("the backup was resynced (%d resyncs, %d before):\n%s", n, resyncs, c.Primary.Out)
+	}
+	waitLogged(t, b.Out, "batch applied after retries", 1, "the recovery was not logged")
+}

@@ -110,12 +110,12 @@ func TestBackupKilledMidApplyResumes(t *testing.T) {
 	}
 }
 
-// waitLogged waits up to 20 s until p has logged what n times.
-func waitLogged(t *testing.T, p *fstest.Proc, what string, n int, failure string) {
+// waitLogged waits up to 20 s until out holds what n times.
+func waitLogged(t *testing.T, out *fstest.Buffer, what string, n int, failure string) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); strings.Count(p.Out.String(), what) < n; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(out.String(), what) < n; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s:\n%s", failure, p.Out)
+			t.Fatalf("%s:\n%s", failure, out)
 		}
 	}
 }
@@ -133,9 +133,9 @@ func TestResyncAskedWhileBackupDown(t *testing.T) {
 	if out, code := run(t, "resync", "--journal", c.Jdir); code != 0 {
 		t.Fatalf("resync: %s", out)
 	}
-	waitLogged(t, c.Primary, "resync failed", failed+1, "the primary never tried")
+	waitLogged(t, c.Primary.Out, "resync failed", failed+1, "the primary never tried")
 	c.StartBackup(b)
-	waitLogged(t, c.Primary, "resync done", before+1, "the requested resync was forgotten")
+	waitLogged(t, c.Primary.Out, "resync done", before+1, "the requested resync was forgotten")
 	c.RequireConverged()
 }
 
@@ -389,7 +389,7 @@ func TestAlteredBackupIsResynced(t *testing.T) {
 	if out, code := run(t, "resync", "--journal", c.Jdir); code != 0 {
 		t.Fatalf("resync: %s", out)
 	}
-	waitLogged(t, c.Primary, "resync done", before+1, "no resync")
+	waitLogged(t, c.Primary.Out, "resync done", before+1, "no resync")
 	c.RequireConverged()
 	last := c.Primary.Out.String()[strings.LastIndex(c.Primary.Out.String(), "resync done"):]
 	if strings.Contains(last, "files_differed=0 ") {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -43,6 +44,7 @@ type BackupProc struct {
 	Cmd             *exec.Cmd
 	Out             *Buffer
 	Env             []string // added to the environment of the next StartBackup
+	Args            []string // added to the command line of the next StartBackup
 }
 
 // NewCluster starts backups on copies of the seeded volume and a primary
@@ -81,7 +83,8 @@ func NewClusterCopy(t testing.TB, backups int, seed func(string), copy bool, mou
 
 // StartBackup (re)starts b and waits until it listens.
 func (c *Cluster) StartBackup(b *BackupProc) {
-	b.Cmd = exec.Command(Binary(c.t), "backup", "--listen", b.Addr, "--journal", b.Jdir, "--token", TestToken, b.Vol)
+	args := append([]string{"backup", "--listen", b.Addr, "--journal", b.Jdir, "--token", TestToken}, b.Args...)
+	b.Cmd = exec.Command(Binary(c.t), append(args, b.Vol)...)
 	if len(b.Env) > 0 {
 		b.Cmd.Env = append(os.Environ(), b.Env...)
 	}
@@ -134,7 +137,11 @@ func (c *Cluster) WaitApplied(seq uint64) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	st, _ := cl.Status(context.Background())
-	c.t.Fatalf("backups did not apply seq %d: %+v", seq, st.Backups)
+	var logs strings.Builder
+	for i, b := range c.Backups {
+		fmt.Fprintf(&logs, "backup %d:\n%s\n", i, b.Out)
+	}
+	c.t.Fatalf("backups did not apply seq %d: %+v\n%sprimary:\n%s", seq, st.Backups, logs.String(), c.Primary.Out)
 }
 
 // RequireConverged takes a barrier, waits for every backup to apply it

@@ -1,0 +1,79 @@
+package replicate
+
+import (
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// A batch that fails to apply for want of a resource (the volume's disk
+// or quota full, no descriptors or memory left) is not a diverged volume:
+// the backup keeps the batch, says so, and tries it again where it
+// stopped once the resource may be back, rather than stalling until a
+// resync that, with the primary gone, nobody could run. Batches keep
+// arriving, going into the journal and being acked meanwhile; only the
+// volume lags.
+
+// Retry backoff bounds for a batch that failed for want of a resource.
+var (
+	applyRetryFirst = 500 * time.Millisecond
+	applyRetryMax   = 10 * time.Second
+)
+
+// transientApply reports whether an apply error is a resource running
+// out, which may pass, rather than a volume that no longer matches.
+func transientApply(err error) bool {
+	for _, e := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// retryApply tries batch seq again after err, a transient failure, until
+// it applies (nil), fails for another reason (that error), the backup
+// closes (errClosing) or a resync takes over (errSuperseded). Each try resumes the batch at the op that failed:
+// the ops before it are done, the apply mark names it, and apply.Resume
+// tells whether it took effect.
+func (b *Backup) retryApply(seq uint64, err error) error {
+	start, wait, logged := time.Now(), applyRetryFirst, time.Time{}
+	for tries := 1; ; tries++ {
+		b.m.applyRetries.Inc()
+		if time.Since(logged) >= 10*time.Second {
+			b.log.Error("applying a batch failed for want of a resource; the volume lags until it goes in, retrying",
+				"seq", seq, "err", err, "tries", tries)
+			logged = time.Now()
+		}
+		select {
+		case <-b.done:
+			return errClosing
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, applyRetryMax)
+		if b.stalled.Load() || b.applied.Load()+1 != seq {
+			return errSuperseded // a resync took the volume over
+		}
+		run := b.applier.Apply
+		if mseq, index, ino, ok := b.mark.read(); ok && mseq == seq {
+			run = func(batch *journal.Batch) error { return b.applier.Resume(batch, index, ino) }
+		}
+		if err = b.applyOne(seq, run); err == nil {
+			b.log.Info("batch applied after retries", "seq", seq, "tries", tries, "for", time.Since(start).Round(time.Millisecond))
+			return nil
+		}
+		if !transientApply(err) {
+			return err
+		}
+	}
+}
+
+// Ends of a retry other than the batch applying or failing: the backup is
+// closing (the batch stays torn, for the next run to finish), or a resync
+// took the volume over.
+var (
+	errClosing    = errors.New("backup closing")
+	errSuperseded = errors.New("a resync took the volume over")
+)
