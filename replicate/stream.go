@@ -31,6 +31,11 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 	if err != nil {
 		return err
 	}
+	// The progress channel is always taken before the applied seq is read
+	// for a message: an apply that lands between the read and the wait
+	// closes the channel waited on, and is reported, instead of going
+	// unreported until the next one.
+	progressed := b.appliedChanged()
 	last := b.store.Last()
 	if err := stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Welcome{Welcome: &replpb.Welcome{
 		VolumeId: b.volumeID, DurableSeq: last.Seq, DurableChecksum: last.Checksum,
@@ -65,12 +70,12 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 	}()
 	for {
 		var encs [][]byte
-		progressed := b.appliedChanged()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-progressed:
 			// Report apply progress even when no batch arrives.
+			progressed = b.appliedChanged()
 			if err := b.sendAck(stream); err != nil {
 				return err
 			}
@@ -108,11 +113,18 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 		case b.kick <- struct{}{}:
 		default:
 		}
+		progressed = b.appliedChanged()
 		if err := b.sendAck(stream); err != nil {
 			return err
 		}
+		if testHookAcked != nil {
+			testHookAcked(b)
+		}
 	}
 }
+
+// testHookAcked, set by tests, runs after the ack that follows a store.
+var testHookAcked func(*Backup)
 
 func (b *Backup) sendAck(stream replpb.Replication_StreamServer) error {
 	return stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Ack{Ack: &replpb.Ack{
