@@ -231,19 +231,11 @@ func TestBackupJournalDiskFills(t *testing.T) {
 // batch where it stopped and catches up, equal to the primary without a
 // resync: with the primary gone, nobody could run one.
 func TestBackupVolumeFills(t *testing.T) {
-	c := fstest.NewCluster(t, 1, nil)
+	c, disk := backupOnSmallFS(t)
 	b := c.Backups[0]
-	disk := fstest.SmallFS(t, 64<<20)
-	b.Cmd.Process.Signal(syscall.SIGINT)
-	b.Cmd.Wait()
-	b.Vol, b.Jdir = filepath.Join(disk, "vol"), filepath.Join(t.TempDir(), "journal")
-	if err := os.Mkdir(b.Vol, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	metrics := fstest.FreeAddr(t)
 	b.Args = []string{"--metrics-listen", metrics}
-	c.StartBackup(b)
-	waitLogged(t, b.Out, "resync done", 1, "a backup with a new journal was not resynced")
+	restart(c, b)
 	c.RequireConverged()
 	resyncs := strings.Count(c.Primary.Out.String(), "resync done")
 
@@ -275,4 +267,75 @@ func TestBackupVolumeFills(t *testing.T) {
 		t.Fatalf("the backup was resynced (%d resyncs, %d before):\n%s", n, resyncs, c.Primary.Out)
 	}
 	waitLogged(t, b.Out, "batch applied after retries", 1, "the recovery was not logged")
+}
+
+// TestBackupTornBatchOnFullVolume: a backup killed in the middle of a
+// batch restarts with its volume's disk full, so finishing the batch
+// fails for want of space. It waits for room instead of stalling, then
+// finishes the batch where it stopped, without a resync.
+func TestBackupTornBatchOnFullVolume(t *testing.T) {
+	// One batch, sealed by the barrier below: the failpoint's mark is in
+	// it, and what is left of it after the mark does not fit.
+	c, disk := backupOnSmallFS(t, "--seal-interval", "1h")
+	b := c.Backups[0]
+	resyncs := strings.Count(c.Primary.Out.String(), "resync done")
+	b.Env = []string{"PBFS_FAILPOINT_APPLY_KILL=before:40"}
+	restart(c, b)
+	chunk := make([]byte, 1<<20)
+	for i := 0; i < 8; i++ {
+		rand.Read(chunk)
+		if err := os.WriteFile(filepath.Join(c.Vol, fmt.Sprintf("f%02d", i)), chunk, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The backup stores the batch and dies applying it, before or after
+	// its ack: the barrier may fail.
+	run(t, "barrier", "--journal", c.Jdir, "--timeout", "5s")
+	exited := make(chan struct{})
+	go func() { b.Cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		b.Cmd.Process.Kill()
+		<-exited
+		t.Fatalf("the backup did not reach its failpoint:\n%s", b.Out)
+	}
+	ballast := fstest.TakeSpace(t, disk, 256<<10)
+	b.Env = nil
+	c.StartBackup(b)
+	waitLogged(t, b.Out, "resuming it where it stopped", 1, "the torn batch was not resumed")
+	waitLogged(t, b.Out, "failed for want of a resource", 1, "the backup never said why its volume lags")
+	if strings.Contains(b.Out.String(), "needs a resync") {
+		t.Fatalf("the backup stalled with its volume full:\n%s", b.Out)
+	}
+	fstest.GiveSpace(t, ballast)
+	c.RequireConverged()
+	waitLogged(t, b.Out, "batch applied after retries", 1, "the recovery was not logged")
+	if n := strings.Count(c.Primary.Out.String(), "resync done"); n != resyncs {
+		t.Fatalf("the backup was resynced (%d resyncs, %d before):\n%s", n, resyncs, c.Primary.Out)
+	}
+}
+
+// backupOnSmallFS starts a cluster of one backup whose volume is on a
+// 64 MiB file system of its own (returned), resynced from the primary,
+// and a primary mounted with mountArgs.
+func backupOnSmallFS(t *testing.T, mountArgs ...string) (*fstest.Cluster, string) {
+	c := fstest.NewCluster(t, 1, nil, mountArgs...)
+	b := c.Backups[0]
+	disk := fstest.SmallFS(t, 64<<20)
+	b.Vol, b.Jdir = filepath.Join(disk, "vol"), filepath.Join(t.TempDir(), "journal")
+	if err := os.Mkdir(b.Vol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	restart(c, b)
+	waitLogged(t, b.Out, "resync done", 1, "a backup with a new journal was not resynced")
+	c.RequireConverged()
+	return c, disk
+}
+
+// restart stops backup b with SIGINT and starts it again.
+func restart(c *fstest.Cluster, b *fstest.BackupProc) {
+	b.Cmd.Process.Signal(syscall.SIGINT)
+	b.Cmd.Wait()
+	c.StartBackup(b)
 }
