@@ -189,41 +189,48 @@ func (f *FS) roomFor(op string) error {
 	return err
 }
 
-// begin enters a mutation: it waits while too much is pending, then holds
-// sealMu shared until end. While the journal refuses writes for want of
-// space it does not wait: the mutations that take no space (unlink,
-// truncate, rename...) must go on, or nobody could free any.
+// begin enters a mutation: it waits while too much is pending (waitRoom),
+// then holds sealMu shared until end.
 func (f *FS) begin() {
-	if f.opts.Capture && f.pending.Load() > 2*f.opts.MaxBatchBytes {
-		f.flowMu.Lock()
-		for f.pending.Load() > 2*f.opts.MaxBatchBytes && (f.opts.Space == nil || f.opts.Space(f.Unjournaled()) == nil) {
-			f.m.Throttled.Inc()
-			f.flowCond.Wait()
-		}
-		f.flowMu.Unlock()
-	}
+	f.waitRoom("")
 	f.sealMu.RLock()
 }
 
-// beginGrow is begin for a write or fallocate: it is refused (roomFor)
-// rather than kept waiting while the journal cannot take it.
+// beginGrow is begin for a write or fallocate, op: it is refused
+// (roomFor) rather than kept waiting while the journal cannot take it.
 func (f *FS) beginGrow(op string) error {
 	if err := f.roomFor(op); err != nil {
 		return err
 	}
-	if f.opts.Capture && f.pending.Load() > 2*f.opts.MaxBatchBytes {
-		f.flowMu.Lock()
-		for f.pending.Load() > 2*f.opts.MaxBatchBytes {
-			if err := f.roomFor(op); err != nil {
-				f.flowMu.Unlock()
-				return err
-			}
-			f.m.Throttled.Inc()
-			f.flowCond.Wait()
-		}
-		f.flowMu.Unlock()
+	if err := f.waitRoom(op); err != nil {
+		return err
 	}
 	f.sealMu.RLock()
+	return nil
+}
+
+// waitRoom waits while twice MaxBatchBytes is pending, but not while the
+// journal refuses writes for want of space: then a write (op set) is
+// refused with roomFor's error, and any other mutation goes ahead, since
+// those that take no space (unlink, truncate, rename...) must go on or
+// nobody could free any.
+func (f *FS) waitRoom(op string) error {
+	if !f.opts.Capture || f.pending.Load() <= 2*f.opts.MaxBatchBytes {
+		return nil
+	}
+	f.flowMu.Lock()
+	defer f.flowMu.Unlock()
+	for f.pending.Load() > 2*f.opts.MaxBatchBytes {
+		if op != "" {
+			if err := f.roomFor(op); err != nil {
+				return err
+			}
+		} else if f.opts.Space != nil && f.opts.Space(f.Unjournaled()) != nil {
+			return nil
+		}
+		f.m.Throttled.Inc()
+		f.flowCond.Wait()
+	}
 	return nil
 }
 

@@ -42,15 +42,14 @@ type space struct {
 	free    atomic.Int64
 	// reserveNow is the reserve in bytes as of the last read.
 	reserveNow atomic.Int64
-	full       atomic.Bool // below the reserve when last read
 	refused    atomic.Bool // the last append was refused
 
 	checked  atomic.Int64 // unix ns of the last statfs
 	refusals atomic.Uint64
 }
 
-// read reads the file system's free space and reserve, and whether it is
-// below the reserve now; ok is false when statfs fails.
+// read reads the file system's free space and reserve; ok is false when
+// statfs fails.
 func (sp *space) read() (free, reserve int64, ok bool) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(sp.dir, &st); err != nil {
@@ -63,7 +62,6 @@ func (sp *space) read() (free, reserve int64, ok bool) {
 	}
 	sp.free.Store(free)
 	sp.reserveNow.Store(reserve)
-	sp.full.Store(free < reserve)
 	sp.checked.Store(time.Now().UnixNano())
 	return free, reserve, true
 }
@@ -95,7 +93,7 @@ func (sp *space) writable(unjournaled int64) error {
 		return fmt.Errorf("%w: the last append did not fit on %s: %w", ErrJournalFull, sp.dir, syscall.ENOSPC)
 	}
 	free := sp.free.Load()
-	if sp.full.Load() || free-toCome(unjournaled) < sp.reserveNow.Load() {
+	if free-toCome(unjournaled) < sp.reserveNow.Load() {
 		return fmt.Errorf("%w: %d bytes free on %s, %d captured and not yet journaled: %w",
 			ErrJournalFull, free, sp.dir, unjournaled, syscall.ENOSPC)
 	}

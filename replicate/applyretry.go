@@ -35,9 +35,9 @@ func transientApply(err error) bool {
 
 // retryApply tries batch seq again after err, a transient failure, until
 // it applies (nil), fails for another reason (that error), the backup
-// closes (errClosing) or a resync takes over (errSuperseded). Each try resumes the batch at the op that failed:
-// the ops before it are done, the apply mark names it, and apply.Resume
-// tells whether it took effect.
+// closes (errClosing) or a resync takes over (errSuperseded). Each try
+// resumes the batch at the op that failed: the ops before it are done,
+// the apply mark names it, and apply.Resume tells whether it took effect.
 func (b *Backup) retryApply(seq uint64, err error) error {
 	start, wait, logged := time.Now(), applyRetryFirst, time.Time{}
 	for tries := 1; ; tries++ {

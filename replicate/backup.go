@@ -161,13 +161,10 @@ func (b *Backup) recoverTorn(seq uint64) {
 	}
 	if err == nil {
 		b.log.Warn("the last run was killed while applying a batch; redoing it", "seq", seq)
-		if err = b.applyOne(seq, b.applier.Redo); err != nil {
-			b.tornFailed(seq, err)
-			return
-		}
+		err = b.applyOne(seq, b.applier.Redo)
 	}
 	if err != nil {
-		b.stall(seq, fmt.Errorf("torn batch: %w", err))
+		b.tornFailed(seq, err)
 	}
 }
 

@@ -7,11 +7,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/pbfs/pbfs/replicate"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 func backupCommand() *cli.Command {
