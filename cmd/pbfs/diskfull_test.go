@@ -291,15 +291,7 @@ func TestBackupTornBatchOnFullVolume(t *testing.T) {
 	// The backup stores the batch and dies applying it, before or after
 	// its ack: the barrier may fail.
 	run(t, "barrier", "--journal", c.Jdir, "--timeout", "5s")
-	exited := make(chan struct{})
-	go func() { b.Cmd.Wait(); close(exited) }()
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		b.Cmd.Process.Kill()
-		<-exited
-		t.Fatalf("the backup did not reach its failpoint:\n%s", b.Out)
-	}
+	waitFailpointKill(t, b, "", b.Out.String)
 	ballast := fstest.TakeSpace(t, disk, 256<<10)
 	b.Env = nil
 	c.StartBackup(b)

@@ -83,18 +83,9 @@ func TestBackupKilledMidApplyResumes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		exited := make(chan struct{})
-		go func() { b.Cmd.Wait(); close(exited) }()
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			b.Cmd.Process.Kill()
-			<-exited // Cleanup must not Wait for it too
-			t.Fatalf("round %d: the backup did not reach its failpoint:\n%s%s\nprimary:\n%s", round, logs.String(), b.Out, c.Primary.Out)
-		}
-		if ws, ok := b.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-			t.Fatalf("round %d: the backup exited with %v, not killed by its failpoint:\n%s", round, b.Cmd.ProcessState, b.Out)
-		}
+		waitFailpointKill(t, b, fmt.Sprintf("round %d: ", round), func() string {
+			return logs.String() + b.Out.String() + "\nprimary:\n" + c.Primary.Out.String()
+		})
 		logs.WriteString(b.Out.String())
 		b.Env = nil
 		c.StartBackup(b)
@@ -107,6 +98,26 @@ func TestBackupKilledMidApplyResumes(t *testing.T) {
 	}
 	if n := strings.Count(all, "resuming it where it stopped"); n != rounds {
 		t.Fatalf("%d of %d restarts resumed a batch where it stopped, want all:\n%s", n, rounds, all)
+	}
+}
+
+// waitFailpointKill waits up to 30 s for backup b to kill itself at its
+// PBFS_FAILPOINT_APPLY_KILL failpoint; on failure it reaps b (Cleanup must
+// not Wait for it too) and fails, the message prefixed with what, showing
+// logs().
+func waitFailpointKill(t *testing.T, b *fstest.BackupProc, what string, logs func() string) {
+	t.Helper()
+	exited := make(chan struct{})
+	go func() { b.Cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		b.Cmd.Process.Kill()
+		<-exited
+		t.Fatalf("%sthe backup did not reach its failpoint:\n%s", what, logs())
+	}
+	if ws, ok := b.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("%sthe backup exited with %v, not killed by its failpoint:\n%s", what, b.Cmd.ProcessState, b.Out)
 	}
 }
 
