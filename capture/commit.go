@@ -108,7 +108,7 @@ func (c *Committer) commit(ctx context.Context, trigger string) (uint64, error) 
 			}
 			c.held, c.at = &s, start
 		}
-		h, size, err := c.store.Append(c.held.Ops, c.at, c.held.Written)
+		h, size, raw, err := c.appendSealed(c.held, c.at)
 		if err != nil {
 			c.holding.Store(true)
 			c.failures.Inc()
@@ -123,9 +123,7 @@ func (c *Committer) commit(ctx context.Context, trigger string) (uint64, error) 
 			c.log.Info("journal append succeeded again", "failures", c.failed, "for", time.Since(c.at).Round(time.Millisecond))
 			c.failed = 0
 		}
-		c.batches.Inc()
-		c.bytes.WithLabelValues("written").Add(float64(c.held.Written))
-		c.bytes.WithLabelValues("coalesced").Add(float64(h.RawLen))
+		c.bytes.WithLabelValues("coalesced").Add(float64(raw))
 		c.bytes.WithLabelValues("stored").Add(float64(size))
 		c.latency.Observe(time.Since(c.at).Seconds())
 		c.held.Release()
@@ -166,6 +164,28 @@ func (c *Committer) Run(ctx context.Context) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+}
+
+// appendSealed stores s's ops as the next batch or, when they are too
+// large for one (journal.Split), as a group of batches. If the journal
+// refuses one, s keeps only the ops not yet stored, for the retry to
+// continue the group. It returns the last batch's header and the stored
+// and raw bytes of this call's batches.
+func (c *Committer) appendSealed(s *Sealed, at time.Time) (journal.Header, int, int, error) {
+	var last journal.Header
+	stored, raw := 0, 0
+	chunks := journal.Split(s.Ops)
+	for i, ops := range chunks {
+		h, size, err := c.store.Append(ops, at, s.Written, i < len(chunks)-1)
+		if err != nil {
+			return last, stored, raw, err
+		}
+		c.batches.Inc()
+		c.bytes.WithLabelValues("written").Add(float64(s.Written))
+		last, stored, raw = h, stored+size, raw+int(h.RawLen)
+		s.Ops, s.Written = s.Ops[len(ops):], 0
+	}
+	return last, stored, raw, nil
 }
 
 // retryEvery bounds how long a refused batch waits to be tried again.

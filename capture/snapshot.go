@@ -43,8 +43,10 @@ func (c *Committer) Snapshot(ctx context.Context) (journal.Header, []Entry, time
 	var err error
 	// A snapshot is always as of some batch: an empty journal gets an
 	// empty one, so a resynced backup is never mistaken for a new one.
-	if len(s.Ops) > 0 || c.store.Last().Seq == 0 {
-		_, _, err = c.store.Append(s.Ops, start, s.Written)
+	if len(s.Ops) > 0 {
+		_, _, _, err = c.appendSealed(&s, start)
+	} else if c.store.Last().Seq == 0 {
+		_, _, err = c.store.Append(nil, start, 0, false)
 	}
 	if err == nil || len(s.Ops) == 0 {
 		s.Release()

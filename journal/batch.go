@@ -16,6 +16,13 @@ const (
 
 	// FlagZstd marks a body stored zstd-compressed.
 	FlagZstd uint16 = 1 << 0
+	// FlagMore marks a batch whose seal continues in the next seq: one
+	// seal too large for a single batch is stored as a group of batches,
+	// every one but the last with FlagMore. Only the state after a whole
+	// group is one the primary had, so appliers stop before a group whose
+	// end they do not hold yet (docs/FORMAT.md).
+	FlagMore   uint16 = 1 << 1
+	knownFlags        = FlagZstd | FlagMore
 
 	// MaxBodySize bounds the uncompressed body a decoder accepts.
 	MaxBodySize = 512 << 20
@@ -55,7 +62,9 @@ type Batch struct {
 	Created time.Time
 	Prev    uint32
 	Written uint64 // bytes the service wrote, before coalescing
-	Ops     []Op
+	// More: the seal continues in the next batch (FlagMore).
+	More bool
+	Ops  []Op
 }
 
 // DataBytes sums the payload (write data and xattr values) the batch carries.
@@ -86,9 +95,13 @@ func Encode(b *Batch) ([]byte, Header, error) {
 	}
 	out := make([]byte, HeaderSize, HeaderSize+len(raw)/2+64)
 	out = compress(out, raw)
+	flags := FlagZstd
+	if b.More {
+		flags |= FlagMore
+	}
 	h := Header{
 		Version:   FormatVersion,
-		Flags:     FlagZstd,
+		Flags:     flags,
 		Epoch:     b.Epoch,
 		Seq:       b.Seq,
 		Created:   b.Created,
@@ -122,6 +135,9 @@ func putHeader(p []byte, h *Header) {
 	le.PutUint32(p[56:], h.Checksum)
 	le.PutUint32(p[60:], 0)
 }
+
+// More reports whether the batch's seal continues in the next seq.
+func (h *Header) More() bool { return h.Flags&FlagMore != 0 }
 
 // checksum covers header bytes 0..55 and the stored body.
 func checksum(buf []byte) uint32 {
@@ -169,7 +185,7 @@ func checkHeader(buf []byte, h *Header) error {
 	if h.Version != FormatVersion {
 		return fmt.Errorf("decode batch %d: version %d (this build reads %d): %w", h.Seq, h.Version, FormatVersion, ErrVersion)
 	}
-	if h.Flags&^FlagZstd != 0 {
+	if h.Flags&^knownFlags != 0 {
 		return fmt.Errorf("decode batch %d: unknown flags %#x: %w", h.Seq, h.Flags, ErrVersion)
 	}
 	if binary.LittleEndian.Uint32(buf[60:]) != 0 {
@@ -196,7 +212,7 @@ func Decode(buf []byte) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Batch{Epoch: h.Epoch, Seq: h.Seq, Created: h.Created, Prev: h.Prev, Written: uint64(h.Written), Ops: ops}, nil
+	return &Batch{Epoch: h.Epoch, Seq: h.Seq, Created: h.Created, Prev: h.Prev, Written: uint64(h.Written), More: h.More(), Ops: ops}, nil
 }
 
 func decode(buf []byte, wantOps bool) (Header, []Op, error) {

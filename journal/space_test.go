@@ -19,7 +19,7 @@ func TestAppendsKeepTheReserve(t *testing.T) {
 	}
 	defer st.Close()
 	ops := []Op{{Kind: KindWrite, Path: "f", Data: make([]byte, 4096)}}
-	if _, _, err := st.Append(ops, time.Now(), 4096); err != nil {
+	if _, _, err := st.Append(ops, time.Now(), 4096, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Writable(0); err != nil {
@@ -30,7 +30,7 @@ func TestAppendsKeepTheReserve(t *testing.T) {
 		t.Fatalf("Writable with all the free space still to come: %v, want ErrJournalFull and ENOSPC", err)
 	}
 	st.space.reserve = 1 << 62 // more than any disk has
-	_, _, err = st.Append(ops, time.Now(), 4096)
+	_, _, err = st.Append(ops, time.Now(), 4096, false)
 	if !errors.Is(err, ErrJournalFull) || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("append below the reserve: %v, want ErrJournalFull and ENOSPC", err)
 	}
@@ -44,7 +44,7 @@ func TestAppendsKeepTheReserve(t *testing.T) {
 		t.Fatalf("free bytes %d", st.FreeBytes())
 	}
 	st.space.reserve = 1
-	if _, _, err := st.Append(ops, time.Now(), 4096); err != nil {
+	if _, _, err := st.Append(ops, time.Now(), 4096, false); err != nil {
 		t.Fatalf("append once there is room again: %v", err)
 	}
 	st.space.checked.Store(0) // Writable reads the disk again
@@ -75,7 +75,7 @@ func TestCloseGivesUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.Append([]Op{{Kind: KindMkdir, Path: "d", Mode: 0o755}}, time.Now(), 0); err != nil {
+	if _, _, err := st.Append([]Op{{Kind: KindMkdir, Path: "d", Mode: 0o755}}, time.Now(), 0, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(dir); err != nil {

@@ -233,12 +233,13 @@ func (s *Store) MarkClosed() error {
 }
 
 // Append numbers ops as the next batch, encodes it and stores it, durably
-// unless the store has LazyAppends (then Sync makes it durable). It
-// returns the stored header. Appends are serialized.
-func (s *Store) Append(ops []Op, created time.Time, written uint64) (Header, int, error) {
+// unless the store has LazyAppends (then Sync makes it durable). more
+// marks a batch whose seal continues in the next one (FlagMore; see
+// Split). It returns the stored header. Appends are serialized.
+func (s *Store) Append(ops []Op, created time.Time, written uint64, more bool) (Header, int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := &Batch{Epoch: s.epoch, Seq: s.last.Seq + 1, Created: created, Prev: s.last.Checksum, Written: written, Ops: ops}
+	b := &Batch{Epoch: s.epoch, Seq: s.last.Seq + 1, Created: created, Prev: s.last.Checksum, Written: written, More: more, Ops: ops}
 	buf, h, err := Encode(b)
 	if err != nil {
 		return Header{}, 0, err

@@ -15,7 +15,7 @@ func TestTrimKeepsTheSafeSeqAndTheNewest(t *testing.T) {
 	defer st.Close()
 	old := time.Now().Add(-time.Hour)
 	for i := 0; i < 10; i++ {
-		if _, _, err := st.Append([]Op{{Kind: KindMkdir, Path: "d", Mode: 0o755}}, old, 0); err != nil {
+		if _, _, err := st.Append([]Op{{Kind: KindMkdir, Path: "d", Mode: 0o755}}, old, 0, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,7 +42,7 @@ func TestLazyAppendsSyncOnDemand(t *testing.T) {
 	}
 	op := []Op{{Kind: KindMkdir, Path: "d", Mode: 0o755}}
 	for i := 0; i < 3; i++ {
-		if _, _, err := s.Append(op, time.Now(), 0); err != nil {
+		if _, _, err := s.Append(op, time.Now(), 0, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -60,7 +60,7 @@ func TestLazyAppendsSyncOnDemand(t *testing.T) {
 	if err := s.SetEpoch(2); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Append(op, time.Now(), 0); err != nil {
+	if _, _, err := s.Append(op, time.Now(), 0, false); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error)

@@ -37,7 +37,7 @@ func (b *Backup) applyLoop() {
 			default:
 			}
 			next := b.applied.Load() + 1
-			if next > b.store.Last().Seq {
+			if next > b.complete.Load() {
 				break
 			}
 			err := b.applyOne(next, b.applier.Apply)

@@ -52,7 +52,12 @@ type Backup struct {
 	volumeID string
 	active   *session // the primary stream being served, if any
 
-	applied  atomic.Uint64
+	applied atomic.Uint64
+	// complete is the newest durable seq that ends a seal (a batch
+	// without journal.FlagMore): the applier never starts a group of
+	// batches it does not hold whole, so the volume only ever takes
+	// states the primary had.
+	complete atomic.Uint64
 	progress chan struct{} // closed and replaced when applied advances; guarded by mu
 	stalled  atomic.Bool   // apply failed: the volume needs a resync
 	// retrySeq is a torn batch whose recovery failed for want of a
@@ -112,6 +117,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		return nil, err
 	}
 	b.applied.Store(applied)
+	b.complete.Store(lastComplete(st))
 	if stalled, _ := st.MetaUint("stalled"); stalled > 0 {
 		b.stalled.Store(true)
 		b.log.Error("this backup stalled applying a batch in an earlier run; its volume needs a resync", "seq", stalled)
@@ -132,6 +138,22 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		go func() { defer b.loops.Done(); r.Run(ctx) }()
 	}
 	return b, nil
+}
+
+// lastComplete returns the newest seq in st that ends a seal: the last
+// one, unless the journal ends inside a group of batches.
+func lastComplete(st *journal.Store) uint64 {
+	seq := st.Last().Seq
+	for ; seq > 0; seq-- {
+		enc, err := st.Get(seq)
+		if err != nil {
+			return seq // trimmed: applied long ago
+		}
+		if h, err := journal.DecodeHeader(enc); err != nil || !h.More() {
+			return seq
+		}
+	}
+	return 0
 }
 
 // recoverTorn finishes a batch the last run was killed in the middle of.

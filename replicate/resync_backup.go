@@ -158,6 +158,7 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 	}
 	b.volumeID = start.VolumeId
 	b.applied.Store(start.Seq)
+	b.complete.Store(start.Seq)
 	b.m.applied.Set(float64(start.Seq))
 	b.m.durable.Set(float64(start.Seq))
 	b.stalled.Store(false)

@@ -207,5 +207,10 @@ func (b *Backup) store1(sessionEpoch uint64, encs [][]byte) *replpb.BackupMsg {
 		b.log.Error("refused batches", "err", err)
 		return reject(code, epoch, "%v", err)
 	}
+	for _, enc := range encs {
+		if h, _ := journal.DecodeHeader(enc); !h.More() {
+			b.complete.Store(h.Seq)
+		}
+	}
 	return nil
 }

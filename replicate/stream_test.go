@@ -1,10 +1,14 @@
 package replicate
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
 // TestApplyAfterAckIsReported: a batch applied after the ack that
@@ -53,5 +57,52 @@ func TestApplyAfterAckIsReported(t *testing.T) {
 		case <-timeout:
 			t.Fatal("batch 1 was applied but never reported applied")
 		}
+	}
+}
+
+// TestIncompleteGroupIsNotApplied: a seal stored as a group of batches is
+// applied only once the backup holds its last batch; until then the volume
+// keeps the state before the group, one the primary had.
+func TestIncompleteGroupIsNotApplied(t *testing.T) {
+	b, addr, vol := startBackup(t)
+	s := dial(t, addr, "right")
+	if m := hello(t, s, 1); m.GetWelcome() == nil {
+		t.Fatalf("hello: %v", m)
+	}
+	send := func(seq uint64, prev uint32, more bool, ops ...journal.Op) uint32 {
+		enc, h, err := journal.Encode(&journal.Batch{Seq: seq, Epoch: 1, Prev: prev, More: more, Ops: ops})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Batch{Batch: &replpb.Batch{Seq: seq, Encoded: enc}}}); err != nil {
+			t.Fatal(err)
+		}
+		return h.Checksum
+	}
+	waitDurable := func(seq uint64) {
+		for deadline := time.Now().Add(5 * time.Second); b.Status().DurableSeq < seq; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("batch %d never became durable", seq)
+			}
+		}
+	}
+	c := send(1, 0, false, journal.Op{Kind: journal.KindMkdir, Path: "d", Mode: 0o755})
+	c = send(2, c, true, journal.Op{Kind: journal.KindCreate, Path: "d/f", Mode: 0o644})
+	waitDurable(2)
+	time.Sleep(300 * time.Millisecond) // the apply loop runs every 100 ms
+	if got := b.Status().AppliedSeq; got != 1 {
+		t.Fatalf("applied seq %d with the group 2.. incomplete, want 1", got)
+	}
+	if _, err := os.Stat(filepath.Join(vol, "d", "f")); !os.IsNotExist(err) {
+		t.Fatalf("the first batch of an incomplete group was applied: %v", err)
+	}
+	send(3, c, false, journal.Op{Kind: journal.KindWrite, Path: "d/f", Data: []byte("whole")})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.WaitApplied(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(filepath.Join(vol, "d", "f")); err != nil || string(data) != "whole" {
+		t.Fatalf("after the group: %q %v", data, err)
 	}
 }

@@ -68,7 +68,7 @@ func TestMutualTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		if _, _, err := st.Append([]journal.Op{{Kind: journal.KindCreate, Path: "f", Mode: 0o644}}, time.Now(), 0); err != nil {
+		if _, _, err := st.Append([]journal.Op{{Kind: journal.KindCreate, Path: "f", Mode: 0o644}}, time.Now(), 0, false); err != nil {
 			t.Fatal(err)
 		}
 		p, err := StartPrimary(PrimaryConfig{Backups: []string{ln.Addr().String()}, Ack: "all", Token: "tok", VolumeID: "v", Store: st, TLS: tls})

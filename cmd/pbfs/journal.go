@@ -195,6 +195,18 @@ func journalReplay(c *cli.Context) error {
 		if len(batches) > 0 && batches[0].Seq != from {
 			return cli.Exit(fmt.Sprintf("journal replay: refusing: first batch is %d, not %d; nothing applied", batches[0].Seq, from), 1)
 		}
+		if from > 1 {
+			if enc, err := src.Get(from - 1); err == nil {
+				if h, err := journal.DecodeHeader(enc); err == nil && h.More() {
+					return cli.Exit(fmt.Sprintf("journal replay: refusing: batch %d continues the seal batch %d began; start where a seal starts", from, from-1), 1)
+				}
+			}
+		}
+		batches, partial := journal.WholeSeals(batches)
+		if len(partial) > 0 {
+			fmt.Fprintf(c.App.ErrWriter, "journal replay: batches %d..%d begin a seal whose last batch is not in the range; not applied\n",
+				partial[0].Seq, partial[len(partial)-1].Seq)
+		}
 		a, err := apply.New(c.Args().First(), logger(c))
 		if err != nil {
 			return cli.Exit("journal replay: "+err.Error(), 1)
