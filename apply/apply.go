@@ -82,6 +82,9 @@ func (a *Applier) applyFrom(b *journal.Batch, start int, redo bool) error {
 		if err := a.markOp(b.Seq, i, op); err != nil {
 			return &OpError{Seq: b.Seq, Index: i, Op: op.String(), Err: err}
 		}
+		if redo {
+			op = redoable(op)
+		}
 		err := s.apply(op)
 		if redo && alreadyDone(op.Kind, err) {
 			s.forget(op.Path)
@@ -103,6 +106,8 @@ func alreadyDone(k journal.Kind, err error) bool {
 		return k == journal.KindCreate || k == journal.KindMknod || k == journal.KindMkdir || k == journal.KindSymlink || k == journal.KindLink
 	case errors.Is(err, unix.ENOENT):
 		return k == journal.KindUnlink || k == journal.KindRmdir || k == journal.KindRename
+	case errors.Is(err, unix.ENODATA):
+		return k == journal.KindRemovexattr
 	}
 	return false
 }
@@ -169,7 +174,8 @@ func (s *session) forget(p string) {
 	}
 }
 
-// open returns p opened for writing, not following a final symlink.
+// open returns p opened for writing: a regular file, never a final
+// symlink, FIFO or device (openRegular).
 func (s *session) open(p string) (*os.File, error) {
 	if s.file != nil && s.filePath == p {
 		return s.file, nil
@@ -178,7 +184,7 @@ func (s *session) open(p string) (*os.File, error) {
 		s.file.Close()
 		s.file = nil
 	}
-	f, err := s.a.root.OpenFile(p, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+	f, err := openRegular(s.a.root, p, os.O_WRONLY)
 	if err != nil {
 		return nil, err
 	}

@@ -140,16 +140,29 @@ func (s *session) utimens(op *journal.Op) error {
 	return unix.UtimesNanoAt(fd(d), base, ts, unix.AT_SYMLINK_NOFOLLOW)
 }
 
+// xattr sets or removes an extended attribute by name (entry), so it
+// works on every type, symlinks and special files included, without
+// opening the file.
 func (s *session) xattr(op *journal.Op) error {
-	f, err := s.a.root.OpenFile(op.Path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
+	var name string
+	if op.Path == "." {
+		n, done, err := entry(s.a.root, ".")
+		if err != nil {
+			return err
+		}
+		defer done()
+		name = n
+	} else {
+		d, base, err := s.dir(op.Path)
+		if err != nil {
+			return err
+		}
+		name = fdPath(fd(d)) + "/" + base
 	}
-	defer f.Close()
 	if op.Kind == journal.KindRemovexattr {
-		return unix.Fremovexattr(fd(f), op.Name)
+		return unix.Lremovexattr(name, op.Name)
 	}
-	return unix.Fsetxattr(fd(f), op.Name, op.Data, int(op.Flags))
+	return unix.Lsetxattr(name, op.Name, op.Data, int(op.Flags))
 }
 
 func timespec(ns int64) unix.Timespec {

@@ -58,7 +58,11 @@ func (a *Applier) inode(p string) uint64 {
 //     done;
 //   - a rename is done when its source no longer has the inode it had
 //     before the op (also for RENAME_EXCHANGE, where both names exist);
-//   - data and metadata ops are idempotent and run again.
+//   - a removexattr whose attribute is gone is done; a setxattr runs
+//     again without XATTR_CREATE or XATTR_REPLACE, whose condition held
+//     when it first ran and may not any more;
+//   - data and metadata ops are idempotent and run again (fallocate
+//     modes that shift data are refused at capture and by the decoder).
 //
 // The ops after it then run as in Apply. Unlike Redo, this is exact for
 // any batch, also one that reuses names.
@@ -85,9 +89,12 @@ func (a *Applier) finishOp(seq uint64, i int, op *journal.Op, ino uint64) error 
 	}
 	s := session{a: a, dirs: map[string]*os.File{}}
 	defer s.close()
+	op = redoable(op)
 	err := s.apply(op)
 	switch {
 	case err == nil:
+		return nil
+	case errors.Is(err, unix.ENODATA) && op.Kind == journal.KindRemovexattr:
 		return nil
 	case errors.Is(err, unix.EEXIST) && op.Kind == journal.KindLink:
 		return nil
@@ -112,4 +119,15 @@ func (a *Applier) finishOp(seq uint64, i int, op *journal.Op, ino uint64) error 
 		return nil
 	}
 	return fail(err)
+}
+
+// redoable returns op as it may safely run a second time: a setxattr
+// without its XATTR_CREATE or XATTR_REPLACE condition.
+func redoable(op *journal.Op) *journal.Op {
+	if op.Kind != journal.KindSetxattr || op.Flags == 0 {
+		return op
+	}
+	c := *op
+	c.Flags = 0
+	return &c
 }

@@ -7,8 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
+	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/journal"
 )
@@ -35,6 +39,25 @@ func resumeBatch() *journal.Batch {
 		{Kind: journal.KindRmdir, Path: "d"},
 		{Kind: journal.KindMknod, Path: "fifo", Mode: syscall.S_IFIFO | 0o620},
 		{Kind: journal.KindUnlink, Path: "a"},
+		// Every data and metadata kind, with the flags that make a
+		// second run differ from the first.
+		{Kind: journal.KindSetxattr, Path: "b", Name: "user.c", Data: []byte("created"), Flags: journal.XattrCreate},
+		{Kind: journal.KindSetxattr, Path: "b", Name: "user.c", Data: []byte("replaced"), Flags: journal.XattrReplace},
+		{Kind: journal.KindSetxattr, Path: "b", Name: "user.gone", Data: []byte("x")},
+		{Kind: journal.KindRemovexattr, Path: "b", Name: "user.gone"},
+		{Kind: journal.KindSetxattr, Path: "e/s", Name: "trusted.onlink", Data: []byte("on a symlink"), Flags: journal.XattrCreate},
+		{Kind: journal.KindSetxattr, Path: "fifo", Name: "trusted.onfifo", Data: []byte("on a fifo")},
+		{Kind: journal.KindMknod, Path: "whiteout", Mode: syscall.S_IFCHR},
+		{Kind: journal.KindSetxattr, Path: "whiteout", Name: "trusted.w", Data: []byte("y"), Flags: journal.XattrCreate},
+		{Kind: journal.KindRemovexattr, Path: "whiteout", Name: "trusted.w"},
+		{Kind: journal.KindWrite, Path: "pre", Offset: 10, Data: []byte("tail")},
+		{Kind: journal.KindFallocate, Path: "pre", Offset: 0, Size: 8192},
+		{Kind: journal.KindFallocate, Path: "pre", Flags: journal.FallocPunchHole | journal.FallocKeepSize, Offset: 0, Size: 4096},
+		{Kind: journal.KindFallocate, Path: "pre", Flags: journal.FallocZeroRange, Offset: 4096, Size: 16384},
+		{Kind: journal.KindChown, Path: "pre", UID: 77, GID: 78},
+		{Kind: journal.KindChown, Path: "e/s", UID: 79, GID: journal.NoID},
+		{Kind: journal.KindUtimens, Path: "pre", Atime: journal.OmitTime, Mtime: 1234567890123456789},
+		{Kind: journal.KindRename, Path: "pre", Path2: "e/pre", Flags: journal.RenameNoReplace},
 	}}
 }
 
@@ -54,7 +77,10 @@ func tree(t *testing.T, dir string) map[string]string {
 			return err
 		}
 		st := fi.Sys().(*syscall.Stat_t)
-		desc := fmt.Sprintf("%v uid=%d", fi.Mode(), st.Uid)
+		desc := fmt.Sprintf("%v uid=%d gid=%d rdev=%d xattrs=%q", fi.Mode(), st.Uid, st.Gid, st.Rdev, xattrs(p))
+		if rel == "e/pre" {
+			desc += fmt.Sprintf(" size=%d mtime=%d blocks=%d", st.Size, st.Mtim.Nano(), st.Blocks)
+		}
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			target, _ := os.Readlink(p)
@@ -74,6 +100,23 @@ func tree(t *testing.T, dir string) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return out
+}
+
+// xattrs lists every extended attribute of p, not following symlinks.
+func xattrs(p string) []string {
+	buf := make([]byte, 64<<10)
+	n, _ := unix.Llistxattr(p, buf)
+	var out []string
+	for _, name := range strings.Split(strings.TrimRight(string(buf[:max(n, 0)]), "\x00"), "\x00") {
+		if name == "" {
+			continue
+		}
+		v := make([]byte, 64<<10)
+		k, _ := unix.Lgetxattr(p, name, v)
+		out = append(out, name+"="+string(v[:max(k, 0)]))
+	}
+	sort.Strings(out)
 	return out
 }
 

@@ -1,0 +1,77 @@
+package apply
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Nothing on the apply or resync path opens a FIFO, a socket or a device
+// node: opening a FIFO blocks until a peer comes, and opening a device
+// reaches the device. Data goes only into regular files, opened through an
+// O_PATH descriptor that is checked first; extended attributes are read
+// and written by name through the parent directory, with the l* calls.
+
+// ErrNotRegular marks a data op or a resync block aimed at something that
+// is not a regular file (a diverged volume or a hostile batch).
+var ErrNotRegular = fmt.Errorf("not a regular file: %w", unix.EINVAL)
+
+// openRegular opens p in root with flag, never following a final symlink,
+// and only if it is a regular file.
+func openRegular(root *os.Root, p string, flag int) (*os.File, error) {
+	pf, err := root.OpenFile(p, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer pf.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(pf.Fd()), &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, &os.PathError{Op: "open", Path: p, Err: ErrNotRegular}
+	}
+	// Reopening the checked descriptor names exactly that inode.
+	f, err := os.OpenFile(fdPath(int(pf.Fd())), flag|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	return f, nil
+}
+
+func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// entry names p for the l*xattr calls: /proc/self/fd/N/base, with N the
+// parent directory opened in root. The kernel follows the descriptor's
+// link to that directory and never the final name, so the call stays on p
+// itself, whatever its type. done closes the directory.
+func entry(root *os.Root, p string) (name string, done func(), err error) {
+	dir, base := path.Split(p)
+	if p == "." || base == "" {
+		dir, base = ".", "."
+	}
+	d, err := root.OpenFile(path.Clean(dir), os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	name = fdPath(int(d.Fd()))
+	if base != "." {
+		name += "/" + base
+	}
+	return name, func() { d.Close() }, nil
+}
+
+// listXattrs returns the names of the extended attributes at name (an
+// entry path).
+func listXattrs(name string) ([]string, error) {
+	buf := make([]byte, 64<<10)
+	n, err := unix.Llistxattr(name, buf)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	return strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00"), nil
+}
