@@ -37,6 +37,12 @@ func (f *FS) Write(h *Handle, off int64, data []byte, killPriv bool) (int, error
 		}
 		off = st.Size
 	}
+	if off < 0 {
+		return 0, unix.EINVAL
+	}
+	if err := checkExtent(uint64(off), uint64(len(data))); err != nil {
+		return 0, err
+	}
 	if !f.opts.Capture {
 		k, err := pwriteFull(h.fd, data, off)
 		return k, f.fail("write", err)
@@ -149,6 +155,9 @@ func (f *FS) metaLog(n *Node, op journal.Op) {
 
 // Fallocate runs fallocate(2) on an open file and records it.
 func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64) error {
+	if err := checkFallocate(mode, off, length); err != nil {
+		return err
+	}
 	if mode&unix.FALLOC_FL_PUNCH_HOLE != 0 {
 		f.begin()
 	} else if err := f.beginGrow("fallocate"); err != nil {
@@ -171,6 +180,20 @@ func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64) error {
 // Setattr changes a node's mode, owner, size or times and records each
 // change. It returns the attributes after the change.
 func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
+	if in.Size != nil {
+		// Only a regular file has a size to set; truncate(2) on anything
+		// else fails, and opening a FIFO or a device to try would block or
+		// reach the device.
+		switch {
+		case n.typ == sIFDIR:
+			return Attr{}, unix.EISDIR
+		case n.typ != sIFREG:
+			return Attr{}, unix.EINVAL
+		}
+		if err := checkExtent(0, *in.Size); err != nil {
+			return Attr{}, err
+		}
+	}
 	f.begin()
 	defer f.end()
 	n.mu.Lock()

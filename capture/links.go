@@ -32,6 +32,7 @@ func (f *FS) findName(n *Node) {
 				return false
 			}
 			if e.Ino == n.ino && e.Type != unix.DT_DIR {
+				f.table.notePath(len(childPath(path, e.Name)))
 				f.table.bind(dir, e.Name, n.ino, n.typ, 0)
 				return true
 			}
@@ -45,6 +46,7 @@ func (f *FS) findName(n *Node) {
 			if unix.Fstatat(f.root, cp, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 				continue
 			}
+			f.table.notePath(len(cp))
 			child := f.table.bind(dir, e.Name, st.Ino, unix.S_IFDIR, 0)
 			if walk(child, cp) {
 				return true

@@ -1,6 +1,8 @@
 package capture
 
 import (
+	"strings"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/journal"
@@ -15,9 +17,11 @@ func (f *FS) Lookup(parent *Node, name string) (*Node, Attr, error) {
 		return nil, Attr{}, err
 	}
 	var st unix.Stat_t
-	if err := unix.Fstatat(f.root, childPath(pp, name), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	p := childPath(pp, name)
+	if err := unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, Attr{}, f.fail("lookup", err)
 	}
+	f.table.notePath(len(p))
 	n := f.table.bind(parent, name, st.Ino, st.Mode&unix.S_IFMT, 1)
 	return n, attrFromStat(&st), nil
 }
@@ -68,6 +72,7 @@ func (f *FS) created(kind journal.Kind, parent *Node, pp, name string, fd int, c
 		unix.Unlinkat(f.root, p, flags)
 		return nil, Attr{}, f.fail(kind.String(), err)
 	}
+	f.table.notePath(len(p))
 	n := f.table.bind(parent, name, st.Ino, st.Mode&unix.S_IFMT, 1)
 	n.noCaps.Store(true)
 	op := journal.Op{Kind: kind, Fid: n.id, Path: p, Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid, Parent: parent.id, Target: target}
@@ -80,6 +85,9 @@ func (f *FS) created(kind journal.Kind, parent *Node, pp, name string, fd int, c
 
 // Mkdir makes a directory.
 func (f *FS) Mkdir(parent *Node, name string, mode uint32, c Caller) (*Node, Attr, error) {
+	if err := checkName(name); err != nil {
+		return nil, Attr{}, err
+	}
 	f.begin()
 	defer f.end()
 	f.table.mu.Lock()
@@ -96,6 +104,12 @@ func (f *FS) Mkdir(parent *Node, name string, mode uint32, c Caller) (*Node, Att
 
 // Mknod makes a device, fifo, socket or empty regular file.
 func (f *FS) Mknod(parent *Node, name string, mode uint32, rdev uint64, c Caller) (*Node, Attr, error) {
+	if err := checkName(name); err != nil {
+		return nil, Attr{}, err
+	}
+	if err := checkMknod(mode); err != nil {
+		return nil, Attr{}, err
+	}
 	f.begin()
 	defer f.end()
 	f.table.mu.Lock()
@@ -116,6 +130,15 @@ func (f *FS) Mknod(parent *Node, name string, mode uint32, rdev uint64, c Caller
 
 // Symlink makes a symbolic link name in parent pointing at target.
 func (f *FS) Symlink(parent *Node, name, target string, c Caller) (*Node, Attr, error) {
+	if err := checkName(name); err != nil {
+		return nil, Attr{}, err
+	}
+	switch {
+	case target == "":
+		return nil, Attr{}, unix.ENOENT
+	case len(target) >= journal.MaxPath || strings.IndexByte(target, 0) >= 0:
+		return nil, Attr{}, unix.ENAMETOOLONG
+	}
 	f.begin()
 	defer f.end()
 	f.table.mu.Lock()
@@ -133,6 +156,9 @@ func (f *FS) Symlink(parent *Node, name, target string, c Caller) (*Node, Attr, 
 // Create makes and opens a regular file. If the name exists and flags lack
 // O_EXCL, it opens the existing file instead, as open(2) would.
 func (f *FS) Create(parent *Node, name string, flags int, mode uint32, c Caller) (*Node, *Handle, Attr, error) {
+	if err := checkName(name); err != nil {
+		return nil, nil, Attr{}, err
+	}
 	f.begin()
 	defer f.end()
 	f.table.mu.Lock()
@@ -172,6 +198,9 @@ func (f *FS) Create(parent *Node, name string, flags int, mode uint32, c Caller)
 
 // Link makes newName in newParent another name of n.
 func (f *FS) Link(n, newParent *Node, newName string) (Attr, error) {
+	if err := checkName(newName); err != nil {
+		return Attr{}, err
+	}
 	f.begin()
 	defer f.end()
 	f.table.mu.Lock()
@@ -193,6 +222,7 @@ func (f *FS) Link(n, newParent *Node, newName string) (Attr, error) {
 		return Attr{}, f.fail("link", err)
 	}
 	oldParent := f.parentOf(n)
+	f.table.notePath(len(np))
 	f.table.bind(newParent, newName, st.Ino, st.Mode&unix.S_IFMT, 1)
 	f.recordNS(journal.Op{Kind: journal.KindLink, Fid: n.id, Path: op, Path2: np, Parent: oldParent, Parent2: newParent.id})
 	return attrFromStat(&st), nil
@@ -241,8 +271,15 @@ func (f *FS) Remove(parent *Node, name string, dir bool) error {
 }
 
 // Rename moves oldName in oldParent to newName in newParent, with
-// renameat2 flags.
+// renameat2 flags. RENAME_WHITEOUT leaves a whiteout (a 0:0 character
+// device) at the source, recorded as a mknod after the rename.
 func (f *FS) Rename(oldParent *Node, oldName string, newParent *Node, newName string, flags uint32) error {
+	if err := checkRenameFlags(flags); err != nil {
+		return err
+	}
+	if err := checkName(newName); err != nil {
+		return err
+	}
 	f.begin()
 	defer f.end()
 	f.table.mu.Lock()
@@ -261,15 +298,24 @@ func (f *FS) Rename(oldParent *Node, oldName string, newParent *Node, newName st
 		return f.fail("rename", err)
 	}
 	destExists := unix.Fstatat(f.root, np, &dst, unix.AT_SYMLINK_NOFOLLOW) == nil
+	if err := f.checkMoveDepth(op, np, &sst); err != nil {
+		return err
+	}
+	if destExists && flags&unix.RENAME_EXCHANGE != 0 {
+		if err := f.checkMoveDepth(np, op, &dst); err != nil {
+			return err
+		}
+	}
 	if err := unix.Renameat2(f.root, op, f.root, np, uint(flags)); err != nil {
 		return f.fail("rename", err)
 	}
+	f.table.notePath(max(len(op), len(np)))
 	src := f.table.bind(oldParent, oldName, sst.Ino, sst.Mode&unix.S_IFMT, 0)
 	var dest *Node
 	if destExists {
 		dest = f.table.bind(newParent, newName, dst.Ino, dst.Mode&unix.S_IFMT, 0)
 	}
-	rec := journal.Op{Kind: journal.KindRename, Fid: src.id, Path: op, Path2: np, Flags: flags, Parent: oldParent.id, Parent2: newParent.id}
+	rec := journal.Op{Kind: journal.KindRename, Fid: src.id, Path: op, Path2: np, Flags: flags &^ unix.RENAME_WHITEOUT, Parent: oldParent.id, Parent2: newParent.id}
 	switch {
 	case dest == src:
 		// Two names of one inode: rename(2) does nothing.
@@ -286,5 +332,23 @@ func (f *FS) Rename(oldParent *Node, oldName string, newParent *Node, newName st
 		f.table.move(src, oldParent, oldName, newParent, newName)
 	}
 	f.recordNS(rec)
+	if flags&unix.RENAME_WHITEOUT != 0 && dest != src {
+		f.recordWhiteout(oldParent, oldName, op)
+	}
 	return nil
+}
+
+// recordWhiteout records the whiteout RENAME_WHITEOUT left at p. The
+// caller holds table.mu exclusively.
+func (f *FS) recordWhiteout(parent *Node, name, p string) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		// The rename went through; a whiteout the journal lacks must not
+		// stay on the volume either.
+		f.log.Error("stat the whiteout a rename left; removing it", "path", p, "err", err)
+		unix.Unlinkat(f.root, p, 0)
+		return
+	}
+	n := f.table.bind(parent, name, st.Ino, st.Mode&unix.S_IFMT, 0)
+	f.recordNS(journal.Op{Kind: journal.KindMknod, Fid: n.id, Path: p, Mode: st.Mode, Rdev: st.Rdev, UID: st.Uid, GID: st.Gid, Parent: parent.id})
 }

@@ -57,6 +57,8 @@ type table struct {
 	names map[dentryKey]*Node
 	next  atomic.Uint64
 	root  *Node
+	// longest bounds the length of every known node's path (depth.go).
+	longest atomic.Int64
 }
 
 func newTable(rootIno uint64) *table {

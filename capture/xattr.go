@@ -43,11 +43,17 @@ func (f *FS) Listxattr(n *Node, buf []byte) (int, error) {
 
 // Setxattr sets extended attribute name of n and records it.
 func (f *FS) Setxattr(n *Node, name string, value []byte, flags int) error {
+	if err := checkXattr(name, value, flags); err != nil {
+		return err
+	}
 	return f.xattrOp(n, journal.Op{Kind: journal.KindSetxattr, Name: name, Data: append([]byte(nil), value...), Flags: uint32(flags)})
 }
 
 // Removexattr removes extended attribute name of n and records it.
 func (f *FS) Removexattr(n *Node, name string) error {
+	if err := checkXattr(name, nil, 0); err != nil {
+		return err
+	}
 	return f.xattrOp(n, journal.Op{Kind: journal.KindRemovexattr, Name: name})
 }
 

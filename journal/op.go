@@ -36,6 +36,21 @@ const (
 	RenameExchange  uint32 = 1 << 1
 )
 
+// fallocate(2) modes a fallocate op may carry: the ones FUSE passes on,
+// each of which gives the same file when run twice.
+const (
+	FallocKeepSize  uint32 = 0x01
+	FallocPunchHole uint32 = 0x02
+	FallocZeroRange uint32 = 0x10
+	fallocModes            = FallocKeepSize | FallocPunchHole | FallocZeroRange
+)
+
+// setxattr(2) flags a setxattr op may carry.
+const (
+	XattrCreate  uint32 = 1
+	XattrReplace uint32 = 2
+)
+
 // NoID in Op.UID or Op.GID of a chown leaves that id unchanged.
 const NoID = ^uint32(0)
 
@@ -207,7 +222,15 @@ func (op *Op) Check() error {
 		if len(op.Data) > MaxXattrSize {
 			return bad("xattr value of %d bytes", len(op.Data))
 		}
-	case KindWrite, KindTruncate, KindFallocate:
+		if op.Kind == KindSetxattr && op.Flags&^(XattrCreate|XattrReplace) != 0 {
+			return bad("setxattr flags %#x", op.Flags)
+		}
+	case KindFallocate:
+		if op.Flags&^fallocModes != 0 {
+			return bad("fallocate mode %#x", op.Flags)
+		}
+		fallthrough
+	case KindWrite, KindTruncate:
 		if op.Offset > MaxFileSize || op.Size > MaxFileSize {
 			return bad("offset %d size %d", op.Offset, op.Size)
 		}

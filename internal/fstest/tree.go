@@ -25,7 +25,7 @@ type Entry struct {
 	Hash   string // sha256 of the contents (regular files)
 	Target string // symlink target
 	Rdev   uint64
-	Xattrs string // user.* xattrs, sorted name=value list
+	Xattrs string // every extended attribute (user, trusted, security...), sorted name=value list
 	Links  string // other names of the same inode, sorted
 }
 
@@ -33,8 +33,8 @@ type Entry struct {
 type Tree map[string]Entry
 
 // Snapshot reads dir completely: names, types, contents, sizes, modes,
-// owners, symlink targets, device numbers, user xattrs and hard-link
-// groups. Times are not compared: pbfs replicates explicit utimens, not
+// owners, symlink targets, device numbers, extended attributes (of every
+// namespace, on every type) and hard-link groups. Times are not compared: pbfs replicates explicit utimens, not
 // the times the kernel sets as a side effect of writes.
 func Snapshot(t testing.TB, dir string) Tree {
 	t.Helper()
@@ -72,9 +72,7 @@ func Snapshot(t testing.TB, dir string) Tree {
 		default:
 			e.Type, e.Rdev = fmt.Sprintf("special(%o)", st.Mode&unix.S_IFMT), st.Rdev
 		}
-		if e.Type != "symlink" {
-			e.Xattrs = userXattrs(p)
-		}
+		e.Xattrs = xattrs(p)
 		if e.Type != "dir" && st.Nlink > 1 {
 			inodes[st.Ino] = append(inodes[st.Ino], rel)
 		}
@@ -108,7 +106,7 @@ func hashFile(p string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)[:12]), nil
 }
 
-func userXattrs(p string) string {
+func xattrs(p string) string {
 	buf := make([]byte, 64<<10)
 	n, err := unix.Llistxattr(p, buf)
 	if err != nil || n == 0 {
@@ -116,9 +114,6 @@ func userXattrs(p string) string {
 	}
 	var out []string
 	for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
-		if !strings.HasPrefix(name, "user.") {
-			continue
-		}
 		v := make([]byte, 64<<10)
 		k, err := unix.Lgetxattr(p, name, v)
 		if err != nil {
@@ -223,11 +218,11 @@ func CopyTree(t testing.TB, src, dst string) {
 			if err := unix.Chmod(to, st.Mode&0o7777); err != nil {
 				return err
 			}
-			for _, kv := range strings.Split(userXattrs(p), ";") {
-				if name, val, ok := strings.Cut(kv, "="); ok {
-					if err := unix.Lsetxattr(to, name, []byte(val), 0); err != nil {
-						return err
-					}
+		}
+		for _, kv := range strings.Split(xattrs(p), ";") {
+			if name, val, ok := strings.Cut(kv, "="); ok {
+				if err := unix.Lsetxattr(to, name, []byte(val), 0); err != nil {
+					return err
 				}
 			}
 		}
