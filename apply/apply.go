@@ -39,6 +39,10 @@ type Applier struct {
 	root *os.Root
 	log  *slog.Logger
 	mark Marker
+	// dev is the target's file system; protected lists directories a
+	// resync must never remove (guard.go).
+	dev       uint64
+	protected []devIno
 }
 
 // New opens the target directory dir.
@@ -50,7 +54,12 @@ func New(dir string, log *slog.Logger) (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open apply target: %w", err)
 	}
-	return &Applier{root: r, log: log}, nil
+	dev, err := rootDev(r)
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("open apply target: %w", err)
+	}
+	return &Applier{root: r, log: log, dev: dev}, nil
 }
 
 // Close releases the target.

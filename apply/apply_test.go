@@ -1,10 +1,14 @@
 package apply
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/journal"
 )
@@ -136,16 +140,11 @@ func TestReconcileKeepsWhatIsRight(t *testing.T) {
 		if cmp, err := rc.Ensure(&Spec{Path: "f", Mode: 0o100644, Size: uint64(len(data))}); err != nil || !cmp {
 			t.Fatalf("Ensure f: %v %v", cmp, err)
 		}
-		ours, err := rc.Sums("f", 65536)
+		want, err := rc.Compare("f", 65536, theirs, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		differ := 0
-		for i := range theirs {
-			if i >= len(ours) || string(ours[i]) != string(theirs[i]) {
-				differ++
-			}
-		}
+		differ := len(want)
 		rc.Ensure(&Spec{Path: "d", Mode: 0o40755})
 		rc.Ensure(&Spec{Path: "d/g", Mode: 0o100644, LinkTo: "f"})
 		if rc.Changed != 0 {
@@ -161,5 +160,92 @@ func TestReconcileKeepsWhatIsRight(t *testing.T) {
 	f.Close()
 	if n := run(); n != 1 {
 		t.Fatalf("one altered block: %d blocks differ", n)
+	}
+}
+
+// TestReconcileKeepsHoles: a block the primary has as a hole is never
+// asked for; where the backup has data there it gets a hole, and a file
+// the resync creates stays sparse.
+func TestReconcileKeepsHoles(t *testing.T) {
+	target := t.TempDir()
+	const block = 65536
+	// The backup's copy: data everywhere.
+	os.WriteFile(filepath.Join(target, "dense"), bytes.Repeat([]byte("d"), 8*block), 0o644)
+	a, _ := New(target, nil)
+	defer a.Close()
+	// The primary: data in blocks 0 and 5, holes elsewhere.
+	theirs := make([][]byte, 8)
+	for i := range theirs {
+		theirs[i] = HoleSum
+	}
+	theirs[0] = BlockSum(bytes.Repeat([]byte("d"), block))
+	theirs[5] = BlockSum(bytes.Repeat([]byte("x"), block))
+	rc := a.Reconciler()
+	want, err := rc.Compare("dense", block, theirs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(want) != "[5]" {
+		t.Fatalf("wanted blocks %v, want [5]", want)
+	}
+	var st unix.Stat_t
+	unix.Stat(filepath.Join(target, "dense"), &st)
+	if used := st.Blocks * 512; used > 2*block+8192 {
+		t.Fatalf("holes on the primary left %d bytes allocated on the backup, want about %d", used, 2*block)
+	}
+	if data, _ := os.ReadFile(filepath.Join(target, "dense")); !bytes.Equal(data[block:2*block], make([]byte, block)) {
+		t.Fatal("a punched block does not read as zeros")
+	}
+	// A fresh file: only data blocks are asked for.
+	want, err = rc.Compare("new", block, theirs, true)
+	if err != nil || fmt.Sprint(want) != "[0 5]" {
+		t.Fatalf("fresh file: wanted %v %v, want [0 5]", want, err)
+	}
+}
+
+// TestResyncNeverRemovesWhatIsNotTheVolume: a resync removes what the
+// primary lacks, but never a protected directory (a backup's journal)
+// nor another file system mounted inside the target.
+func TestResyncNeverRemovesWhatIsNotTheVolume(t *testing.T) {
+	target := t.TempDir()
+	journalDir := filepath.Join(target, "journal")
+	os.MkdirAll(journalDir, 0o700)
+	os.WriteFile(filepath.Join(journalDir, "000001.vlog"), []byte("precious"), 0o600)
+	os.WriteFile(filepath.Join(target, "extra"), []byte("the primary lacks this"), 0o644)
+	mnt := filepath.Join(target, "mnt")
+	os.Mkdir(mnt, 0o755)
+	mounted := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m") == nil
+	if mounted {
+		t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+		os.WriteFile(filepath.Join(mnt, "other-fs"), []byte("not ours"), 0o644)
+	}
+	a, err := New(target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Protect(journalDir); err != nil {
+		t.Fatal(err)
+	}
+	rc := a.Reconciler()
+	if err := rc.Done(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(target, "extra")); !os.IsNotExist(err) {
+		t.Fatalf("an extra file survived the resync: %v", err)
+	}
+	if data, err := os.ReadFile(filepath.Join(journalDir, "000001.vlog")); err != nil || string(data) != "precious" {
+		t.Fatalf("the resync removed the protected journal: %v", err)
+	}
+	if mounted {
+		if _, err := os.Stat(filepath.Join(mnt, "other-fs")); err != nil {
+			t.Fatalf("the resync removed a file of another file system: %v", err)
+		}
+	}
+	// A primary with a file where the journal is: the resync fails
+	// rather than remove it.
+	rc = a.Reconciler()
+	if _, err := rc.Ensure(&Spec{Path: "journal", Mode: 0o100644}); !errors.Is(err, ErrProtected) {
+		t.Fatalf("replacing the protected directory: %v, want ErrProtected", err)
 	}
 }

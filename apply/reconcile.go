@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"sort"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -43,6 +42,7 @@ type Reconciler struct {
 	dirs    []Spec
 	Changed int // paths created, replaced or whose data differed
 	Removed int
+	Foreign int // directories left alone: not the volume's (guard.go)
 }
 
 // Reconciler starts a resync of the target.
@@ -87,7 +87,7 @@ func (r *Reconciler) Ensure(s *Spec) (bool, error) {
 			return false, nil
 		}
 		if exists {
-			if err := root.RemoveAll(s.Path); err != nil {
+			if err := r.a.removeAll(s.Path); err != nil {
 				return false, err
 			}
 		}
@@ -111,7 +111,7 @@ func (r *Reconciler) Ensure(s *Spec) (bool, error) {
 		exists = false
 	}
 	if exists {
-		if err := root.RemoveAll(s.Path); err != nil {
+		if err := r.a.removeAll(s.Path); err != nil {
 			return false, err
 		}
 	}
@@ -151,32 +151,75 @@ func (r *Reconciler) readlink(p string) string {
 // Fresh reports whether this resync created p (and counted it changed).
 func (r *Reconciler) Fresh(p string) bool { return r.fresh[p] }
 
-// Sums returns the checksums of p's blocks.
-func (r *Reconciler) Sums(p string, blockSize int) ([][]byte, error) {
-	f, err := r.a.root.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+// Compare lists the blocks of p the primary must send, given the
+// primary's block checksums (apply.HoleSum for its holes): blocks whose
+// data differs. Where the primary has a hole and p has data, p gets a hole
+// too; where p has a hole, a block of zeros on the primary is taken as
+// equal. With fresh set (p was just created empty) nothing is read.
+func (r *Reconciler) Compare(p string, blockSize int, theirs [][]byte, fresh bool) ([]uint64, error) {
+	var want []uint64
+	if fresh {
+		for i, sum := range theirs {
+			if !IsHole(sum) {
+				want = append(want, uint64(i))
+			}
+		}
+		return want, nil
+	}
+	f, err := openRegular(r.a.root, p, os.O_RDWR)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var out [][]byte
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, err
+	}
+	exts, err := DataExtents(int(f.Fd()), st.Size)
+	if err != nil {
+		return nil, err
+	}
 	buf := make([]byte, blockSize)
-	for {
-		n, err := io.ReadFull(f, buf)
-		if n > 0 {
-			out = append(out, BlockSum(buf[:n]))
+	for i, sum := range theirs {
+		off := int64(i) * int64(blockSize)
+		end := min(off+int64(blockSize), st.Size)
+		ours := off < end && HasData(exts, off, end)
+		switch {
+		case IsHole(sum):
+			if ours {
+				if err := punch(f, off, end-off); err != nil {
+					return nil, fmt.Errorf("punch %s at %d: %w", p, off, err)
+				}
+			}
+			continue
+		case off >= st.Size:
+			want = append(want, uint64(i))
+			continue
 		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return out, nil
-		}
-		if err != nil {
+		n, err := f.ReadAt(buf[:end-off], off)
+		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
 		}
+		if string(BlockSum(buf[:n])) != string(sum) {
+			want = append(want, uint64(i))
+		}
 	}
+	return want, nil
+}
+
+// punch makes [off, off+n) of f a hole, or zeros where the file system
+// cannot punch.
+func punch(f *os.File, off, n int64) error {
+	err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		_, err = f.WriteAt(make([]byte, n), off)
+	}
+	return err
 }
 
 // WriteBlock writes one block the primary sent.
 func (r *Reconciler) WriteBlock(p string, off int64, data []byte) error {
-	f, err := r.a.root.OpenFile(p, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+	f, err := openRegular(r.a.root, p, os.O_WRONLY)
 	if err != nil {
 		return err
 	}
@@ -196,7 +239,7 @@ func (r *Reconciler) Finish(s *Spec) error {
 		return nil
 	}
 	if s.typ() == unix.S_IFREG {
-		f, err := r.a.root.OpenFile(s.Path, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+		f, err := openRegular(r.a.root, s.Path, os.O_WRONLY)
 		if err != nil {
 			return err
 		}
@@ -218,9 +261,9 @@ func (r *Reconciler) meta(s *Spec) error {
 		if err := root.Chmod(s.Path, fileMode(s.Mode)); err != nil {
 			return err
 		}
-		if err := r.xattrs(s); err != nil {
-			return err
-		}
+	}
+	if err := r.xattrs(s); err != nil {
+		return err
 	}
 	d, err := root.OpenFile(parentDir(s.Path), os.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
@@ -231,24 +274,28 @@ func (r *Reconciler) meta(s *Spec) error {
 	return unix.UtimesNanoAt(int(d.Fd()), path.Base(s.Path), ts, unix.AT_SYMLINK_NOFOLLOW)
 }
 
+// xattrs makes s.Path's extended attributes the primary's, by name
+// (entry): on every type, without opening the file. An attribute the
+// primary lacks is removed unless the backup's kernel refuses (a security
+// label its own policy keeps).
 func (r *Reconciler) xattrs(s *Spec) error {
-	f, err := r.a.root.OpenFile(s.Path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	name, done, err := entry(r.a.root, s.Path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	fd := int(f.Fd())
-	buf := make([]byte, 64<<10)
-	if n, err := unix.Flistxattr(fd, buf); err == nil && n > 0 {
-		for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
-			if _, keep := s.Xattrs[name]; !keep && strings.HasPrefix(name, "user.") {
-				unix.Fremovexattr(fd, name)
-			}
+	defer done()
+	have, err := listXattrs(name)
+	if err != nil && !errors.Is(err, unix.ENOTSUP) {
+		return fmt.Errorf("list xattrs of %s: %w", s.Path, err)
+	}
+	for _, x := range have {
+		if _, keep := s.Xattrs[x]; !keep {
+			unix.Lremovexattr(name, x)
 		}
 	}
-	for name, v := range s.Xattrs {
-		if err := unix.Fsetxattr(fd, name, v, 0); err != nil && !errors.Is(err, unix.ENOTSUP) {
-			return fmt.Errorf("set xattr %s on %s: %w", name, s.Path, err)
+	for x, v := range s.Xattrs {
+		if err := unix.Lsetxattr(name, x, v, 0); err != nil && !errors.Is(err, unix.ENOTSUP) {
+			return fmt.Errorf("set xattr %s on %s: %w", x, s.Path, err)
 		}
 	}
 	return nil
@@ -262,6 +309,19 @@ func (r *Reconciler) Done() error {
 		if err != nil {
 			return err
 		}
+		if d.IsDir() && p != "." {
+			// Never descend into what is not the volume (another file
+			// system mounted inside it, the backup's own journal).
+			if fi, err := r.a.root.Lstat(p); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					if why := r.a.foreign(st); why != "" {
+						r.a.log.Warn("resync leaves alone a directory that is not the volume's", "path", p, "why", why)
+						r.Foreign++
+						return fs.SkipDir
+					}
+				}
+			}
+		}
 		if !r.seen[p] {
 			extra = append(extra, p)
 			if d.IsDir() {
@@ -274,7 +334,7 @@ func (r *Reconciler) Done() error {
 		return fmt.Errorf("resync: list target: %w", err)
 	}
 	for _, p := range extra {
-		if err := r.a.root.RemoveAll(p); err != nil {
+		if err := r.a.removeAll(p); err != nil {
 			return err
 		}
 		r.Removed++

@@ -115,8 +115,8 @@ func (f *FS) walk() ([]Entry, error) {
 				}
 				e.Handle = &h
 			}
-			if e.Stat.Mode&unix.S_IFMT != unix.S_IFLNK && e.LinkTo == "" {
-				e.Xattrs = f.xattrsOf(p)
+			if e.LinkTo == "" {
+				e.Xattrs = f.xattrsOf(p) // symlinks too: trusted.* and security.* may be set on them
 			}
 			out = append(out, e)
 			if e.Stat.Mode&unix.S_IFMT == unix.S_IFDIR {

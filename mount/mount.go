@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -21,13 +20,14 @@ import (
 	"github.com/pbfs/pbfs/capture"
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/fs"
+	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
 )
 
 // ErrJournalInVolume refuses a journal directory inside the volume.
-var ErrJournalInVolume = errors.New("journal directory is inside the volume")
+var ErrJournalInVolume = pathcheck.ErrInside
 
 // ErrVolumeAhead fails barriers of a replicating primary whose volume may
 // hold changes its journal lacks (it crashed after applying writes it had
@@ -126,11 +126,11 @@ func Start(cfg Config) (*Mount, error) {
 	if err := os.MkdirAll(cfg.Journal, 0o700); err != nil {
 		return nil, fmt.Errorf("create journal directory: %w", err)
 	}
-	if err := checkOutside(cfg.Journal, cfg.Backing); err != nil {
+	if err := pathcheck.Outside(cfg.Journal, cfg.Backing); err != nil {
 		return nil, err
 	}
 	if cfg.Backing != cfg.Mountpoint {
-		if err := checkOutside(cfg.Journal, cfg.Mountpoint); err != nil {
+		if err := pathcheck.Outside(cfg.Journal, cfg.Mountpoint); err != nil {
 			return nil, err
 		}
 	}
@@ -296,32 +296,6 @@ func clearStaleMount(dir string, log *slog.Logger) {
 	log.Warn("detaching a dead FUSE mount left by a killed daemon", "dir", dir)
 	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
 		log.Error("detach dead mount", "dir", dir, "err", err)
-	}
-}
-
-// checkOutside refuses a journal directory at or under the volume.
-func checkOutside(journalDir, volume string) error {
-	var vst unix.Stat_t
-	if err := unix.Stat(volume, &vst); err != nil {
-		return fmt.Errorf("stat volume: %w", err)
-	}
-	p, err := filepath.Abs(journalDir)
-	if err != nil {
-		return err
-	}
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		p = r
-	}
-	for {
-		var st unix.Stat_t
-		if unix.Stat(p, &st) == nil && st.Dev == vst.Dev && st.Ino == vst.Ino {
-			return fmt.Errorf("journal %s, volume %s: %w", journalDir, volume, ErrJournalInVolume)
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return nil
-		}
-		p = parent
 	}
 }
 

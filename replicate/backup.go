@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
@@ -84,12 +85,22 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	if cfg.Token == "" {
 		return nil, ErrNoToken
 	}
+	// A journal inside the volume would be removed by the first resync,
+	// which makes the volume equal to the primary's.
+	if err := pathcheck.Outside(cfg.Journal, cfg.Volume); err != nil {
+		return nil, err
+	}
 	st, err := journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger, Reserve: cfg.JournalReserve})
 	if err != nil {
 		return nil, err
 	}
 	ap, err := apply.New(cfg.Volume, cfg.Logger)
 	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := ap.Protect(cfg.Journal); err != nil {
+		ap.Close()
 		st.Close()
 		return nil, err
 	}

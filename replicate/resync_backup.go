@@ -58,7 +58,10 @@ func (b *Backup) Resync(stream replpb.Replication_ResyncServer) error {
 			}
 			pending = spec
 			if spec.Mode&0o170000 == 0o100000 && spec.LinkTo == "" {
-				want, err := b.wantBlocks(rc, spec.Path, int(start.BlockSize), e.BlockSums, compare)
+				var want []uint64
+				if compare {
+					want, err = rc.Compare(spec.Path, int(start.BlockSize), e.BlockSums, rc.Fresh(spec.Path))
+				}
 				if err != nil {
 					return b.resyncFailed(err)
 				}
@@ -95,24 +98,6 @@ func (b *Backup) Resync(stream replpb.Replication_ResyncServer) error {
 			return b.resyncFailed(errors.New("unexpected resync message"))
 		}
 	}
-}
-
-// wantBlocks lists the blocks of p that differ from the primary's sums.
-func (b *Backup) wantBlocks(rc *apply.Reconciler, p string, blockSize int, theirs [][]byte, compare bool) ([]uint64, error) {
-	var ours [][]byte
-	if compare {
-		var err error
-		if ours, err = rc.Sums(p, blockSize); err != nil {
-			return nil, err
-		}
-	}
-	var want []uint64
-	for i, sum := range theirs {
-		if i >= len(ours) || string(ours[i]) != string(sum) {
-			want = append(want, uint64(i))
-		}
-	}
-	return want, nil
 }
 
 func (b *Backup) beginResync(start *replpb.ResyncStart) error {

@@ -71,8 +71,8 @@ func (s *Shipper) resync(ctx context.Context) error {
 			return fmt.Errorf("resync %s: %w", entries[i].Path, err)
 		}
 		sent += n
-		if entries[i].Stat.Mode&unix.S_IFMT == unix.S_IFREG {
-			done += uint64(entries[i].Stat.Size)
+		if entries[i].Stat.Mode&unix.S_IFMT == unix.S_IFREG && entries[i].LinkTo == "" {
+			done += uint64(entries[i].Stat.Size) // counted as total was
 		}
 		if time.Since(lastLog) >= time.Second {
 			lastLog = time.Now()
@@ -138,7 +138,7 @@ func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture
 	}
 	buf := make([]byte, resyncBlock)
 	for _, idx := range want.Blocks {
-		if f == nil || idx >= uint64(len(msg.BlockSums)) {
+		if f == nil || idx >= uint64(len(msg.BlockSums)) || apply.IsHole(msg.BlockSums[idx]) {
 			return 0, fmt.Errorf("backup wants block %d it was not offered", idx)
 		}
 		n, err := f.ReadAt(buf, int64(idx)*resyncBlock)
@@ -153,12 +153,22 @@ func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture
 	return uint64(len(want.Blocks)), nil
 }
 
-// sums checksums the first size bytes of f, block by block.
+// sums checksums the first size bytes of f, block by block; a block
+// that is all hole gets apply.HoleSum and is not read.
 func sums(f *os.File, size int64) ([][]byte, error) {
+	exts, err := apply.DataExtents(int(f.Fd()), size)
+	if err != nil {
+		return nil, err
+	}
 	var out [][]byte
 	buf := make([]byte, resyncBlock)
 	for off := int64(0); off < size; off += resyncBlock {
-		n, err := f.ReadAt(buf[:min(resyncBlock, size-off)], off)
+		end := min(off+resyncBlock, size)
+		if !apply.HasData(exts, off, end) {
+			out = append(out, apply.HoleSum)
+			continue
+		}
+		n, err := f.ReadAt(buf[:end-off], off)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net"
 	"os"
 	"os/signal"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -37,6 +39,9 @@ func backupCommand() *cli.Command {
 			reg := prometheus.NewRegistry()
 			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: c.Duration("retain"),
 				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Registry: reg})
+			if errors.Is(err, pathcheck.ErrInside) {
+				return cli.Exit("backup: "+err.Error()+": put the journal outside the volume", 2)
+			}
 			if err != nil {
 				return cli.Exit("backup: "+err.Error(), 1)
 			}

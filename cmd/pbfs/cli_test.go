@@ -254,3 +254,10 @@ func TestJournalFullIsRetried(t *testing.T) {
 	}
 	fstest.RequireEqual(t, want, fstest.Snapshot(t, start), "replayed copy vs volume after journal failures")
 }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -296,7 +296,9 @@ type Entry struct {
 	Xattrs  map[string][]byte      `protobuf:"bytes,8,rep,name=xattrs,proto3" json:"xattrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	LinkTo  string                 `protobuf:"bytes,9,opt,name=link_to,json=linkTo,proto3" json:"link_to,omitempty"` // another name of the same file, sent earlier
 	MtimeNs int64                  `protobuf:"varint,10,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`
-	// Regular files: a checksum per block of the primary's current content.
+	// Regular files: a checksum per block of the primary's current content;
+	// an empty one for a block that is a hole on the primary (the backup
+	// punches it, or leaves its own hole, and never asks for it).
 	BlockSums     [][]byte `protobuf:"bytes,11,rep,name=block_sums,json=blockSums,proto3" json:"block_sums,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

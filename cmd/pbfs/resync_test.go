@@ -1,0 +1,85 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/internal/fstest"
+)
+
+// TestBackupRefusesJournalInsideVolume: `pbfs backup` refuses a journal
+// inside its volume, however it is reached, before creating anything:
+// the first resync would remove it (it did, and the backup went on
+// acking). A usage error, exit 2.
+func TestBackupRefusesJournalInsideVolume(t *testing.T) {
+	dir := t.TempDir()
+	vol := filepath.Join(dir, "vol")
+	must(t, os.MkdirAll(filepath.Join(vol, "inner"), 0o755))
+	must(t, os.Symlink(filepath.Join(vol, "inner"), filepath.Join(dir, "link")))
+	must(t, os.Mkdir(filepath.Join(dir, "bound"), 0o755))
+	bound := false
+	if err := unix.Mount(filepath.Join(vol, "inner"), filepath.Join(dir, "bound"), "", unix.MS_BIND, ""); err == nil {
+		bound = true
+		t.Cleanup(func() { unix.Unmount(filepath.Join(dir, "bound"), unix.MNT_DETACH) })
+	}
+	cases := map[string]string{
+		"inside":                          filepath.Join(vol, "j"),
+		"through a symlink":               filepath.Join(dir, "link", "j"),
+		"the volume's own directory":      vol,
+		"a bind mount of a dir inside it": filepath.Join(dir, "bound", "j"),
+	}
+	if !bound {
+		delete(cases, "a bind mount of a dir inside it")
+	}
+	for what, j := range cases {
+		out, code := run(t, "backup", "--listen", fstest.FreeAddr(t), "--journal", j, "--token", fstest.TestToken, vol)
+		if code != 2 || !strings.Contains(out, "inside the volume") {
+			t.Errorf("%s: exit %d, want 2 naming the journal inside the volume:\n%s", what, code, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(vol, "j")); !os.IsNotExist(err) {
+		t.Errorf("the refused backup created its journal inside the volume: %v", err)
+	}
+}
+
+// TestResyncOfSpecialFilesAndHoles: a backup that starts empty is
+// resynced from a volume of FIFOs, device nodes (a whiteout among them),
+// sockets, extended attributes on every type, and sparse files. The
+// resync must not open any special file (a FIFO blocked the backup in open
+// for good), must keep holes holes (a sparse volume took four times its
+// size on the backup), and must end equal.
+func TestResyncOfSpecialFilesAndHoles(t *testing.T) {
+	const sparseSize, dataAt = 256 << 20, 100 << 20
+	seed := func(vol string) {
+		must(t, unix.Mkfifo(filepath.Join(vol, "fifo"), 0o640))
+		must(t, unix.Mknod(filepath.Join(vol, "whiteout"), unix.S_IFCHR, 0))
+		must(t, unix.Mknod(filepath.Join(vol, "null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
+		must(t, unix.Mknod(filepath.Join(vol, "blk"), unix.S_IFBLK|0o600, int(unix.Mkdev(7, 200))))
+		must(t, unix.Mknod(filepath.Join(vol, "sock"), unix.S_IFSOCK|0o700, 0))
+		must(t, os.Symlink("fifo", filepath.Join(vol, "link")))
+		for _, p := range []string{"fifo", "null", "link", "whiteout"} {
+			must(t, unix.Lsetxattr(filepath.Join(vol, p), "trusted.label", []byte("on "+p), 0))
+		}
+		f, err := os.Create(filepath.Join(vol, "sparse"))
+		must(t, err)
+		must(t, f.Truncate(sparseSize))
+		_, err = f.WriteAt([]byte(strings.Repeat("data", 1<<18)), dataAt) // 1 MiB in the middle
+		must(t, err)
+		must(t, f.Close())
+	}
+	c := fstest.NewClusterCopy(t, 1, seed, false)
+	c.RequireConverged()
+	if !strings.Contains(c.Primary.Out.String(), "resync done") {
+		t.Fatalf("no resync:\n%s", c.Primary.Out)
+	}
+	var p, b unix.Stat_t
+	must(t, unix.Stat(filepath.Join(c.Vol, "sparse"), &p))
+	must(t, unix.Stat(filepath.Join(c.Backups[0].Vol, "sparse"), &b))
+	if b.Blocks > 2*p.Blocks+2048 {
+		t.Fatalf("the resynced sparse file takes %d KiB on the backup, %d KiB on the primary", b.Blocks/2, p.Blocks/2)
+	}
+}
