@@ -24,8 +24,12 @@ func (f *FS) Write(h *Handle, off int64, data []byte, killPriv bool) (int, error
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if killPriv {
-		if err := f.killPriv(n, h.fd); err != nil {
+		changed, err := f.killPriv(n, h.fd)
+		if err != nil {
 			return 0, err
+		}
+		if changed {
+			h.cleared.Store(true)
 		}
 	}
 	if h.append {
@@ -77,10 +81,13 @@ func (f *FS) Write(h *Handle, off int64, data []byte, killPriv bool) (int, error
 // killPriv clears setuid (and setgid, if group-executable) and removes
 // security.capability, recording what it changed. The caller holds n.mu
 // and sealMu.
-func (f *FS) killPriv(n *Node, fd int) error {
+//
+// It reports whether the mode changed: the kernel's cached attributes
+// then no longer hold, and the binding invalidates them (Handle.Cleared).
+func (f *FS) killPriv(n *Node, fd int) (bool, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return f.fail("killpriv", err)
+		return false, f.fail("killpriv", err)
 	}
 	mode := st.Mode & 0o7777
 	kill := mode &^ unix.S_ISUID
@@ -89,7 +96,7 @@ func (f *FS) killPriv(n *Node, fd int) error {
 	}
 	if kill != mode {
 		if err := unix.Fchmod(fd, kill); err != nil {
-			return f.fail("killpriv", err)
+			return false, f.fail("killpriv", err)
 		}
 		if f.opts.Capture {
 			f.metaLog(n, journal.Op{Kind: journal.KindChmod, Mode: kill})
@@ -98,7 +105,7 @@ func (f *FS) killPriv(n *Node, fd int) error {
 	if err := unix.Fremovexattr(fd, capsXattr); err == nil && f.opts.Capture {
 		f.metaLog(n, journal.Op{Kind: journal.KindRemovexattr, Name: capsXattr})
 	}
-	return nil
+	return kill != mode, nil
 }
 
 // writeChunk bounds each backing pwrite. ext4 sizes the page-cache folio
@@ -210,7 +217,7 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 		}
 	}
 	if in.KillPriv && fd >= 0 {
-		if err := f.killPriv(n, fd); err != nil {
+		if _, err := f.killPriv(n, fd); err != nil {
 			return Attr{}, err
 		}
 	}

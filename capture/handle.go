@@ -5,17 +5,19 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
 
 // Handle is an open file or directory.
 type Handle struct {
-	id     uint64
-	node   *Node
-	fd     int
-	append bool
-	dir    []Dirent // directory snapshot taken at open
+	id       uint64
+	node     *Node
+	fd       int
+	append   bool
+	writable bool // opened for writing (and so perhaps mapped writable)
+	cleared  atomic.Bool
 
 	// Cache is for the FUSE binding's own use (it keeps the serialized
 	// directory listing there).
@@ -25,11 +27,30 @@ type Handle struct {
 // ID returns the handle id.
 func (h *Handle) ID() uint64 { return h.id }
 
+// Cleared reports, once, that a write or open through the handle cleared
+// setuid or setgid: the kernel's cached attributes of the file are stale.
+func (h *Handle) Cleared() bool { return h.cleared.Load() && h.cleared.Swap(false) }
+
+// Writable reports whether the handle was opened for writing.
+func (h *Handle) Writable() bool { return h.writable }
+
 // Node returns the node the handle is open on.
 func (h *Handle) Node() *Node { return h.node }
 
-// Entries returns a directory handle's entries.
-func (h *Handle) Entries() []Dirent { return h.dir }
+// ReadDir lists an open directory from its start, "." and ".." included,
+// as it is now: the listing is taken when a reader starts at offset 0
+// (opendir, rewinddir), not at open, so a rewound listing shows what was
+// created since.
+func (f *FS) ReadDir(h *Handle) ([]Dirent, error) {
+	if _, err := unix.Seek(h.fd, 0, unix.SEEK_SET); err != nil {
+		return nil, f.fail("readdir", err)
+	}
+	ents, err := readDirents(h.fd, true)
+	if err != nil {
+		return nil, f.fail("readdir", err)
+	}
+	return ents, nil
+}
 
 // backingFlags turns open(2) flags from the kernel into flags for the
 // backing file: O_DIRECT is stripped (the kernel already bypassed its
@@ -46,7 +67,8 @@ func backingFlags(flags int) int {
 }
 
 func (f *FS) newHandle(n *Node, fd int, flags int) *Handle {
-	h := &Handle{id: f.nextH.Add(1), node: n, fd: fd, append: flags&unix.O_APPEND != 0}
+	h := &Handle{id: f.nextH.Add(1), node: n, fd: fd, append: flags&unix.O_APPEND != 0,
+		writable: flags&unix.O_ACCMODE != unix.O_RDONLY && n.typ != sIFDIR}
 	f.handles.Store(h.id, h)
 	f.table.addHandle(h)
 	return h
@@ -70,8 +92,12 @@ func (f *FS) Open(n *Node, flags int, killPriv bool) (*Handle, error) {
 	h, err := f.open(n, flags)
 	if err == nil && killPriv && flags&unix.O_TRUNC != 0 {
 		n.mu.Lock()
-		err = f.killPriv(n, h.fd)
+		var changed bool
+		changed, err = f.killPriv(n, h.fd)
 		n.mu.Unlock()
+		if changed {
+			h.cleared.Store(true)
+		}
 		if err != nil {
 			f.Release(h)
 			return nil, err
@@ -124,18 +150,12 @@ func (f *FS) openDir(n *Node) (*Handle, error) {
 	if err != nil {
 		return nil, f.fail("opendir", err)
 	}
-	ents, err := readDirents(fd)
-	if err != nil {
-		unix.Close(fd)
-		return nil, f.fail("readdir", err)
-	}
-	h := f.newHandle(n, fd, unix.O_RDONLY)
-	h.dir = ents
-	return h, nil
+	return f.newHandle(n, fd, unix.O_RDONLY), nil
 }
 
-// readDirents reads a whole directory with getdents64.
-func readDirents(fd int) ([]Dirent, error) {
+// readDirents reads a whole directory with getdents64, from the fd's
+// current offset; "." and ".." only with dots.
+func readDirents(fd int, dots bool) ([]Dirent, error) {
 	var out []Dirent
 	buf := make([]byte, 32<<10)
 	for {
@@ -158,7 +178,7 @@ func readDirents(fd int) ([]Dirent, error) {
 			if i := strings.IndexByte(string(name), 0); i >= 0 {
 				name = name[:i]
 			}
-			if s := string(name); s != "." && s != ".." {
+			if s := string(name); dots || s != "." && s != ".." {
 				out = append(out, Dirent{Ino: binary.NativeEndian.Uint64(b[0:8]), Type: b[18], Name: s})
 			}
 			b = b[reclen:]

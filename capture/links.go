@@ -22,7 +22,7 @@ func (f *FS) findName(n *Node) {
 		if err != nil {
 			return false
 		}
-		ents, err := readDirents(fd)
+		ents, err := readDirents(fd, false)
 		unix.Close(fd)
 		if err != nil {
 			return false

@@ -79,7 +79,7 @@ func (f *FS) walk() ([]Entry, error) {
 		if err != nil {
 			return err
 		}
-		ents, err := readDirents(fd)
+		ents, err := readDirents(fd, false)
 		unix.Close(fd)
 		if err != nil {
 			return err

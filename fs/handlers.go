@@ -60,6 +60,18 @@ func (s *Server) serve(req fuse.Request) {
 
 func caller(h *fuse.Header) capture.Caller { return capture.Caller{UID: h.Uid, GID: h.Gid} }
 
+// invalidateIfCleared drops the kernel's cached attributes of h's file
+// when capture cleared setuid or setgid on it: a statx asking only for the
+// mode would otherwise see the old mode until the cache timed out. Only
+// the attributes: the page cache stays.
+func (s *Server) invalidateIfCleared(h *capture.Handle) {
+	if h.Cleared() {
+		if err := s.conn.InvalidateNode(fuse.NodeID(h.Node().ID()), -1, -1); err != nil && !errors.Is(err, fuse.ErrNotCached) {
+			s.log.Warn("invalidate attributes after clearing setuid", "err", err)
+		}
+	}
+}
+
 // serveNode answers a request addressed to node n; an error return is
 // answered as an errno.
 func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
@@ -149,17 +161,23 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		if err != nil {
 			return err
 		}
+		s.opened(h)
 		r.Respond(&fuse.CreateResponse{LookupResponse: entry(c, a), OpenResponse: fuse.OpenResponse{Handle: fuse.HandleID(h.ID()), Flags: fuse.OpenKeepCache}})
 	case *fuse.OpenRequest:
 		h, err := s.fs.Open(n, int(r.Flags), r.OpenFlags&fuse.OpenKillSUIDGID != 0)
 		if err != nil {
 			return err
 		}
+		if r.Dir {
+			s.openedDir(n, h, &r.Header)
+		}
+		s.opened(h)
 		// Keep the page cache across opens: every write, truncate and hole
 		// punch reaches the file through this mount, which keeps the
 		// kernel's cached pages current, so a file read again (a PHP
 		// script, a config file) costs no READ.
 		r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h.ID()), Flags: fuse.OpenKeepCache})
+		s.invalidateIfCleared(h)
 	default:
 		return s.serveHandle(req, n)
 	}

@@ -18,8 +18,14 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 			return syscall.EBADF
 		}
 		if r.Dir {
-			if h.Cache == nil {
-				h.Cache = direntData(h.Entries())
+			if r.Offset == 0 || h.Cache == nil {
+				// A listing from the start (opendir, rewinddir) is taken
+				// afresh; offsets into it stay valid until the next one.
+				ents, err := s.fs.ReadDir(h)
+				if err != nil {
+					return err
+				}
+				h.Cache = direntData(ents)
 			}
 			data := h.Cache[min(int(max(r.Offset, 0)), len(h.Cache)):]
 			r.Respond(&fuse.ReadResponse{Data: data[:min(len(data), r.Size)]})
@@ -49,6 +55,7 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 			return err
 		}
 		r.Respond(&fuse.WriteResponse{Size: k})
+		s.invalidateIfCleared(h)
 	case *fuse.FAllocateRequest:
 		h := s.fs.Handle(uint64(r.Handle))
 		if h == nil {
@@ -71,7 +78,11 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 		}
 		r.Respond()
 	case *fuse.ReleaseRequest:
+		if r.Dir {
+			s.releasedDir(uint64(r.Handle), r.ID)
+		}
 		if h := s.fs.Handle(uint64(r.Handle)); h != nil {
+			s.released(h)
 			s.fs.Release(h)
 		}
 		r.Respond()

@@ -13,6 +13,14 @@ import (
 
 // loop is the request loop's state, part of Server.
 type loop struct {
+	// readMu makes taking a request off the connection and noting it in
+	// the reader's slot one step, so that once a request has been read,
+	// every request queued before it is visible in some slot (Flush).
+	readMu    sync.Mutex
+	slotsMu   sync.Mutex
+	slots     map[*slot]struct{}
+	served    sync.Cond // signalled when a noted request is answered, while flushWait > 0
+	flushWait atomic.Int32
 	readers   atomic.Int32
 	inRead    atomic.Int32  // readers blocked in read(2) on /dev/fuse
 	wake      chan struct{} // a parked reader takes a send and reads
@@ -23,7 +31,82 @@ type loop struct {
 	poolUntil atomic.Int64  // several callers seen: pool mode until then
 }
 
-func (l *loop) init() { l.wake, l.closing = make(chan struct{}), make(chan struct{}) }
+func (l *loop) init() {
+	l.wake, l.closing = make(chan struct{}), make(chan struct{})
+	l.slots = map[*slot]struct{}{}
+	l.served.L = &l.slotsMu
+}
+
+// slot holds the request a reader is serving, if a barrier must wait for
+// it: a WRITE, or a SETATTR that sets the size (the kernel holds
+// write-back of that file back until it is answered). It holds the
+// kernel's request id shifted left, with bit 0 set for a SETATTR; 0 when
+// idle.
+type slot struct{ v atomic.Uint64 }
+
+// note records req in sl if a Flush must wait for it.
+func (sl *slot) note(req fuse.Request) {
+	switch r := req.(type) {
+	case *fuse.WriteRequest:
+		sl.v.Store(uint64(r.Hdr().ID) << 1)
+	case *fuse.SetattrRequest:
+		if r.Valid.Size() {
+			sl.v.Store(uint64(r.Hdr().ID)<<1 | 1)
+		}
+	}
+}
+
+// answered clears sl after its request was answered.
+func (l *loop) answered(sl *slot) {
+	if sl.v.Load() == 0 {
+		return
+	}
+	sl.v.Store(0)
+	if l.flushWait.Load() > 0 {
+		l.slotsMu.Lock()
+		l.served.Broadcast()
+		l.slotsMu.Unlock()
+	}
+}
+
+// waitServed waits until no reader serves a noted request read before the
+// request with kernel id fence, and reports whether one of those was a
+// truncating SETATTR.
+func (l *loop) waitServed(fence uint64) bool {
+	l.flushWait.Add(1)
+	defer l.flushWait.Add(-1)
+	l.slotsMu.Lock()
+	defer l.slotsMu.Unlock()
+	truncated := false
+	for {
+		busy := false
+		for sl := range l.slots {
+			if v := sl.v.Load(); v != 0 && v>>1 < fence {
+				busy = true
+				truncated = truncated || v&1 != 0
+			}
+		}
+		if !busy {
+			return truncated
+		}
+		l.served.Wait()
+	}
+}
+
+func (l *loop) addSlot() *slot {
+	sl := &slot{}
+	l.slotsMu.Lock()
+	l.slots[sl] = struct{}{}
+	l.slotsMu.Unlock()
+	return sl
+}
+
+func (l *loop) dropSlot(sl *slot) {
+	l.slotsMu.Lock()
+	delete(l.slots, sl)
+	l.served.Broadcast()
+	l.slotsMu.Unlock()
+}
 
 // handoffAfter is how long a request may keep the only reader busy before
 // another reader starts reading. It is longer than a typical local fsync
@@ -65,9 +148,16 @@ func (s *Server) reader() {
 	t := time.AfterFunc(time.Hour, s.takeOver)
 	t.Stop()
 	defer t.Stop()
+	sl := s.addSlot()
+	defer s.dropSlot(sl)
 	for {
 		s.inRead.Add(1)
+		s.readMu.Lock()
 		req, err := s.conn.ReadRequest()
+		if err == nil {
+			sl.note(req)
+		}
+		s.readMu.Unlock()
 		left := s.inRead.Add(-1)
 		if err != nil {
 			switch {
@@ -95,6 +185,7 @@ func (s *Server) reader() {
 			serveHook(req)
 		}
 		s.serve(req)
+		s.answered(sl)
 		t.Stop()
 		if s.inRead.Load() > 0 {
 			select {

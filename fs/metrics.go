@@ -108,19 +108,22 @@ func reqKind(req fuse.Request) int {
 // metrics are the request loop's counters, one child per kind resolved
 // up front so counting costs an atomic add.
 type metrics struct {
-	requests [nReqKinds]prometheus.Counter
+	requests      [nReqKinds]prometheus.Counter
+	flushFailures prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pbfs_fs_requests_total", Help: "FUSE requests the kernel sent the mount, by kind.",
 	}, []string{"op"})
-	m := &metrics{}
+	m := &metrics{flushFailures: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pbfs_fs_flush_failures_total", Help: "Barriers that could not have the kernel write back the mount's dirty pages first.",
+	})}
 	for k, name := range reqNames {
 		m.requests[k] = vec.WithLabelValues(name)
 	}
 	if reg != nil {
-		reg.MustRegister(vec)
+		reg.MustRegister(vec, m.flushFailures)
 	}
 	return m
 }

@@ -231,11 +231,19 @@ func TestWriteByOwnerClearsSetuid(t *testing.T) {
 	for d := e.Dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
 		must(t, os.Chmod(d, 0o755))
 	}
+	// The kernel caches the setuid mode first; after the write, a statx
+	// that asks for the mode alone must not be answered from that cache.
+	var sx unix.Statx_t
+	must(t, unix.Statx(unix.AT_FDCWD, filepath.Join(e.Vol, "prog"), 0, unix.STATX_MODE, &sx))
 	cmd := exec.Command("/bin/sh", "-c", "printf 'echo hi\\n' >> prog")
 	cmd.Dir = e.Vol
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("write as uid 1000: %v\n%s", err, out)
+	}
+	must(t, unix.Statx(unix.AT_FDCWD, filepath.Join(e.Vol, "prog"), 0, unix.STATX_MODE, &sx))
+	if sx.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+		t.Fatalf("statx(STATX_MODE) right after an unprivileged write: mode %o, setuid/setgid still shown", sx.Mode&0o7777)
 	}
 	var st unix.Stat_t
 	must(t, unix.Stat(filepath.Join(e.Vol, "prog"), &st))

@@ -36,6 +36,7 @@ type Server struct {
 	m    *metrics
 
 	loop    // the request loop's state (loop.go)
+	flush   flusher
 	wg      sync.WaitGroup
 	errOnce sync.Once
 	err     error
@@ -102,6 +103,7 @@ func (s *Server) Err() error { return s.err }
 
 // Unmount detaches the mount and waits for the request loop to end.
 func (s *Server) Unmount() error {
+	s.closeFlush()
 	err := fuse.Unmount(s.dir)
 	if err != nil {
 		// Busy: detach lazily so the service's open files keep working

@@ -307,6 +307,11 @@ func (m *Mount) Done() <-chan struct{} { return m.srv.Done() }
 // ack set. With nothing new it returns the last seq without sealing, and
 // without a network round trip once that seq is acked.
 func (m *Mount) Barrier(ctx context.Context) (uint64, error) {
+	// What the service stored through shared mappings reaches the
+	// capture only when the kernel writes it back: make it now.
+	if err := m.srv.Flush(ctx); err != nil {
+		return 0, fmt.Errorf("barrier: %w", err)
+	}
 	seq, err := m.committer.Barrier(ctx)
 	if err == nil && m.ahead.Load() {
 		err = ErrVolumeAhead

@@ -1,0 +1,183 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"bazil.org/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/capture"
+)
+
+// A store through a writable shared mapping changes only the kernel's
+// page cache: pbfs sees it as a WRITE when the kernel writes the page
+// back, on msync, fsync or close, or on its own 10-30 s later. A barrier
+// must cover it all the same (invariant 2), so before a barrier seals,
+// Flush has the kernel write back every dirty page of the mount and waits
+// until those WRITEs have been answered, and so captured.
+//
+// syncfs(2) starts the write-back: when it returns, a WRITE for every page
+// that was dirty is queued to the FUSE connection. Since Linux 6.15 it no
+// longer waits for a FUSE file system's WRITEs to be answered, so Flush
+// then sends itself a fence: it closes the descriptor of the mount's root
+// it ran syncfs on, and the RELEASEDIR that queues travels behind those
+// WRITEs (the kernel queues background requests, write-back and releases
+// alike, first in first out). Readers take requests off the queue one at a
+// time and note the WRITEs and truncating SETATTRs they serve (loop.go), so
+// once the fence is read, every WRITE queued before it is known, and Flush
+// waits for those to finish. A WRITE held back by a truncate in flight is
+// queued only when the truncate ends; a fence that had to wait for one is
+// followed by another round.
+//
+// Only a file open for writing can be mapped writable and shared, and a
+// mapping keeps its file open (no RELEASE until munmap): while no handle
+// is open for writing there is nothing to write back, and Flush returns at
+// once.
+
+// ErrUnmounted fails a Flush once the mount is being taken down.
+var ErrUnmounted = errors.New("flush: the mount is being unmounted")
+
+// flusher groups concurrent Flush calls: a round that started after a
+// caller asked covers it.
+type flusher struct {
+	asked   atomic.Uint64 // Flush calls so far
+	writers atomic.Int64  // handles open for writing
+
+	mu   sync.Mutex // one round at a time; guards done and err
+	done uint64     // asked, as read when the last finished round started
+	err  error      // that round's result
+
+	closed atomic.Bool
+
+	fences sync.Map                    // handle id of a fence opendir -> struct{}
+	passed atomic.Pointer[chan uint64] // gets the kernel id of the fence's RELEASEDIR
+}
+
+// maxFlushRounds bounds the rounds a Flush makes while truncates hold
+// write-back back.
+const maxFlushRounds = 4
+
+// opened and released count the handles open for writing.
+func (s *Server) opened(h *capture.Handle) {
+	if h.Writable() {
+		s.flush.writers.Add(1)
+	}
+}
+
+func (s *Server) released(h *capture.Handle) {
+	if h.Writable() {
+		s.flush.writers.Add(-1)
+	}
+}
+
+// Flush returns once every page the kernel held dirty for this mount when
+// it was called has been written back through the mount (and captured).
+// It gives up when ctx ends; the write-back itself goes on.
+func (s *Server) Flush(ctx context.Context) error {
+	if s.flush.writers.Load() == 0 {
+		return nil
+	}
+	ticket := s.flush.asked.Add(1)
+	res := make(chan error, 1)
+	go func() { res <- s.flushRound(ticket) }()
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("flush: %w", ctx.Err())
+	}
+}
+
+func (s *Server) flushRound(ticket uint64) error {
+	f := &s.flush
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done >= ticket {
+		return f.err // a round that started after this call has finished
+	}
+	start := f.asked.Load()
+	err := s.writeBack()
+	f.done, f.err = start, err
+	if err != nil {
+		s.m.flushFailures.Inc()
+		s.log.Error("a barrier could not write back the mount's dirty pages", "err", err)
+	}
+	return err
+}
+
+// writeBack runs syncfs and fences until no truncate held write-back back.
+func (s *Server) writeBack() error {
+	for round := 0; round < maxFlushRounds; round++ {
+		fence, err := s.syncAndFence()
+		if err != nil {
+			return err
+		}
+		if !s.waitServed(fence) {
+			return nil
+		}
+	}
+	return fmt.Errorf("flush: truncates kept holding write-back back for %d rounds: %w", maxFlushRounds, unix.EAGAIN)
+}
+
+// syncAndFence starts write-back of the whole mount and returns the kernel
+// id of a request queued behind it. The root is opened for each round and
+// never held between them: a descriptor held open would keep the mount
+// busy, and an operator's umount would fail.
+func (s *Server) syncAndFence() (uint64, error) {
+	if s.flush.closed.Load() {
+		return 0, ErrUnmounted
+	}
+	passed := make(chan uint64, 1)
+	s.flush.passed.Store(&passed)
+	// Opened by the daemon itself: the request loop answers its OPENDIR
+	// like any caller's, and marks the handle a fence (openedDir).
+	fd, err := unix.Open(s.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("flush: open the mount's root: %w", err)
+	}
+	err = unix.Syncfs(fd)
+	unix.Close(fd) // queues the fence RELEASEDIR
+	if err != nil {
+		return 0, fmt.Errorf("flush: write back the mount's dirty pages: %w", err)
+	}
+	select {
+	case id := <-passed:
+		return id, nil
+	case <-s.closing:
+		return 0, ErrUnmounted
+	}
+}
+
+// openedDir marks an OPENDIR of the root by the daemon itself as a fence.
+func (s *Server) openedDir(n *capture.Node, h *capture.Handle, hdr *fuse.Header) {
+	if n.ID() == capture.RootID && ownThread(hdr.Pid) {
+		s.flush.fences.Store(h.ID(), struct{}{})
+	}
+}
+
+// releasedDir notes that a fence's RELEASEDIR has been read.
+func (s *Server) releasedDir(handle uint64, id fuse.RequestID) {
+	if _, ok := s.flush.fences.LoadAndDelete(handle); !ok {
+		return
+	}
+	if ch := s.flush.passed.Load(); ch != nil {
+		select {
+		case *ch <- uint64(id):
+		default:
+		}
+	}
+}
+
+// ownThread reports whether tid is a thread of this process.
+func ownThread(tid uint32) bool {
+	return unix.Access("/proc/self/task/"+strconv.FormatUint(uint64(tid), 10), unix.F_OK) == nil
+}
+
+// closeFlush refuses further rounds before unmounting (a round holds the
+// mount's root open for a moment).
+func (s *Server) closeFlush() { s.flush.closed.Store(true) }
