@@ -66,6 +66,7 @@ func (f *FS) Write(h *Handle, off int64, data []byte, killPriv bool) (int, error
 			log.Write(uint64(off), data[:k])
 		}
 		f.grew(log.Footprint() - before)
+		f.mtimeLogFd(n, h.fd)
 		f.m.op(journal.KindWrite)
 		f.m.WriteBytes.Add(float64(k))
 		f.written.Add(int64(k))
@@ -180,6 +181,7 @@ func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64) error {
 	if f.opts.Capture {
 		f.dataLog(n).Fallocate(mode, off, length)
 		f.m.op(journal.KindFallocate)
+		f.mtimeLogFd(n, h.fd)
 	}
 	return nil
 }
@@ -291,6 +293,9 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 	}
 	if err != nil {
 		return Attr{}, f.fail("stat", err)
+	}
+	if in.Size != nil && in.Mtime == nil && !in.MtimeNow {
+		f.mtimeLog(n, &st) // the truncate set it
 	}
 	return attrFromStat(&st), nil
 }

@@ -55,6 +55,7 @@ type FS struct {
 	// The open batch. ns is guarded by table.mu held exclusively, dirty by
 	// dirtyMu; both are swapped under sealMu held exclusively.
 	ns      []journal.Op
+	reread  map[uint64]struct{} // nodes whose mtime the seal reads (mtime.go)
 	dirtyMu sync.Mutex
 	dirty   []*Node
 	pending atomic.Int64 // payload bytes in the open batch
@@ -250,6 +251,7 @@ func (f *FS) recordNS(op journal.Op) {
 		return
 	}
 	f.ns = append(f.ns, op)
+	f.touched(&op)
 	f.nsCount.Add(1)
 	f.m.op(op.Kind)
 	// Namespace ops carry no payload but still cost memory: count them

@@ -129,6 +129,7 @@ func (f *FS) open(n *Node, flags int) (*Handle, error) {
 		err := unix.Ftruncate(fd, 0)
 		if err == nil && f.opts.Capture {
 			f.truncateLog(n, 0)
+			f.mtimeLogFd(n, fd)
 		}
 		n.mu.Unlock()
 		if err != nil {

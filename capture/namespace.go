@@ -80,6 +80,7 @@ func (f *FS) created(kind journal.Kind, parent *Node, pp, name string, fd int, c
 		op.Mode, op.Rdev = st.Mode, st.Rdev
 	}
 	f.recordNS(op)
+	f.bornTime(n, &st)
 	return n, attrFromStat(&st), nil
 }
 
@@ -332,6 +333,12 @@ func (f *FS) Rename(oldParent *Node, oldName string, newParent *Node, newName st
 		f.table.move(src, oldParent, oldName, newParent, newName)
 	}
 	f.recordNS(rec)
+	if sst.Mode&unix.S_IFMT == unix.S_IFDIR {
+		f.rereadTime(src.id) // its ".." may have changed
+	}
+	if dest != nil && dst.Mode&unix.S_IFMT == unix.S_IFDIR && flags&unix.RENAME_EXCHANGE != 0 {
+		f.rereadTime(dest.id)
+	}
 	if flags&unix.RENAME_WHITEOUT != 0 && dest != src {
 		f.recordWhiteout(oldParent, oldName, op)
 	}
@@ -351,4 +358,5 @@ func (f *FS) recordWhiteout(parent *Node, name, p string) {
 	}
 	n := f.table.bind(parent, name, st.Ino, st.Mode&unix.S_IFMT, 0)
 	f.recordNS(journal.Op{Kind: journal.KindMknod, Fid: n.id, Path: p, Mode: st.Mode, Rdev: st.Rdev, UID: st.Uid, GID: st.Gid, Parent: parent.id})
+	f.bornTime(n, &st)
 }

@@ -61,6 +61,8 @@ type swapped struct {
 func (f *FS) swapLocked() (b swapped) {
 	b.ns = f.ns
 	f.ns = nil
+	reread := f.reread
+	f.reread = nil
 	f.nsCount.Store(0)
 	f.dirtyMu.Lock()
 	b.dirty = f.dirty
@@ -77,6 +79,7 @@ func (f *FS) swapLocked() (b swapped) {
 			b.data = append(b.data, log.Ops(n.id, p)...)
 		}
 	}
+	b.data = append(b.data, f.rereadTimes(reread)...)
 	f.table.mapMu.Unlock()
 	// Counted as sealed before it leaves pending: Unjournaled may count it
 	// twice for a moment, never miss it.

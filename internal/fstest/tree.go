@@ -27,6 +27,7 @@ type Entry struct {
 	Rdev   uint64
 	Xattrs string // every extended attribute (user, trusted, security...), sorted name=value list
 	Links  string // other names of the same inode, sorted
+	Mtime  int64  // modification time, ns
 }
 
 // Tree maps relative paths to entries.
@@ -34,8 +35,8 @@ type Tree map[string]Entry
 
 // Snapshot reads dir completely: names, types, contents, sizes, modes,
 // owners, symlink targets, device numbers, extended attributes (of every
-// namespace, on every type) and hard-link groups. Times are not compared: pbfs replicates explicit utimens, not
-// the times the kernel sets as a side effect of writes.
+// namespace, on every type), hard-link groups and modification times.
+// Access and change times are not compared: pbfs replicates neither.
 func Snapshot(t testing.TB, dir string) Tree {
 	t.Helper()
 	tree := Tree{}
@@ -52,7 +53,7 @@ func Snapshot(t testing.TB, dir string) Tree {
 		if err := unix.Lstat(p, &st); err != nil {
 			return err
 		}
-		e := Entry{Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid}
+		e := Entry{Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid, Mtime: st.Mtim.Nano()}
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFREG:
 			e.Type, e.Size = "file", st.Size
@@ -230,5 +231,30 @@ func CopyTree(t testing.TB, src, dst string) {
 	})
 	if err != nil {
 		t.Fatalf("copy %s to %s: %v", src, dst, err)
+	}
+	copyTimes(t, src, dst)
+}
+
+// copyTimes gives every entry of dst the mtime of the same path in src,
+// directories after their entries (creating those changed them).
+func copyTimes(t testing.TB, src, dst string) {
+	t.Helper()
+	var paths []string
+	filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err == nil {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	for i := len(paths) - 1; i >= 0; i-- { // children before parents
+		var st unix.Stat_t
+		if unix.Lstat(paths[i], &st) != nil {
+			continue
+		}
+		rel, _ := filepath.Rel(src, paths[i])
+		ts := []unix.Timespec{st.Atim, st.Mtim}
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dst, rel), ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			t.Fatalf("copy times of %s: %v", rel, err)
+		}
 	}
 }

@@ -1,0 +1,99 @@
+package capture
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// Modification times are replicated as the primary's backing file system
+// recorded them, not as a backup's clock would set them when it applies:
+// services and tools rely on them (PHP's opcache, make, rsync, backups).
+//
+//   - A write, truncate or fallocate records the file's mtime after it
+//     (an fstat of the open file: a quarter of a microsecond), as a
+//     utimens that leaves the atime alone; consecutive ones coalesce, and
+//     the file's metadata ops come after its data ops, so a replay ends
+//     with the file's last mtime.
+//   - A new file, directory, symlink or device records its mtime at birth.
+//   - A directory whose entries a batch changed gets its mtime, read at the
+//     seal (while every mutation waits), at the very end of the batch,
+//     after every op that changes it on a backup.
+//
+// Access times are not replicated (a copy that is read differs there
+// anyway), nor ctimes (no syscall sets them).
+
+// mtimeLog records st's mtime for n; the caller holds n.mu and sealMu.
+func (f *FS) mtimeLog(n *Node, st *unix.Stat_t) {
+	if f.opts.Capture {
+		f.metaLog(n, journal.Op{Kind: journal.KindUtimens, Atime: journal.OmitTime, Mtime: st.Mtim.Nano()})
+	}
+}
+
+// mtimeLogFd records the mtime of the open file fd for n.
+func (f *FS) mtimeLogFd(n *Node, fd int) {
+	if !f.opts.Capture {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) == nil {
+		f.mtimeLog(n, &st)
+	}
+}
+
+// bornTime records the mtime a create-kind op gave the new node n. The
+// caller holds table.mu exclusively. n is new to the kernel, which learns
+// of it only from this reply, so nobody should hold its lock; if someone
+// does all the same, its time is read at the seal instead of waiting here
+// under the namespace lock.
+func (f *FS) bornTime(n *Node, st *unix.Stat_t) {
+	if !n.mu.TryLock() {
+		f.rereadTime(n.id)
+		return
+	}
+	f.mtimeLog(n, st)
+	n.mu.Unlock()
+}
+
+// touched notes that ns op changed its directories' entries; the caller
+// holds table.mu exclusively.
+func (f *FS) touched(op *journal.Op) {
+	f.rereadTime(op.Parent)
+	f.rereadTime(op.Parent2)
+}
+
+// rereadTime notes that node id's mtime (a directory's, usually) may have
+// changed in the open batch, to be read at the seal; the caller holds
+// table.mu exclusively.
+func (f *FS) rereadTime(id uint64) {
+	if id == 0 || !f.opts.Capture {
+		return
+	}
+	if f.reread == nil {
+		f.reread = map[uint64]struct{}{}
+	}
+	f.reread[id] = struct{}{}
+}
+
+// rereadTimes returns a utimens op for every node in dirs that still has a
+// name, with the mtime it has now. The caller holds sealMu exclusively and
+// table.mapMu.
+func (f *FS) rereadTimes(dirs map[uint64]struct{}) []journal.Op {
+	var out []journal.Op
+	for id := range dirs {
+		n := f.table.byID[id]
+		if n == nil {
+			continue
+		}
+		p, ok := f.table.pathLocked(n)
+		if !ok {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		out = append(out, journal.Op{Kind: journal.KindUtimens, Fid: id, Path: p, Atime: journal.OmitTime, Mtime: st.Mtim.Nano()})
+	}
+	return out
+}
