@@ -36,6 +36,10 @@ var (
 	ErrJournalFull = errors.New("journal file system is full")
 	// ErrCloseTimeout: Close gave up waiting for Badger (closeTimeout).
 	ErrCloseTimeout = errors.New("journal close timed out")
+	// ErrNeedsRecovery: a read-only open found the journal as a crash
+	// left it (its logs end in a torn write that must be cut off first);
+	// only a read-write open can recover it.
+	ErrNeedsRecovery = errors.New("journal needs recovery after an unclean stop")
 )
 
 // StoreOptions configure a Store.
@@ -117,6 +121,9 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") || strings.Contains(err.Error(), "resource temporarily unavailable") {
 			return nil, fmt.Errorf("open journal %s: %w", dir, ErrLocked)
+		}
+		if o.ReadOnly && strings.Contains(err.Error(), "truncate required") {
+			return nil, fmt.Errorf("open journal %s: %w (%v)", dir, ErrNeedsRecovery, err)
 		}
 		return nil, fmt.Errorf("open journal %s: %w", dir, err)
 	}

@@ -45,6 +45,14 @@ func openSource(c *cli.Context) (source, func(), error) {
 		return nil, nil, fmt.Errorf("open journal: %w", err)
 	}
 	st, err := journal.OpenStore(dir, journal.StoreOptions{ReadOnly: true})
+	if errors.Is(err, journal.ErrNeedsRecovery) {
+		// A crash left the journal's logs ending in a torn write. Cutting
+		// it off is what the next mount or backup does on opening it; an
+		// operator looking at the journal after a crash must not have to
+		// start the daemon first.
+		fmt.Fprintln(c.App.ErrWriter, "journal: it was not closed cleanly; recovering its logs (cutting off a torn last write) as the next start would")
+		st, err = journal.OpenStore(dir, journal.StoreOptions{})
+	}
 	if err == nil {
 		return st, func() { st.Close() }, nil
 	}
