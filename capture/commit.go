@@ -83,6 +83,10 @@ func (c *Committer) Held() int {
 	return len(c.held.Ops)
 }
 
+// Holding reports whether a sealed batch the journal refused is waiting
+// to be retried.
+func (c *Committer) Holding() bool { return c.holding.Load() }
+
 // LastSeq returns the seq of the newest journaled batch.
 func (c *Committer) LastSeq() uint64 { return c.store.Last().Seq }
 

@@ -68,7 +68,8 @@ type FS struct {
 	sealSig    chan struct{} // size-triggered seal requests
 	flowMu     sync.Mutex
 	flowCond   *sync.Cond
-	refusedLog atomic.Int64 // unix ns of the last "refusing writes" log line
+	refusedLog atomic.Int64          // unix ns of the last "refusing writes" log line
+	stopping   atomic.Pointer[error] // set by Refuse: throttled writers fail with it
 }
 
 // New serves the backing directory open as rootFd (the FS takes it over).
@@ -93,6 +94,9 @@ func New(rootFd int, o Options) (*FS, error) {
 	f.flowCond = sync.NewCond(&f.flowMu)
 	return f, nil
 }
+
+// RootFd returns the backing directory's descriptor (the FS keeps it).
+func (f *FS) RootFd() int { return f.root }
 
 // Root returns the root node.
 func (f *FS) Root() *Node { return f.table.root }
@@ -222,6 +226,12 @@ func (f *FS) waitRoom(op string) error {
 	f.flowMu.Lock()
 	defer f.flowMu.Unlock()
 	for f.pending.Load() > 2*f.opts.MaxBatchBytes {
+		if e := f.stopping.Load(); e != nil {
+			if op != "" {
+				return *e
+			}
+			return nil
+		}
 		if op != "" {
 			if err := f.roomFor(op); err != nil {
 				return err
@@ -233,6 +243,14 @@ func (f *FS) waitRoom(op string) error {
 		f.flowCond.Wait()
 	}
 	return nil
+}
+
+// Refuse fails, with err, every write that waits for room in the open
+// batch, now and from now on: a mount being stopped while the journal
+// refuses batches must not leave the service's writers waiting forever.
+func (f *FS) Refuse(err error) {
+	f.stopping.Store(&err)
+	f.WakeWriters()
 }
 
 // WakeWriters lets throttled writers look again at whether they may go

@@ -1,15 +1,21 @@
 package fs
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
 	"bazil.org/fuse"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/capture"
+	"github.com/pbfs/pbfs/internal/mountinfo"
 )
 
 // Options configure a mount.
@@ -38,6 +44,7 @@ type Server struct {
 	loop    // the request loop's state (loop.go)
 	flush   flusher
 	wg      sync.WaitGroup
+	connID  string // the kernel's id of the connection (/sys/fs/fuse/connections)
 	errOnce sync.Once
 	err     error
 	done    chan struct{}
@@ -79,11 +86,21 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 	// then buy nothing and cost two GETATTR round trips per file created
 	// or removed: the kernel re-reads a directory's attributes for its
 	// permission check after every change to it.
+	// The mount table names the mount by its resolved path; resolved
+	// now, since once mounted a stat of dir would wait for the loop.
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
 	conn, err := fuse.Mount(dir, mopts...)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	s := &Server{conn: conn, dir: dir, fs: cfs, opts: o, log: o.Logger, m: newMetrics(o.Registry), done: make(chan struct{})}
+	s := &Server{conn: conn, dir: dir, fs: cfs, opts: o, log: o.Logger, m: newMetrics(o.Registry), done: make(chan struct{}),
+		connID: connectionID(abs)}
 	s.loop.init()
 	for i := 0; i < o.MinReaders; i++ {
 		s.spawn()
@@ -120,4 +137,43 @@ func (s *Server) spawn() {
 	s.readers.Add(1)
 	s.wg.Add(1)
 	go s.reader()
+}
+
+// Abort ends the FUSE connection at once, through the kernel's control
+// file for it: requests in flight and every later one fail with ENOTCONN,
+// and the request loop ends. It is how a stop that waits for the service
+// to close its files is forced.
+func (s *Server) Abort() error {
+	if s.connID == "" {
+		return errors.New("abort: the connection's id is unknown")
+	}
+	const ctl = "/sys/fs/fuse/connections"
+	if _, err := os.Stat(ctl + "/" + s.connID); errors.Is(err, os.ErrNotExist) {
+		// The control file system is not mounted (systemd mounts it; a
+		// container or a bare machine may not): mount it where it goes.
+		if err := unix.Mount("fusectl", ctl, "fusectl", 0, ""); err != nil {
+			return fmt.Errorf("abort connection %s: mount fusectl at %s: %w", s.connID, ctl, err)
+		}
+	}
+	if err := os.WriteFile(ctl+"/"+s.connID+"/abort", []byte("1"), 0); err != nil {
+		return fmt.Errorf("abort connection %s: %w", s.connID, err)
+	}
+	return nil
+}
+
+// connectionID finds the FUSE connection serving dir: the minor device
+// number of its file system, from the mount table.
+func connectionID(dir string) string {
+	tab, err := mountinfo.Read()
+	if err != nil {
+		return ""
+	}
+	m, ok := tab.At(dir)
+	if !ok || m.FSType != "fuse.pbfs" {
+		return ""
+	}
+	if _, minor, ok := strings.Cut(m.Dev, ":"); ok {
+		return minor
+	}
+	return ""
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,9 +71,10 @@ type Config struct {
 
 	// Retain keeps batches every backup holds for this long before
 	// trimming them; RetainMax trims any batch older than that (a backup
-	// that has not acked it will need a resync). Zero Retain disables
-	// trimming; with backups it defaults to 10 minutes and RetainMax to 24
-	// hours.
+	// that has not acked it will need a resync). Zero means the default:
+	// with backups 10 minutes and 24 hours, without them keep everything.
+	// A negative Retain keeps everything; a negative RetainMax sets no age
+	// limit.
 	Retain, RetainMax time.Duration
 
 	// TLS, if set, uses mutual TLS to the backups.
@@ -106,9 +108,15 @@ type Mount struct {
 	primary   *replicate.Primary
 	volumeID  string
 	plugins   *host.Supervisor
+	undos     []func() // what start built, for undo
+	aborted   atomic.Bool
+	bg        sync.WaitGroup // goroutines that use the store (retention)
 }
 
-// Start mounts and starts serving. Close undoes it.
+// Start mounts and starts serving. Close undoes it. Everything that can
+// be checked without side effects is checked first (Config.check), so a
+// mistake leaves the journal as it was; every later step registers its
+// undo, and a failure runs them in reverse.
 func Start(cfg Config) (*Mount, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -116,145 +124,40 @@ func Start(cfg Config) (*Mount, error) {
 	if cfg.Backing == "" {
 		cfg.Backing = cfg.Mountpoint
 	}
-	if cfg.MaxBatchBytes > journal.MaxBodySize/4 {
-		return nil, fmt.Errorf("batch size %d: at most %d", cfg.MaxBatchBytes, journal.MaxBodySize/4)
-	}
 	if cfg.SealInterval <= 0 {
 		cfg.SealInterval = 50 * time.Millisecond
 	}
 	clearStaleMount(cfg.Mountpoint, cfg.Logger)
-	if err := os.MkdirAll(cfg.Journal, 0o700); err != nil {
-		return nil, fmt.Errorf("create journal directory: %w", err)
-	}
-	if err := pathcheck.Outside(cfg.Journal, cfg.Backing); err != nil {
-		return nil, err
-	}
-	if cfg.Backing != cfg.Mountpoint {
-		if err := pathcheck.Outside(cfg.Journal, cfg.Mountpoint); err != nil {
-			return nil, err
+	if err := cfg.check(); err != nil {
+		if !errors.Is(err, ErrVolumeBusy) {
+			err = &ConfigError{err}
 		}
-	}
-	// Open the backing directory before mounting: when the mount covers
-	// it, this fd is the only way left to reach it.
-	rootFd, err := unix.Open(cfg.Backing, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open backing directory: %w", err)
+		return nil, err
 	}
 	m := &Mount{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), runDone: make(chan struct{}), ctlDone: make(chan error, 1)}
-	// The primary's appends are lazy: Barrier syncs when no backup holds
-	// the batch, and after a crash of the machine the unclean marker
-	// (synced) has the backups resynced from the volume.
-	m.store, err = journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger, LazyAppends: true, Reserve: cfg.JournalReserve})
-	if err != nil {
-		unix.Close(rootFd)
+	if err := m.start(); err != nil {
+		m.undo()
 		return nil, err
 	}
-	if cfg.Epoch > m.store.Epoch() {
-		if err := m.store.SetEpoch(cfg.Epoch); err != nil {
-			unix.Close(rootFd)
-			m.store.Close()
-			return nil, err
-		}
-	} else if cfg.Epoch != 0 && cfg.Epoch < m.store.Epoch() {
-		unix.Close(rootFd)
-		m.store.Close()
-		return nil, fmt.Errorf("epoch %d is below the journal's %d: epochs never go back", cfg.Epoch, m.store.Epoch())
-	}
-	if m.volumeID, err = volumeID(m.store); err != nil {
-		unix.Close(rootFd)
-		m.store.Close()
-		return nil, err
-	}
-	unclean, since, err := m.store.MarkOpen()
-	if err != nil {
-		unix.Close(rootFd)
-		m.store.Close()
-		return nil, err
-	}
-	if unclean {
-		// The volume may hold changes made after the last sealed batch
-		// that the journal never got: copies made from this journal
-		// alone can miss them. Backups need a resync from this volume.
-		m.unclean = true
-		cfg.Logger.Warn("the previous mount of this journal did not shut down cleanly; the volume may hold changes the journal lacks",
-			"opened_at_seq", since, "last_seq", m.store.Last().Seq)
-		if err := m.store.SetMetaUint("ahead", since+1); err != nil {
-			unix.Close(rootFd)
-			m.store.Close()
-			return nil, err
-		}
-	}
-	if ahead, _ := m.store.MetaUint("ahead"); ahead > 0 && len(cfg.Backups) > 0 {
-		m.ahead.Store(true)
-		cfg.Logger.Warn("resyncing every backup before replicating: "+ErrVolumeAhead.Error(), "since_seq", ahead)
-	}
-	ln, err := control.Listen(cfg.Journal)
-	if err != nil {
-		unix.Close(rootFd)
-		m.store.Close()
-		return nil, err
-	}
-	var space func(int64) error
-	if !cfg.NoCapture {
-		space = m.store.Writable
-	}
-	m.reg.MustRegister(m.store.SpaceCollectors()...)
-	m.fs, err = capture.New(rootFd, capture.Options{
-		Capture: !cfg.NoCapture, WriteDiff: cfg.WriteDiff, MaxBatchBytes: cfg.MaxBatchBytes,
-		Logger: cfg.Logger, Metrics: capture.NewMetrics(m.reg), Space: space,
-	})
-	if err != nil {
-		unix.Close(rootFd)
-		ln.Close()
-		m.store.Close()
-		return nil, err
-	}
-	m.committer = capture.NewCommitter(m.fs, m.store, cfg.SealInterval, m.reg, cfg.Logger)
-	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "pbfs_journal_syncs_total", Help: "Flushes of the journal's lazy appends, by barriers no backup held.",
-	}, func() float64 { return float64(m.store.Syncs()) }))
-	if len(cfg.Backups) > 0 {
-		m.primary, err = replicate.StartPrimary(replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, Token: cfg.Token,
-			VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter, TLS: cfg.TLS,
-			Snapshots: snapshots{m.committer, m.fs}, ResyncAll: m.ahead.Load(), AllResynced: m.resynced})
-		if err != nil {
-			ln.Close()
-			m.fs.Close()
-			m.store.Close()
-			return nil, err
-		}
-	}
-	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger, Registry: m.reg})
-	if err != nil {
-		ln.Close()
-		m.fs.Close()
-		m.store.Close()
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
-	m.startRetention(ctx)
-	go func() {
-		m.committer.Run(ctx)
-		close(m.runDone)
-	}()
-	// Plugins start once the mount serves; before the control socket,
-	// which reports them.
-	m.startPlugins()
-	go func() { m.ctlDone <- control.Serve(ctx, ln, m, m.reg, cfg.Logger) }()
-	m.log.Info("mounted", "mountpoint", cfg.Mountpoint, "backing", cfg.Backing, "journal", cfg.Journal,
-		"capture", !cfg.NoCapture, "last_seq", m.store.Last().Seq, "epoch", m.store.Epoch())
 	return m, nil
 }
 
 // startRetention trims the journal in the background, when configured.
 func (m *Mount) startRetention(ctx context.Context) {
 	cfg := m.cfg
-	if cfg.Retain == 0 && m.primary != nil {
-		cfg.Retain, cfg.RetainMax = 10*time.Minute, 24*time.Hour
+	if m.primary != nil {
+		if cfg.Retain == 0 {
+			cfg.Retain = 10 * time.Minute
+		}
+		if cfg.RetainMax == 0 {
+			cfg.RetainMax = 24 * time.Hour
+		}
+	}
+	if cfg.RetainMax < 0 {
+		cfg.RetainMax = 0 // no age limit
 	}
 	if cfg.Retain <= 0 {
-		return
+		return // keep everything
 	}
 	safe := func() uint64 { return m.store.Last().Seq }
 	if m.primary != nil {
@@ -264,7 +167,8 @@ func (m *Mount) startRetention(ctx context.Context) {
 	m.reg.MustRegister(trimmed)
 	r := &journal.Retention{Store: m.store, Window: cfg.Retain, MaxAge: cfg.RetainMax, SafeSeq: safe,
 		Every: min(10*time.Second, cfg.Retain), Logger: m.log, Trimmed: func(n int) { trimmed.Add(float64(n)) }}
-	go r.Run(ctx)
+	m.bg.Add(1)
+	go func() { defer m.bg.Done(); r.Run(ctx) }()
 }
 
 // volumeID returns the journal's volume id, creating one for a new journal.
@@ -282,21 +186,6 @@ func volumeID(st *journal.Store) (string, error) {
 	}
 	id := hex.EncodeToString(b[:])
 	return id, st.SetMeta("volume", []byte(id))
-}
-
-// clearStaleMount detaches a dead FUSE mount left at dir by a daemon that
-// was killed: its directory answers ENOTCONN and hides the volume.
-func clearStaleMount(dir string, log *slog.Logger) {
-	// statfs always reaches the daemon (stat may be answered from the
-	// kernel's attribute cache).
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != unix.ENOTCONN {
-		return
-	}
-	log.Warn("detaching a dead FUSE mount left by a killed daemon", "dir", dir)
-	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-		log.Error("detach dead mount", "dir", dir, "err", err)
-	}
 }
 
 // Done is closed when the kernel side of the mount goes away.
@@ -388,35 +277,3 @@ func (m *Mount) Scan(from uint64, fn func(uint64, []byte) error) error { return 
 
 // Registry returns the mount's metrics registry.
 func (m *Mount) Registry() *prometheus.Registry { return m.reg }
-
-// Close unmounts (lazily if the volume is busy), seals what is left into
-// the journal and closes it.
-func (m *Mount) Close() error {
-	m.stopPlugins()
-	err := m.srv.Unmount()
-	m.cancel()
-	<-m.runDone
-	if m.primary != nil {
-		// The final batch had its chance to ship while the committer
-		// closed; a backup that missed it catches up on the next mount.
-		m.primary.Close()
-	}
-	if held := m.committer.Held(); held > 0 {
-		// The journal stays marked open, so the next mount treats the
-		// volume as ahead of it and resyncs every backup.
-		err = errors.Join(err, fmt.Errorf("unmount: %d captured ops of the last batch never reached the journal: %w", held, ErrNotJournaled))
-	} else if err == nil {
-		if cerr := m.store.MarkClosed(); cerr != nil {
-			err = cerr
-		}
-	}
-	if cerr := <-m.ctlDone; cerr != nil {
-		m.log.Warn("control socket", "err", cerr)
-	}
-	if serr := m.store.Close(); err == nil {
-		err = serr
-	}
-	m.fs.Close()
-	m.log.Info("unmounted", "mountpoint", m.cfg.Mountpoint, "last_seq", m.store.Last().Seq)
-	return err
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,15 +74,39 @@ type PrimaryConfig struct {
 	AllResynced func()
 }
 
-// StartPrimary starts a shipper per backup.
-func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
-	need, err := ParseAck(cfg.Ack, len(cfg.Backups))
-	if err != nil {
-		return nil, err
+// Check refuses a configuration StartPrimary would: an ack policy the
+// backups cannot meet, a malformed backup address, no token, TLS files
+// that do not load. It touches nothing.
+func (cfg *PrimaryConfig) Check() error {
+	if _, err := ParseAck(cfg.Ack, len(cfg.Backups)); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, addr := range cfg.Backups {
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil || port == "" {
+			return fmt.Errorf("backup address %q: want host:port", addr)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return fmt.Errorf("backup address %q: port %q is not a number from 1 to 65535", addr, port)
+		}
+		if seen[addr] {
+			return fmt.Errorf("backup address %q given twice", addr)
+		}
+		seen[addr] = true
 	}
 	if len(cfg.Backups) > 0 && cfg.Token == "" {
-		return nil, ErrNoToken
+		return ErrNoToken
 	}
+	return cfg.TLS.Check()
+}
+
+// StartPrimary starts a shipper per backup.
+func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	need, _ := ParseAck(cfg.Ack, len(cfg.Backups))
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -253,7 +253,7 @@ func (s *Shipper) receive(stream replpb.Replication_StreamClient) error {
 
 func (s *Shipper) setStalled(v bool) {
 	if v && !s.stalled.Swap(true) {
-		s.log.Error("backup reports it stalled applying batches: it no longer counts toward the ack set until a resync")
+		s.log.Error("backup reports it stalled applying batches: it needs a resync; barriers that need its ack wait until the resync ends (or drop it, with --degrade-after)")
 	} else if !v {
 		s.stalled.Store(false)
 	}

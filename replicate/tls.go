@@ -63,3 +63,12 @@ func (f TLSFiles) clientCreds(addr string) (credentials.TransportCredentials, er
 	return credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool,
 		ServerName: host, MinVersion: tls.VersionTLS13}), nil
 }
+
+// Check loads the files, so a mistake is refused before anything starts.
+func (f TLSFiles) Check() error {
+	if !f.Enabled() {
+		return nil
+	}
+	_, _, err := f.load()
+	return err
+}

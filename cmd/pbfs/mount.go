@@ -31,7 +31,7 @@ func mountCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "backup", Usage: "address of a `pbfs backup` to replicate to (repeatable)"},
 			&cli.StringFlag{Name: "ack", Value: "all", Usage: "backups that must hold a batch before its barrier returns: all, majority, none or a number"},
 			&cli.DurationFlag{Name: "retain", Usage: "trim batches every backup holds once they are this old (default with backups: 10m; 0 keeps everything)"},
-			&cli.DurationFlag{Name: "retain-max", Usage: "trim any batch this old, acked or not (default with backups: 24h)"},
+			&cli.DurationFlag{Name: "retain-max", Usage: "trim any batch this old, acked or not (default with backups: 24h; 0 sets no age limit)"},
 			&cli.Uint64Flag{Name: "epoch", Usage: "start a new term: raise the journal's epoch to this before shipping (backups then refuse older primaries)"},
 			&cli.DurationFlag{Name: "degrade-after", Usage: "drop a backup that has been behind this long from the ack set, marking it stale (default: barriers wait for it)"},
 			tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], pluginFlags[0], pluginFlags[1],
@@ -51,9 +51,18 @@ func mountCommand() *cli.Command {
 					return cli.Exit("mount: "+err.Error(), 2)
 				}
 			}
+			// An explicit 0 keeps everything (the help says so); unset
+			// means the default.
+			retain, retainMax := c.Duration("retain"), c.Duration("retain-max")
+			if c.IsSet("retain") && retain == 0 {
+				retain = -1
+			}
+			if c.IsSet("retain-max") && retainMax == 0 {
+				retainMax = -1
+			}
 			m, err := mount.Start(mount.Config{
 				Backups: c.StringSlice("backup"), Ack: c.String("ack"), Token: token, DegradeAfter: c.Duration("degrade-after"),
-				Retain: c.Duration("retain"), RetainMax: c.Duration("retain-max"), TLS: tlsFiles(c), Epoch: c.Uint64("epoch"),
+				Retain: retain, RetainMax: retainMax, TLS: tlsFiles(c), Epoch: c.Uint64("epoch"),
 				Mountpoint: c.Args().First(), Backing: c.String("backing"), Journal: c.String("journal"),
 				AllowOther: c.Bool("allow-other"), NoCapture: c.Bool("no-capture"), WriteDiff: c.Bool("write-diff"),
 				NoXattrs: c.Bool("no-xattrs"), MaxBatchBytes: c.Int64("batch-bytes"), SealInterval: c.Duration("seal-interval"),
@@ -63,6 +72,9 @@ func mountCommand() *cli.Command {
 			if err != nil {
 				if errors.Is(err, mount.ErrJournalInVolume) {
 					return cli.Exit("mount: "+err.Error()+": put the journal outside the volume", 2)
+				}
+				if _, usage := errors.AsType[*mount.ConfigError](err); usage {
+					return cli.Exit("mount: "+err.Error(), 2)
 				}
 				return cli.Exit("mount: "+err.Error(), 1)
 			}
@@ -74,8 +86,21 @@ func mountCommand() *cli.Command {
 			case <-m.Done():
 				log.Warn("mount went away (unmounted from outside?)")
 			}
-			if err := m.Close(); err != nil {
-				return cli.Exit("unmount: "+err.Error(), 1)
+			// A second signal stops by force: the service's open files on
+			// the volume fail from then on, and the journal stays marked
+			// open (the next mount resyncs the backups).
+			closed := make(chan error, 1)
+			go func() { closed <- m.Close() }()
+			var cerr error
+			select {
+			case cerr = <-closed:
+			case s := <-sig:
+				log.Warn("second signal: stopping by force", "signal", s.String())
+				m.Abort()
+				cerr = <-closed
+			}
+			if cerr != nil {
+				return cli.Exit("unmount: "+cerr.Error(), 1)
 			}
 			return nil
 		},

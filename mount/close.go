@@ -1,0 +1,82 @@
+package mount
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// ErrAborted: the mount was stopped by force (Abort) while the service
+// still used it; its journal stays marked open, so the next mount resyncs
+// every backup from the volume.
+var ErrAborted = errors.New("mount aborted: the journal stays marked open and the next mount resyncs the backups")
+
+// Close unmounts (lazily if the volume is busy), seals what is left into
+// the journal and closes it. It waits for the service to close its files
+// on the volume, since those keep being served; Abort ends that wait. If
+// the journal is refusing batches, writers waiting for room are failed
+// with EIO first: they would otherwise wait forever, and so would Close.
+func (m *Mount) Close() error {
+	m.stopPlugins()
+	if m.committer.Holding() {
+		m.fs.Refuse(syscall.EIO)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.srv.Unmount() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(5 * time.Second):
+		m.log.Warn("waiting for the service to close its files on the volume; stop it, or signal pbfs again to stop by force")
+		err = <-done
+	}
+	m.cancel()
+	<-m.runDone
+	if m.primary != nil {
+		// The final batch had its chance to ship while the committer
+		// closed; a backup that missed it catches up on the next mount.
+		m.primary.Close()
+	}
+	switch held := m.committer.Held(); {
+	case held > 0:
+		// The journal stays marked open, so the next mount treats the
+		// volume as ahead of it and resyncs every backup.
+		err = errors.Join(err, fmt.Errorf("unmount: %d captured ops of the last batch never reached the journal: %w", held, ErrNotJournaled))
+	case m.aborted.Load():
+		err = errors.Join(err, ErrAborted)
+	case err == nil:
+		err = m.closeClean()
+	}
+	if cerr := <-m.ctlDone; cerr != nil {
+		m.log.Warn("control socket", "err", cerr)
+	}
+	m.bg.Wait() // retention, before the store closes
+	if serr := m.store.Close(); err == nil {
+		err = serr
+	}
+	m.fs.Close()
+	m.log.Info("unmounted", "mountpoint", m.cfg.Mountpoint, "last_seq", m.store.Last().Seq)
+	return err
+}
+
+// closeClean records a clean stop: the fingerprint of the volume as pbfs
+// leaves it (offline.go), then the journal marked closed.
+func (m *Mount) closeClean() error {
+	if err := m.recordOffline(); err != nil {
+		m.log.Warn("could not fingerprint the volume; the next mount resyncs the backups", "err", err)
+	}
+	return m.store.MarkClosed()
+}
+
+// Abort stops a Close that waits for the service: the FUSE connection is
+// aborted (the service's open files on the volume fail with ENOTCONN from
+// then on) and writers waiting for room fail with EIO. What was captured
+// is still sealed into the journal, but the journal stays marked open.
+func (m *Mount) Abort() {
+	m.aborted.Store(true)
+	m.fs.Refuse(syscall.EIO)
+	if err := m.srv.Abort(); err != nil {
+		m.log.Error("abort the FUSE connection", "err", err)
+	}
+}

@@ -1,0 +1,183 @@
+package mount
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/capture"
+	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/fs"
+	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate"
+)
+
+// start builds the mount step by step; each step that leaves something
+// behind registers its undo (onUndo) first. The journal is marked open
+// only just before the mount goes live, and marked closed again if that
+// fails: a start that fails leaves no trace of an unclean stop.
+func (m *Mount) start() error {
+	cfg := m.cfg
+	if err := os.MkdirAll(cfg.Journal, 0o700); err != nil {
+		return fmt.Errorf("create journal directory: %w", err)
+	}
+	ln, err := control.Listen(cfg.Journal)
+	if err != nil {
+		return err
+	}
+	m.onUndo(func() { ln.Close() })
+	// Open the backing directory before mounting: when the mount covers
+	// it, this fd is the only way left to reach it.
+	rootFd, err := openVolume(cfg.Backing)
+	if err != nil {
+		return err
+	}
+	rootOwned := false
+	m.onUndo(func() {
+		if !rootOwned {
+			unix.Close(rootFd)
+		}
+	})
+	// The primary's appends are lazy: Barrier syncs when no backup holds
+	// the batch, and after a crash of the machine the unclean marker
+	// (synced) has the backups resynced from the volume.
+	m.store, err = journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger, LazyAppends: true, Reserve: cfg.JournalReserve})
+	if err != nil {
+		return err
+	}
+	m.onUndo(func() { m.store.Close() })
+	if err := m.openTerm(); err != nil {
+		return err
+	}
+	var space func(int64) error
+	if !cfg.NoCapture {
+		space = m.store.Writable
+	}
+	m.reg.MustRegister(m.store.SpaceCollectors()...)
+	m.fs, err = capture.New(rootFd, capture.Options{
+		Capture: !cfg.NoCapture, WriteDiff: cfg.WriteDiff, MaxBatchBytes: cfg.MaxBatchBytes,
+		Logger: cfg.Logger, Metrics: capture.NewMetrics(m.reg), Space: space,
+	})
+	if err != nil {
+		return err
+	}
+	rootOwned = true
+	m.onUndo(func() { m.fs.Close() })
+	m.committer = capture.NewCommitter(m.fs, m.store, cfg.SealInterval, m.reg, cfg.Logger)
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "pbfs_journal_syncs_total", Help: "Flushes of the journal's lazy appends, by barriers no backup held.",
+	}, func() float64 { return float64(m.store.Syncs()) }))
+	if err := m.markOpen(rootFd); err != nil {
+		return err
+	}
+	if len(cfg.Backups) > 0 {
+		m.primary, err = replicate.StartPrimary(m.primaryConfig())
+		if err != nil {
+			return err
+		}
+		m.onUndo(m.primary.Close)
+	}
+	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger, Registry: m.reg})
+	if err != nil {
+		return err
+	}
+	// Live from here: nothing below fails.
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.startRetention(ctx)
+	go func() {
+		m.committer.Run(ctx)
+		close(m.runDone)
+	}()
+	// Plugins start once the mount serves; before the control socket,
+	// which reports them.
+	m.startPlugins()
+	go func() { m.ctlDone <- control.Serve(ctx, ln, m, m.reg, cfg.Logger) }()
+	m.log.Info("mounted", "mountpoint", cfg.Mountpoint, "backing", cfg.Backing, "journal", cfg.Journal,
+		"capture", !cfg.NoCapture, "last_seq", m.store.Last().Seq, "epoch", m.store.Epoch())
+	return nil
+}
+
+// onUndo registers f to run if the start fails.
+func (m *Mount) onUndo(f func()) { m.undos = append(m.undos, f) }
+
+// undo runs the registered undos, last first.
+func (m *Mount) undo() {
+	for i := len(m.undos) - 1; i >= 0; i-- {
+		m.undos[i]()
+	}
+	m.undos = nil
+}
+
+// openTerm applies --epoch and reads (or makes) the volume id.
+func (m *Mount) openTerm() error {
+	cfg := m.cfg
+	if cfg.Epoch > m.store.Epoch() {
+		if err := m.store.SetEpoch(cfg.Epoch); err != nil {
+			return err
+		}
+	} else if cfg.Epoch != 0 && cfg.Epoch < m.store.Epoch() {
+		return fmt.Errorf("epoch %d is below the journal's %d: epochs never go back", cfg.Epoch, m.store.Epoch())
+	}
+	var err error
+	m.volumeID, err = volumeID(m.store)
+	return err
+}
+
+// markOpen records that a mount uses the journal, noting whether the last
+// one stopped uncleanly; undone (marked closed again) if the start fails
+// later, since nothing was captured yet.
+func (m *Mount) markOpen(rootFd int) error {
+	// A volume changed while unmounted is ahead of its journal, as after
+	// a crash (offline.go); compared before the journal is marked open.
+	changed := false
+	if !m.cfg.NoCapture {
+		var err error
+		if changed, err = m.checkOffline(rootFd); err != nil {
+			return err
+		}
+	}
+	unclean, since, err := m.store.MarkOpen()
+	if err != nil {
+		return err
+	}
+	m.onUndo(func() {
+		if !unclean {
+			m.store.MarkClosed()
+		}
+	})
+	switch {
+	case unclean:
+		// The volume may hold changes made after the last sealed batch
+		// that the journal never got: copies made from this journal
+		// alone can miss them. Backups need a resync from this volume.
+		m.unclean = true
+		m.log.Warn("the previous mount of this journal did not shut down cleanly; the volume may hold changes the journal lacks",
+			"opened_at_seq", since, "last_seq", m.store.Last().Seq)
+	case changed:
+		since = m.store.Last().Seq
+		m.log.Warn("the volume changed while pbfs was not mounted (or its last clean stop left no fingerprint); the journal lacks those changes",
+			"last_seq", since)
+	}
+	if unclean || changed {
+		if err := m.store.SetMetaUint("ahead", since+1); err != nil {
+			return err
+		}
+	}
+	if ahead, _ := m.store.MetaUint("ahead"); ahead > 0 && len(m.cfg.Backups) > 0 {
+		m.ahead.Store(true)
+		m.log.Warn("resyncing every backup before replicating: "+ErrVolumeAhead.Error(), "since_seq", ahead)
+	}
+	return nil
+}
+
+// primaryConfig is the replication side of the configuration.
+func (m *Mount) primaryConfig() replicate.PrimaryConfig {
+	cfg := m.cfg
+	return replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, Token: cfg.Token,
+		VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter, TLS: cfg.TLS,
+		Snapshots: snapshots{m.committer, m.fs}, ResyncAll: m.ahead.Load(), AllResynced: m.resynced}
+}

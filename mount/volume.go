@@ -1,0 +1,126 @@
+package mount
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/internal/mountinfo"
+	"github.com/pbfs/pbfs/internal/pathcheck"
+	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate"
+)
+
+// ErrVolumeBusy refuses a volume another pbfs already serves: mounted
+// twice, one write would land in two journals.
+var ErrVolumeBusy = errors.New("volume is already served by pbfs")
+
+// ConfigError is a configuration Start refused before touching anything
+// (the CLI's usage error).
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// check refuses, before anything is touched, every mistake it can see: a
+// batch size too large, an ack policy the backups cannot meet, a bad
+// backup address, a missing token, TLS files that do not load, a journal
+// inside the volume, a volume that is missing, not a directory, or already
+// served by pbfs.
+func (cfg *Config) check() error {
+	if cfg.MaxBatchBytes > journal.MaxBodySize/4 {
+		return fmt.Errorf("batch size %d: at most %d", cfg.MaxBatchBytes, journal.MaxBodySize/4)
+	}
+	if len(cfg.Backups) > 0 {
+		pc := replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, Token: cfg.Token, TLS: cfg.TLS}
+		if err := pc.Check(); err != nil {
+			return err
+		}
+	} else {
+		switch cfg.Ack {
+		case "", "all", "none", "0":
+		default:
+			return fmt.Errorf("ack policy %q needs backups: give --backup, or --ack none", cfg.Ack)
+		}
+		if cfg.TLS.Enabled() {
+			return errors.New("TLS files given, but no backup to use them with")
+		}
+	}
+	for _, dir := range []string{cfg.Mountpoint, cfg.Backing} {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return fmt.Errorf("volume: %w", err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("volume %s: not a directory", dir)
+		}
+	}
+	if err := pathcheck.Outside(cfg.Journal, cfg.Backing); err != nil {
+		return err
+	}
+	if cfg.Backing != cfg.Mountpoint {
+		if err := pathcheck.Outside(cfg.Journal, cfg.Mountpoint); err != nil {
+			return err
+		}
+	}
+	for _, dir := range []string{cfg.Mountpoint, cfg.Backing} {
+		if err := notServed(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// notServed refuses dir if it lies on a pbfs mount: a mount over a mounted
+// volume would stack on the first, and a volume inside another's would be
+// captured twice.
+func notServed(dir string) error {
+	p, err := pathcheck.Resolve(dir)
+	if err != nil {
+		return err
+	}
+	tab, err := mountinfo.Read()
+	if err != nil {
+		return nil // no table: openVolume's lock still refuses a second daemon
+	}
+	if m, ok := tab.Lookup(p); ok && m.FSType == "fuse.pbfs" {
+		return fmt.Errorf("%s: a pbfs mount at %s serves it: %w", dir, m.Point, ErrVolumeBusy)
+	}
+	return nil
+}
+
+// openVolume opens the backing directory and locks it for the life of the
+// process (flock on the directory itself), so a second daemon on the same
+// directory, through another mount point, is refused too.
+func openVolume(dir string) (int, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open backing directory: %w", err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		unix.Close(fd)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return -1, fmt.Errorf("%s: another pbfs process holds it: %w", dir, ErrVolumeBusy)
+		}
+		return -1, fmt.Errorf("lock backing directory: %w", err)
+	}
+	return fd, nil
+}
+
+// clearStaleMount detaches a dead FUSE mount left at dir by a daemon that
+// was killed: its directory answers ENOTCONN and hides the volume.
+func clearStaleMount(dir string, log *slog.Logger) {
+	// statfs always reaches the daemon (stat may be answered from the
+	// kernel's attribute cache).
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != unix.ENOTCONN {
+		return
+	}
+	log.Warn("detaching a dead FUSE mount left by a killed daemon", "dir", dir)
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+		log.Error("detach dead mount", "dir", dir, "err", err)
+	}
+}
