@@ -38,6 +38,9 @@ type Node struct {
 // ID returns the node id (the fid).
 func (n *Node) ID() uint64 { return n.id }
 
+// IsDir reports whether the node is a directory.
+func (n *Node) IsDir() bool { return n.typ == sIFDIR }
+
 type dentry struct {
 	parent *Node
 	name   string

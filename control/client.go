@@ -33,6 +33,9 @@ func Dial(journalDir string) (*Client, error) {
 	return &Client{http: &http.Client{Transport: tr}}, nil
 }
 
+// Close closes the client's idle connections to the daemon.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
 func (c *Client) do(ctx context.Context, method, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, "http://pbfs"+path, nil)
 	if err != nil {

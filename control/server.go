@@ -160,7 +160,10 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 	if reg != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Idle connections are closed after a while: a client that leaks
+	// its connections (a new Client per call, never closed) must not
+	// exhaust the daemon's descriptors.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
 	go func() {
 		<-ctx.Done()
 		srv.Close()

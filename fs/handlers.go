@@ -63,7 +63,9 @@ func caller(h *fuse.Header) capture.Caller { return capture.Caller{UID: h.Uid, G
 // invalidateIfCleared drops the kernel's cached attributes of h's file
 // when capture cleared setuid or setgid on it: a statx asking only for the
 // mode would otherwise see the old mode until the cache timed out. Only
-// the attributes: the page cache stays.
+// the attributes (the page cache stays), so it waits for nothing and is
+// safe before the reply, where it must be: the caller may stat as soon as
+// its write returns.
 func (s *Server) invalidateIfCleared(h *capture.Handle) {
 	if h.Cleared() {
 		if err := s.conn.InvalidateNode(fuse.NodeID(h.Node().ID()), -1, -1); err != nil && !errors.Is(err, fuse.ErrNotCached) {
@@ -176,8 +178,8 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		// punch reaches the file through this mount, which keeps the
 		// kernel's cached pages current, so a file read again (a PHP
 		// script, a config file) costs no READ.
-		r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h.ID()), Flags: fuse.OpenKeepCache})
 		s.invalidateIfCleared(h)
+		r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h.ID()), Flags: fuse.OpenKeepCache})
 	default:
 		return s.serveHandle(req, n)
 	}

@@ -54,8 +54,8 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 		if err != nil {
 			return err
 		}
+		s.invalidateIfCleared(h) // before the reply: the writer may stat at once
 		r.Respond(&fuse.WriteResponse{Size: k})
-		s.invalidateIfCleared(h)
 	case *fuse.FAllocateRequest:
 		h := s.fs.Handle(uint64(r.Handle))
 		if h == nil {

@@ -37,25 +37,27 @@ func names(t *testing.T, fd int) []string {
 // and rewinddir on an open directory shows entries created since it was
 // opened (pbfs kept the listing it took at open).
 func TestReaddirAsOnExt4(t *testing.T) {
-	e := fstest.Setup(t, mount.Config{}, func(vol string) {
-		os.Mkdir(filepath.Join(vol, "d"), 0o755)
-		os.WriteFile(filepath.Join(vol, "d", "old"), nil, 0o644)
+	eachMount(t, mount.Config{}, func(t *testing.T, cfg mount.Config) {
+		e := fstest.Setup(t, cfg, func(vol string) {
+			os.Mkdir(filepath.Join(vol, "d"), 0o755)
+			os.WriteFile(filepath.Join(vol, "d", "old"), nil, 0o644)
+		})
+		fd, err := unix.Open(filepath.Join(e.Vol, "d"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		must(t, err)
+		defer unix.Close(fd)
+		first := names(t, fd)
+		slices.Sort(first)
+		if !slices.Equal(first, []string{".", "..", "old"}) {
+			t.Fatalf("listing %v, want [. .. old]", first)
+		}
+		must(t, os.WriteFile(filepath.Join(e.Vol, "d", "new"), nil, 0o644))
+		must(t, os.Remove(filepath.Join(e.Vol, "d", "old")))
+		_, err = unix.Seek(fd, 0, unix.SEEK_SET) // rewinddir
+		must(t, err)
+		again := names(t, fd)
+		slices.Sort(again)
+		if !slices.Equal(again, []string{".", "..", "new"}) {
+			t.Fatalf("after rewinddir: %v, want [. .. new]", again)
+		}
 	})
-	fd, err := unix.Open(filepath.Join(e.Vol, "d"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	must(t, err)
-	defer unix.Close(fd)
-	first := names(t, fd)
-	slices.Sort(first)
-	if !slices.Equal(first, []string{".", "..", "old"}) {
-		t.Fatalf("listing %v, want [. .. old]", first)
-	}
-	must(t, os.WriteFile(filepath.Join(e.Vol, "d", "new"), nil, 0o644))
-	must(t, os.Remove(filepath.Join(e.Vol, "d", "old")))
-	_, err = unix.Seek(fd, 0, unix.SEEK_SET) // rewinddir
-	must(t, err)
-	again := names(t, fd)
-	slices.Sort(again)
-	if !slices.Equal(again, []string{".", "..", "new"}) {
-		t.Fatalf("after rewinddir: %v, want [. .. new]", again)
-	}
 }

@@ -297,9 +297,8 @@ func TestCrashedPrimaryResyncsBackups(t *testing.T) {
 	os.WriteFile(filepath.Join(c.Vol, "c"), []byte("C"), 0o644)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		cl, _ := control.Dial(c.Jdir)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := cl.Barrier(ctx)
+		_, err := c.Primary.Client().Barrier(ctx)
 		cancel()
 		if err == nil {
 			break

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/pbfs/pbfs/control"
 )
 
 // TestToken is the replication token test clusters use.
@@ -119,7 +117,7 @@ func (c *Cluster) Barrier() uint64 {
 // WaitApplied waits until every backup has applied seq.
 func (c *Cluster) WaitApplied(seq uint64) {
 	c.t.Helper()
-	cl, _ := control.Dial(c.Jdir)
+	cl := c.Primary.Client()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		st, err := cl.Status(context.Background())

@@ -77,11 +77,55 @@ func Build(t testing.TB, pkg string) string {
 
 // Proc is a pbfs process a test started.
 type Proc struct {
-	t       testing.TB
-	Cmd     *exec.Cmd
-	Out     *Buffer
-	Vol     string
-	Journal string
+	t          testing.TB
+	Cmd        *exec.Cmd
+	Out        *Buffer
+	Vol        string
+	Journal    string
+	fdsAtStart int
+
+	clientOnce sync.Once
+	client     *control.Client
+	clientErr  error
+}
+
+// fds lists the targets of the process's open descriptors.
+func (p *Proc) fds() []string {
+	dir := fmt.Sprintf("/proc/%d/fd", p.Cmd.Process.Pid)
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil {
+			out = append(out, target)
+		}
+	}
+	return out
+}
+
+// checkFds fails the test if the daemon still holds a descriptor of a
+// file of the volume once the test closed its own (the kernel releases
+// them asynchronously: allow it a moment), or holds many more descriptors
+// than when it came up: a leak, one descriptor per operation, would run a
+// long-lived daemon out of them.
+func (p *Proc) checkFds() {
+	var leaked []string
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		leaked = leaked[:0]
+		for _, target := range p.fds() {
+			if strings.HasPrefix(target, p.Vol+"/") {
+				leaked = append(leaked, target)
+			}
+		}
+		if len(leaked) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(leaked) > 0 {
+		p.t.Errorf("the daemon still holds %d descriptors of volume files after the test closed its own: %v", len(leaked), leaked)
+	}
+	if n := len(p.fds()); n > p.fdsAtStart+32 {
+		p.t.Errorf("the daemon holds %d descriptors, %d when it came up: a leak? %v", n, p.fdsAtStart, p.fds())
+	}
 }
 
 // StartMount runs `pbfs mount` over vol (args go before vol; prefix, such
@@ -101,6 +145,7 @@ func StartMount(t testing.TB, prefix []string, vol, journalDir string, args ...s
 	for i := 0; i < 400; i++ {
 		if Mounted(vol) {
 			if _, err := p.Client().Status(t.Context()); err == nil {
+				p.fdsAtStart = len(p.fds())
 				return p
 			}
 		}
@@ -126,13 +171,14 @@ func (p *Proc) Barrier() uint64 {
 	return seq
 }
 
-// Client returns a control-socket client for the mount.
+// Client returns a control-socket client for the mount, one per Proc: a
+// new client per call would leave its connection open in the daemon.
 func (p *Proc) Client() *control.Client {
-	c, err := control.Dial(p.Journal)
-	if err != nil {
-		p.t.Fatal(err)
+	p.clientOnce.Do(func() { p.client, p.clientErr = control.Dial(p.Journal) })
+	if p.clientErr != nil {
+		p.t.Fatal(p.clientErr)
 	}
-	return c
+	return p.client
 }
 
 // Stop sends SIGINT and waits; a process that does not stop is killed and
@@ -147,6 +193,12 @@ func (p *Proc) Stop() {
 	}()
 	if p.Cmd.ProcessState != nil {
 		return
+	}
+	if p.fdsAtStart > 0 {
+		if p.client != nil {
+			p.client.Close()
+		}
+		p.checkFds()
 	}
 	p.Cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
