@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
@@ -38,6 +40,9 @@ type BackupConfig struct {
 	JournalReserve int64
 }
 
+// ErrVolumeBusy refuses a volume another backup already serves.
+var ErrVolumeBusy = errors.New("another pbfs backup serves this volume")
+
 // Backup receives one primary's batches, makes them durable, acks them and
 // applies them in order to its volume.
 type Backup struct {
@@ -47,6 +52,7 @@ type Backup struct {
 	store   *journal.Store
 	applier *apply.Applier
 	mark    *applyMark
+	lock    *os.File // the volume, flocked for the life of the backup
 	m       *backupMetrics
 
 	mu       sync.Mutex
@@ -90,22 +96,38 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	if err := pathcheck.Outside(cfg.Journal, cfg.Volume); err != nil {
 		return nil, err
 	}
+	// One backup per volume: two would apply every batch twice.
+	lock, err := os.Open(cfg.Volume)
+	if err != nil {
+		return nil, fmt.Errorf("open backup volume: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("backup volume %s: %w", cfg.Volume, ErrVolumeBusy)
+		}
+		return nil, fmt.Errorf("lock backup volume: %w", err)
+	}
 	st, err := journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger, Reserve: cfg.JournalReserve})
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	ap, err := apply.New(cfg.Volume, cfg.Logger)
 	if err != nil {
+		lock.Close()
 		st.Close()
 		return nil, err
 	}
 	if err := ap.Protect(cfg.Journal); err != nil {
+		lock.Close()
 		ap.Close()
 		st.Close()
 		return nil, err
 	}
 	mark, err := openApplyMark(cfg.Journal)
 	if err != nil {
+		lock.Close()
 		ap.Close()
 		st.Close()
 		return nil, err
@@ -114,7 +136,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	if cfg.Registry != nil {
 		cfg.Registry.MustRegister(st.SpaceCollectors()...)
 	}
-	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, mark: mark, m: newBackupMetrics(cfg.Registry),
+	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, mark: mark, lock: lock, m: newBackupMetrics(cfg.Registry),
 		kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{})}
 	vid, err := st.Meta("volume")
 	if err != nil {
@@ -273,6 +295,7 @@ func (b *Backup) Close() error {
 	defer b.mu.Unlock()
 	b.applier.Close()
 	b.mark.close()
+	b.lock.Close()
 	return b.store.Close()
 }
 

@@ -83,3 +83,15 @@ func TestResyncOfSpecialFilesAndHoles(t *testing.T) {
 		t.Fatalf("the resynced sparse file takes %d KiB on the backup, %d KiB on the primary", b.Blocks/2, p.Blocks/2)
 	}
 }
+
+// TestBackupVolumeServedTwiceRefused: a second backup on a volume a first
+// one serves is refused; both would apply every batch.
+func TestBackupVolumeServedTwiceRefused(t *testing.T) {
+	c := fstest.NewCluster(t, 1, nil)
+	b := c.Backups[0]
+	out, code := run(t, "backup", "--listen", fstest.FreeAddr(t), "--journal", filepath.Join(c.Dir, "other-journal"), "--token", fstest.TestToken, b.Vol)
+	if code != 1 || !strings.Contains(out, "another pbfs backup serves this volume") {
+		t.Fatalf("second backup on one volume: exit %d:\n%s", code, out)
+	}
+	c.RequireConverged()
+}

@@ -74,29 +74,30 @@ func (w *Workload) Step(r *rand.Rand) {
 	}
 	switch {
 	case op < 20: // overlapping pwrite
-		if f, err := os.OpenFile(w.p(n), os.O_WRONLY, 0); err == nil {
+		if f, err := openNB(w.p(n), os.O_WRONLY); err == nil {
 			f.WriteAt(randBytes(r, 1+r.IntN(9000)), int64(r.IntN(30000)))
 			f.Close()
 		}
 	case op < 25: // O_APPEND, possibly through a hard link
-		if f, err := os.OpenFile(w.p(n), os.O_WRONLY|os.O_APPEND, 0); err == nil {
+		if f, err := openNB(w.p(n), os.O_WRONLY|os.O_APPEND); err == nil {
 			f.Write(randBytes(r, 1+r.IntN(3000)))
 			f.Close()
 		}
 	case op < 30: // truncate
 		os.Truncate(w.p(n), int64(r.IntN(25000)))
 	case op < 40: // create or O_TRUNC rewrite
-		os.WriteFile(w.p(n), randBytes(r, r.IntN(12000)), 0o644)
+		writeFile(w.p(n), randBytes(r, r.IntN(12000)), 0o644)
 	case op < 47: // rename, racing writers
 		os.Rename(w.p(n), w.p(w.pick(r)))
-	case op < 50: // RENAME_EXCHANGE
-		unix.Renameat2(unix.AT_FDCWD, w.p(n), unix.AT_FDCWD, w.p(w.pick(r)), unix.RENAME_EXCHANGE)
+	case op < 50: // RENAME_EXCHANGE, RENAME_WHITEOUT (fsstress does both)
+		flags := []uint{unix.RENAME_EXCHANGE, unix.RENAME_WHITEOUT, unix.RENAME_NOREPLACE}[r.IntN(3)]
+		unix.Renameat2(unix.AT_FDCWD, w.p(n), unix.AT_FDCWD, w.p(w.pick(r)), flags)
 	case op < 56: // hard link
 		os.Link(w.p(n), w.p(w.pick(r)))
 	case op < 62: // unlink
 		os.Remove(w.p(n))
 	case op < 70: // unlink while open, then keep writing through the fd
-		if f, err := os.OpenFile(w.p(n), os.O_RDWR, 0); err == nil {
+		if f, err := openNB(w.p(n), os.O_RDWR); err == nil {
 			f.WriteAt(randBytes(r, 100), int64(r.IntN(5000)))
 			os.Remove(w.p(n))
 			f.WriteAt(randBytes(r, 1+r.IntN(4000)), int64(r.IntN(20000)))
@@ -105,7 +106,7 @@ func (w *Workload) Step(r *rand.Rand) {
 		}
 	case op < 76: // temp file created, written and deleted (in one batch, usually)
 		tmp := w.p(n) + ".tmp"
-		os.WriteFile(tmp, randBytes(r, 5000), 0o600)
+		writeFile(tmp, randBytes(r, 5000), 0o600)
 		if r.IntN(2) == 0 {
 			os.Rename(tmp, w.p(n)) // atomic replace
 		} else {
@@ -113,28 +114,43 @@ func (w *Workload) Step(r *rand.Rand) {
 		}
 	case op < 80: // chmod
 		os.Chmod(w.p(n), os.FileMode(0o600+r.IntN(0o177)))
-	case op < 84: // xattr
-		unix.Setxattr(w.p(n), fmt.Sprintf("user.k%d", r.IntN(3)), randBytes(r, r.IntN(50)), 0)
+	case op < 84: // xattr, also trusted.* on symlinks and special files
+		if r.IntN(4) == 0 {
+			unix.Lsetxattr(w.p(n), "trusted.t", randBytes(r, r.IntN(50)), 0)
+		} else if r.IntN(5) == 0 {
+			unix.Lremovexattr(w.p(n), fmt.Sprintf("user.k%d", r.IntN(3)))
+		} else {
+			unix.Setxattr(w.p(n), fmt.Sprintf("user.k%d", r.IntN(3)), randBytes(r, r.IntN(50)), r.IntN(3))
+		}
 	case op < 88: // symlink
 		os.Symlink(fmt.Sprintf("target-%d", r.IntN(5)), w.p(n))
-	case op < 92: // directory churn
+	case op < 92: // directory churn, with special files in it
 		d := w.p(n) + ".d"
 		os.Mkdir(d, 0o755)
 		os.WriteFile(filepath.Join(d, "inner"), []byte("x"), 0o644)
+		unix.Mknod(filepath.Join(d, "fifo"), unix.S_IFIFO|0o644, 0)
+		unix.Mknod(filepath.Join(d, "chr"), unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3)))
+		os.Remove(filepath.Join(d, "fifo"))
+		os.Remove(filepath.Join(d, "chr"))
 		if r.IntN(2) == 0 {
 			os.Remove(filepath.Join(d, "inner"))
 			os.Remove(d)
 		}
 	case op < 96: // chown
 		os.Lchown(w.p(n), r.IntN(3)*1000, r.IntN(3)*1000)
-	default: // fallocate / punch hole
-		if f, err := os.OpenFile(w.p(n), os.O_RDWR, 0); err == nil {
-			mode := uint32(0)
-			if r.IntN(2) == 0 {
-				mode = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
-			}
+	case op < 98: // fallocate: allocate, keep size, punch a hole, zero a range
+		if f, err := openNB(w.p(n), os.O_RDWR); err == nil {
+			modes := []uint32{0, unix.FALLOC_FL_KEEP_SIZE, unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, unix.FALLOC_FL_ZERO_RANGE}
+			mode := modes[r.IntN(len(modes))]
 			unix.Fallocate(int(f.Fd()), mode, int64(r.IntN(20000)), int64(1+r.IntN(8000)))
 			f.Close()
+		}
+	default: // utimens, or a special file in place of a name
+		if r.IntN(2) == 0 {
+			when := time.Unix(int64(r.IntN(2e9)), int64(r.IntN(1e9)))
+			os.Chtimes(w.p(n), when, when)
+		} else {
+			unix.Mknod(w.p(n), []uint32{unix.S_IFIFO, unix.S_IFCHR, unix.S_IFSOCK}[r.IntN(3)]|0o640, 0)
 		}
 	}
 }
@@ -171,4 +187,29 @@ func (w *Workload) Run(seed uint64, workers, steps int, barrier, midway func()) 
 	}
 	wg.Wait()
 	close(stop)
+}
+
+// openNB opens p without blocking: the workload turns names into FIFOs,
+// and an open for writing of a FIFO without a reader would wait forever.
+// A name that is not a regular file is not written.
+func openNB(p string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(p, flag|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, os.ErrInvalid
+	}
+	return f, nil
+}
+
+// writeFile is os.WriteFile through openNB.
+func writeFile(p string, data []byte, perm os.FileMode) {
+	if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NONBLOCK, perm); err == nil {
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			f.Write(data)
+		}
+		f.Close()
+	}
 }
