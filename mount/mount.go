@@ -85,6 +85,16 @@ type Config struct {
 	// then refuse the old primary (fencing).
 	Epoch uint64
 
+	// Promoted: the volume was just brought to the journal's last whole
+	// seal (pbfs promote), so it is not checked against the fingerprint of
+	// a clean stop it never had.
+	Promoted bool
+
+	// Lease, if set, is asked as every barrier is about to return: an
+	// error (the coordinator's lease may have expired) fails the barrier,
+	// so a deposed primary never acknowledges.
+	Lease func() error
+
 	// Plugins are started once the mount serves and stopped before it
 	// unmounts; PluginLogLevel is the level they log at.
 	Plugins        []host.Spec
@@ -110,6 +120,7 @@ type Mount struct {
 	plugins   *host.Supervisor
 	undos     []func() // what start built, for undo
 	aborted   atomic.Bool
+	acked     atomic.Uint64  // the newest seq a barrier returned
 	bg        sync.WaitGroup // goroutines that use the store (retention)
 }
 
@@ -221,7 +232,41 @@ func (m *Mount) Barrier(ctx context.Context) (uint64, error) {
 			return 0, fmt.Errorf("barrier %d: %w", seq, err)
 		}
 	}
+	// The last word: a primary whose term may be over must not
+	// acknowledge anything (docs/FAILOVER.md).
+	if lease := m.cfg.Lease; lease != nil {
+		if err := lease(); err != nil {
+			return 0, fmt.Errorf("barrier %d: %w", seq, err)
+		}
+	}
+	for cur := m.acked.Load(); seq > cur && !m.acked.CompareAndSwap(cur, seq); cur = m.acked.Load() {
+	}
 	return seq, nil
+}
+
+// keepAcked persists, every second, the newest seq a barrier returned:
+// if this primary is deposed, a resync keeps aside only what it wrote
+// after that (its unacknowledged suffix). Unsynced: a stale value only
+// keeps more aside.
+func (m *Mount) keepAcked(ctx context.Context) {
+	defer m.bg.Done()
+	var saved uint64
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		if v := m.acked.Load(); v != saved {
+			if err := m.store.SetMetaUint(replicate.AckedKey, v); err == nil {
+				saved = v
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
 }
 
 // Status reports the mount's state.

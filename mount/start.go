@@ -88,6 +88,8 @@ func (m *Mount) start() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.startRetention(ctx)
+	m.bg.Add(1)
+	go m.keepAcked(ctx)
 	go func() {
 		m.committer.Run(ctx)
 		close(m.runDone)
@@ -134,7 +136,7 @@ func (m *Mount) markOpen(rootFd int) error {
 	// A volume changed while unmounted is ahead of its journal, as after
 	// a crash (offline.go); compared before the journal is marked open.
 	changed := false
-	if !m.cfg.NoCapture {
+	if !m.cfg.NoCapture && !m.cfg.Promoted {
 		var err error
 		if changed, err = m.checkOffline(rootFd); err != nil {
 			return err
@@ -142,6 +144,11 @@ func (m *Mount) markOpen(rootFd int) error {
 	}
 	unclean, since, err := m.store.MarkOpen()
 	if err != nil {
+		return err
+	}
+	// A backup opening this journal later (a deposed primary rejoining)
+	// must know its volume needs a resync first.
+	if err := m.store.SetMeta(replicate.RoleKey, []byte(replicate.RolePrimary)); err != nil {
 		return err
 	}
 	m.onUndo(func() {

@@ -25,6 +25,21 @@ type ConfigError struct{ Err error }
 func (e *ConfigError) Error() string { return e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
+// Check refuses what Start would refuse before touching anything, for a
+// caller that must know before it does something of its own (promote).
+func Check(cfg Config) error {
+	if cfg.Backing == "" {
+		cfg.Backing = cfg.Mountpoint
+	}
+	if err := cfg.check(); err != nil {
+		if !errors.Is(err, ErrVolumeBusy) {
+			err = &ConfigError{err}
+		}
+		return err
+	}
+	return nil
+}
+
 // check refuses, before anything is touched, every mistake it can see: a
 // batch size too large, an ack policy the backups cannot meet, a bad
 // backup address, a missing token, TLS files that do not load, a journal

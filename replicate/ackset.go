@@ -120,6 +120,7 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 			cancel()
 			return nil, err
 		}
+		s.policy = AckPolicy{Need: uint32(need), Of: uint32(len(cfg.Backups)), Degrade: cfg.DegradeAfter > 0}
 		p.shippers = append(p.shippers, s)
 	}
 	if cfg.ResyncAll {

@@ -54,18 +54,35 @@ func (c tokenCreds) RequireTransportSecurity() bool { return c.secure }
 
 // checkToken is a stream interceptor that refuses calls without the token.
 func checkToken(token string, refused func(reason string)) grpc.StreamServerInterceptor {
-	want := []byte("Bearer " + token)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		md, _ := metadata.FromIncomingContext(ss.Context())
-		got := md.Get("authorization")
-		if len(got) != 1 || subtle.ConstantTimeCompare([]byte(got[0]), want) != 1 {
-			reason := "wrong token"
-			if len(got) == 0 {
-				reason = "no token"
-			}
-			refused(reason)
-			return status.Error(codes.Unauthenticated, "pbfs backup: "+reason)
+		if err := authorized(ss.Context(), token, refused); err != nil {
+			return err
 		}
 		return handler(srv, ss)
 	}
+}
+
+// checkTokenUnary is checkToken for unary calls.
+func checkTokenUnary(token string, refused func(reason string)) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := authorized(ctx, token, refused); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// authorized checks the call's token in constant time.
+func authorized(ctx context.Context, token string, refused func(reason string)) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	got := md.Get("authorization")
+	if len(got) == 1 && subtle.ConstantTimeCompare([]byte(got[0]), []byte("Bearer "+token)) == 1 {
+		return nil
+	}
+	reason := "wrong token"
+	if len(got) == 0 {
+		reason = "no token"
+	}
+	refused(reason)
+	return status.Error(codes.Unauthenticated, "pbfs backup: "+reason)
 }

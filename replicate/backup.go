@@ -40,6 +40,17 @@ type BackupConfig struct {
 	JournalReserve int64
 }
 
+// The journal's role, in its metadata: a journal a primary used and a
+// backup then opens needs a resync first.
+const (
+	RoleKey     = "role"
+	RolePrimary = "primary"
+	RoleBackup  = "backup"
+	// AckedKey: the newest seq a primary's barrier returned (roughly; it
+	// is written every second).
+	AckedKey = "acked"
+)
+
 // ErrVolumeBusy refuses a volume another backup already serves.
 var ErrVolumeBusy = errors.New("another pbfs backup serves this volume")
 
@@ -57,9 +68,12 @@ type Backup struct {
 
 	mu       sync.Mutex
 	volumeID string
-	active   *session // the primary stream being served, if any
+	policy   AckPolicy // the last primary's (report.go)
+	active   *session  // the primary stream being served, if any
 
 	applied atomic.Uint64
+	// formerPrimary: the journal last served a primary (see OpenBackup).
+	formerPrimary bool
 	// complete is the newest durable seq that ends a seal (a batch
 	// without journal.FlagMore): the applier never starts a group of
 	// batches it does not hold whole, so the volume only ever takes
@@ -144,6 +158,9 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		return nil, err
 	}
 	b.volumeID = string(vid)
+	if p, err := st.Meta(policyKey); err == nil {
+		b.policy = decodePolicy(p)
+	}
 	applied, err := st.MetaUint("applied")
 	if err != nil {
 		b.Close()
@@ -151,6 +168,22 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	}
 	b.applied.Store(applied)
 	b.complete.Store(lastComplete(st))
+	if role, _ := st.Meta(RoleKey); string(role) == RolePrimary {
+		// The journal last served a primary (a deposed one, rejoining):
+		// its volume holds what that primary applied, journaled or not,
+		// and its tail may not be in the new primary's history. Only a
+		// resync brings it back; what that discards is kept aside.
+		b.formerPrimary = true
+		b.log.Warn("this journal last served a primary; the volume waits for a resync from the current one")
+		if err := st.SetMetaUint("stalled", st.Last().Seq+1); err != nil {
+			b.Close()
+			return nil, err
+		}
+		if err := st.SetMeta(RoleKey, []byte(RoleBackup)); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
 	if stalled, _ := st.MetaUint("stalled"); stalled > 0 {
 		b.stalled.Store(true)
 		b.log.Error("this backup stalled applying a batch in an earlier run; its volume needs a resync", "seq", stalled)
@@ -259,10 +292,8 @@ func (b *Backup) Serve(ln net.Listener) error {
 		opts = append(opts, grpc.Creds(creds))
 	}
 	srv0 := grpc.NewServer(append(opts,
-		grpc.StreamInterceptor(checkToken(b.cfg.Token, func(reason string) {
-			b.m.authFailures.Inc()
-			b.log.Warn("refused a primary", "reason", reason)
-		})),
+		grpc.StreamInterceptor(checkToken(b.cfg.Token, b.refusedCaller)),
+		grpc.UnaryInterceptor(checkTokenUnary(b.cfg.Token, b.refusedCaller)),
 		grpc.MaxRecvMsgSize(journal.HeaderSize+journal.MaxBodySize+1024),
 		grpc.MaxConcurrentStreams(4),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -276,6 +307,11 @@ func (b *Backup) Serve(ln net.Listener) error {
 	b.log.Info("backup serving", "addr", ln.Addr().String(), "volume", b.cfg.Volume,
 		"durable_seq", b.store.Last().Seq, "applied_seq", b.applied.Load(), "epoch", b.store.Epoch())
 	return srv.Serve(ln)
+}
+
+func (b *Backup) refusedCaller(reason string) {
+	b.m.authFailures.Inc()
+	b.log.Warn("refused a caller", "reason", reason)
 }
 
 // Close stops serving and applying.

@@ -3,11 +3,14 @@ package replicate
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
@@ -115,7 +118,57 @@ func (b *Backup) beginResync(start *replpb.ResyncStart) error {
 		b.active = nil
 	}
 	b.stalled.Store(true) // stops the apply loop
-	return b.store.SetMetaUint("stalled", start.Seq+1)
+	if err := b.store.SetMetaUint("stalled", start.Seq+1); err != nil {
+		return err
+	}
+	b.keepDiscarded(start)
+	return nil
+}
+
+// keepDiscarded exports the batches this resync is about to discard that
+// the new history lacks, into a journal of their own beside this one
+// (`pbfs journal ls --journal` reads it): what a deposed primary wrote in
+// its last term, or what a backup holds past the snapshot or unlike it.
+// A deposed primary's unacknowledged suffix is kept, never silently lost.
+func (b *Backup) keepDiscarded(start *replpb.ResyncStart) {
+	last := b.store.Last()
+	if last.Seq == 0 {
+		return
+	}
+	from := start.Seq + 1
+	diverged := b.formerPrimary
+	if !diverged && last.Seq >= start.Seq && start.Seq > 0 {
+		ours, err := b.store.Get(start.Seq)
+		h, herr := journal.DecodeHeader(start.Anchor)
+		oh, oerr := journal.DecodeHeader(ours)
+		diverged = err != nil || herr != nil || oerr != nil || oh.Checksum != h.Checksum
+	}
+	if acked, _ := b.store.MetaUint(AckedKey); b.formerPrimary && acked > 0 {
+		// A deposed primary: what its barriers returned is in every
+		// history since; what it wrote after is its unacknowledged suffix.
+		from = acked + 1
+	} else if diverged {
+		// Keep all of the journal's last term: where it parted from the
+		// new history is not known here.
+		from = last.Seq + 1
+		b.store.Scan(0, func(seq uint64, enc []byte) error {
+			if h, err := journal.DecodeHeader(enc); err == nil && h.Epoch == last.Epoch && seq < from {
+				from = seq
+			}
+			return nil
+		})
+	}
+	if from > last.Seq {
+		return
+	}
+	dir := filepath.Join(b.cfg.Journal, fmt.Sprintf("discarded-epoch%d-%s", last.Epoch, time.Now().UTC().Format("20060102T150405.000")))
+	n, err := journal.Export(dir, b.store, from)
+	if err != nil {
+		b.log.Error("could not keep the batches a resync discards", "from", from, "err", err)
+		return
+	}
+	b.log.Warn("batches the new primary's history lacks are kept for inspection (pbfs journal ls --journal DIR)",
+		"dir", dir, "batches", n, "from", from, "to", last.Seq)
 }
 
 func (b *Backup) endResync(start *replpb.ResyncStart) error {

@@ -44,8 +44,9 @@ type Shipper struct {
 	// stalled: the backup reports it cannot apply what it holds
 	stalled atomic.Bool
 
-	snaps Snapshotter // nil: resync unavailable
-	force atomic.Bool // resync at the next session, asked by an operator
+	snaps  Snapshotter // nil: resync unavailable
+	policy AckPolicy   // announced in Hello
+	force  atomic.Bool // resync at the next session, asked by an operator
 	// onResync, if set, runs once after the first resync completes.
 	onResync func()
 	cancel   atomic.Pointer[context.CancelFunc]
@@ -132,6 +133,7 @@ func (s *Shipper) session(parent context.Context) error {
 	}
 	if err := stream.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{
 		VolumeId: s.volumeID, Epoch: s.store.Epoch(), LastSeq: s.store.Last().Seq,
+		AckNeed: s.policy.Need, Backups: s.policy.Of, Degrade: s.policy.Degrade,
 	}}}); err != nil {
 		return err
 	}

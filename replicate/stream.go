@@ -36,11 +36,10 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 	// closes the channel waited on, and is reported, instead of going
 	// unreported until the next one.
 	progressed := b.appliedChanged()
-	last := b.store.Last()
-	if err := stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Welcome{Welcome: &replpb.Welcome{
-		VolumeId: b.volumeID, DurableSeq: last.Seq, DurableChecksum: last.Checksum,
-		AppliedSeq: b.applied.Load(), Epoch: b.store.Epoch(), Stalled: b.stalled.Load(),
-	}}}); err != nil {
+	b.mu.Lock()
+	w := b.welcome()
+	b.mu.Unlock()
+	if err := stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Welcome{Welcome: w}}); err != nil {
 		return err
 	}
 	incoming := make(chan *replpb.Batch, 4)
@@ -158,6 +157,9 @@ func (b *Backup) admit(stream replpb.Replication_StreamServer, hello *replpb.Hel
 		if err := b.store.SetEpoch(hello.Epoch); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.notePolicy(hello); err != nil {
+		return nil, err
 	}
 	if b.active != nil {
 		b.active.cancel()

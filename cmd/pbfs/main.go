@@ -24,6 +24,7 @@ func main() {
 		Commands: []*cli.Command{
 			mountCommand(),
 			backupCommand(),
+			promoteCommand(),
 			resyncCommand(),
 			barrierCommand(),
 			journalCommand(),

@@ -18,91 +18,110 @@ func mountCommand() *cli.Command {
 		Name:      "mount",
 		Usage:     "mount pbfs over VOLUME (or --backing SRC at MOUNTPOINT) and capture every change into the journal",
 		ArgsUsage: "VOLUME | --backing SRC MOUNTPOINT",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "journal", Required: true, Usage: "journal directory (outside the volume)"},
-			&cli.StringFlag{Name: "backing", Usage: "directory holding the volume's data, when it is not the mountpoint itself"},
-			&cli.BoolFlag{Name: "allow-other", Usage: "let other users (a container's) use the mount"},
-			&cli.BoolFlag{Name: "no-capture", Usage: "pass through without recording (for measuring capture's cost)"},
-			&cli.BoolFlag{Name: "write-diff", Usage: "record only the bytes a write changes (costs a read per write)"},
-			&cli.BoolFlag{Name: "no-xattrs", Usage: "answer extended-attribute calls with ENOSYS (saves a trip per write)"},
-			&cli.Int64Flag{Name: "batch-bytes", Value: 64 << 20, Usage: "seal the open batch once it holds this many bytes"},
-			&cli.DurationFlag{Name: "seal-interval", Value: 50e6, Usage: "seal the open batch at least this often"},
-			journalReserveFlag,
-			&cli.StringSliceFlag{Name: "backup", Usage: "address of a `pbfs backup` to replicate to (repeatable)"},
-			&cli.StringFlag{Name: "ack", Value: "all", Usage: "backups that must hold a batch before its barrier returns: all, majority, none or a number"},
-			&cli.DurationFlag{Name: "retain", Usage: "trim batches every backup holds once they are this old (default with backups: 10m; 0 keeps everything)"},
-			&cli.DurationFlag{Name: "retain-max", Usage: "trim any batch this old, acked or not (default with backups: 24h; 0 sets no age limit)"},
-			&cli.Uint64Flag{Name: "epoch", Usage: "start a new term: raise the journal's epoch to this before shipping (backups then refuse older primaries)"},
-			&cli.DurationFlag{Name: "degrade-after", Usage: "drop a backup that has been behind this long from the ack set, marking it stale (default: barriers wait for it)"},
-			tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], pluginFlags[0], pluginFlags[1],
-		},
+		Flags:     mountFlags(),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("mount: want exactly one VOLUME or MOUNTPOINT argument", 2)
 			}
-			log := logger(c)
-			plugins, err := host.ParseSpecs(c.StringSlice("plugin"), c.StringSlice("plugin-config"))
+			cfg, err := mountConfig(c)
 			if err != nil {
 				return cli.Exit("mount: "+err.Error(), 2)
 			}
-			var token string
-			if len(c.StringSlice("backup")) > 0 {
-				if token, err = replicate.LoadToken(c.String("token"), c.String("token-file")); err != nil {
-					return cli.Exit("mount: "+err.Error(), 2)
-				}
-			}
-			// An explicit 0 keeps everything (the help says so); unset
-			// means the default.
-			retain, retainMax := c.Duration("retain"), c.Duration("retain-max")
-			if c.IsSet("retain") && retain == 0 {
-				retain = -1
-			}
-			if c.IsSet("retain-max") && retainMax == 0 {
-				retainMax = -1
-			}
-			m, err := mount.Start(mount.Config{
-				Backups: c.StringSlice("backup"), Ack: c.String("ack"), Token: token, DegradeAfter: c.Duration("degrade-after"),
-				Retain: retain, RetainMax: retainMax, TLS: tlsFiles(c), Epoch: c.Uint64("epoch"),
-				Mountpoint: c.Args().First(), Backing: c.String("backing"), Journal: c.String("journal"),
-				AllowOther: c.Bool("allow-other"), NoCapture: c.Bool("no-capture"), WriteDiff: c.Bool("write-diff"),
-				NoXattrs: c.Bool("no-xattrs"), MaxBatchBytes: c.Int64("batch-bytes"), SealInterval: c.Duration("seal-interval"),
-				JournalReserve: c.Int64("journal-reserve"),
-				Logger:         log, Plugins: plugins, PluginLogLevel: c.String("log-level"),
-			})
-			if err != nil {
-				if errors.Is(err, mount.ErrJournalInVolume) {
-					return cli.Exit("mount: "+err.Error()+": put the journal outside the volume", 2)
-				}
-				if _, usage := errors.AsType[*mount.ConfigError](err); usage {
-					return cli.Exit("mount: "+err.Error(), 2)
-				}
-				return cli.Exit("mount: "+err.Error(), 1)
-			}
-			sig := make(chan os.Signal, 2)
-			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-			select {
-			case s := <-sig:
-				log.Info("signal received; unmounting", "signal", s.String())
-			case <-m.Done():
-				log.Warn("mount went away (unmounted from outside?)")
-			}
-			// A second signal stops by force: the service's open files on
-			// the volume fail from then on, and the journal stays marked
-			// open (the next mount resyncs the backups).
-			closed := make(chan error, 1)
-			go func() { closed <- m.Close() }()
-			var cerr error
-			select {
-			case cerr = <-closed:
-			case s := <-sig:
-				log.Warn("second signal: stopping by force", "signal", s.String())
-				m.Abort()
-				cerr = <-closed
-			}
-			if cerr != nil {
-				return cli.Exit("unmount: "+cerr.Error(), 1)
-			}
-			return nil
+			return serveMount(c, cfg, "mount")
 		},
 	}
+}
+
+// mountFlags are the flags of every command that runs a primary.
+func mountFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "journal", Required: true, Usage: "journal directory (outside the volume)"},
+		&cli.StringFlag{Name: "backing", Usage: "directory holding the volume's data, when it is not the mountpoint itself"},
+		&cli.BoolFlag{Name: "allow-other", Usage: "let other users (a container's) use the mount"},
+		&cli.BoolFlag{Name: "no-capture", Usage: "pass through without recording (for measuring capture's cost)"},
+		&cli.BoolFlag{Name: "write-diff", Usage: "record only the bytes a write changes (costs a read per write)"},
+		&cli.BoolFlag{Name: "no-xattrs", Usage: "answer extended-attribute calls with ENOSYS (saves a trip per write)"},
+		&cli.Int64Flag{Name: "batch-bytes", Value: 64 << 20, Usage: "seal the open batch once it holds this many bytes"},
+		&cli.DurationFlag{Name: "seal-interval", Value: 50e6, Usage: "seal the open batch at least this often"},
+		journalReserveFlag,
+		&cli.StringSliceFlag{Name: "backup", Usage: "address of a `pbfs backup` to replicate to (repeatable)"},
+		&cli.StringFlag{Name: "ack", Value: "all", Usage: "backups that must hold a batch before its barrier returns: all, majority, none or a number"},
+		&cli.DurationFlag{Name: "retain", Usage: "trim batches every backup holds once they are this old (default with backups: 10m; 0 keeps everything)"},
+		&cli.DurationFlag{Name: "retain-max", Usage: "trim any batch this old, acked or not (default with backups: 24h; 0 sets no age limit)"},
+		&cli.Uint64Flag{Name: "epoch", Usage: "start a new term: raise the journal's epoch to this before shipping (backups then refuse older primaries)"},
+		&cli.DurationFlag{Name: "degrade-after", Usage: "drop a backup that has been behind this long from the ack set, marking it stale (default: barriers wait for it)"},
+		tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], pluginFlags[0], pluginFlags[1],
+	}
+}
+
+// mountConfig reads mountFlags; an error is a usage error.
+func mountConfig(c *cli.Context) (mount.Config, error) {
+	plugins, err := host.ParseSpecs(c.StringSlice("plugin"), c.StringSlice("plugin-config"))
+	if err != nil {
+		return mount.Config{}, err
+	}
+	var token string
+	if len(c.StringSlice("backup")) > 0 {
+		if token, err = replicate.LoadToken(c.String("token"), c.String("token-file")); err != nil {
+			return mount.Config{}, err
+		}
+	}
+	// An explicit 0 keeps everything (the help says so); unset means the
+	// default.
+	retain, retainMax := c.Duration("retain"), c.Duration("retain-max")
+	if c.IsSet("retain") && retain == 0 {
+		retain = -1
+	}
+	if c.IsSet("retain-max") && retainMax == 0 {
+		retainMax = -1
+	}
+	return mount.Config{
+		Backups: c.StringSlice("backup"), Ack: c.String("ack"), Token: token, DegradeAfter: c.Duration("degrade-after"),
+		Retain: retain, RetainMax: retainMax, TLS: tlsFiles(c), Epoch: c.Uint64("epoch"),
+		Mountpoint: c.Args().First(), Backing: c.String("backing"), Journal: c.String("journal"),
+		AllowOther: c.Bool("allow-other"), NoCapture: c.Bool("no-capture"), WriteDiff: c.Bool("write-diff"),
+		NoXattrs: c.Bool("no-xattrs"), MaxBatchBytes: c.Int64("batch-bytes"), SealInterval: c.Duration("seal-interval"),
+		JournalReserve: c.Int64("journal-reserve"),
+		Logger:         logger(c), Plugins: plugins, PluginLogLevel: c.String("log-level"),
+	}, nil
+}
+
+// serveMount starts the primary and serves until a signal (a second one
+// stops by force: the service's open files on the volume fail from then
+// on, and the journal stays marked open, so the next start resyncs the
+// backups) or until the mount goes away.
+func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
+	log := cfg.Logger
+	m, err := mount.Start(cfg)
+	if err != nil {
+		if errors.Is(err, mount.ErrJournalInVolume) {
+			return cli.Exit(cmd+": "+err.Error()+": put the journal outside the volume", 2)
+		}
+		if _, usage := errors.AsType[*mount.ConfigError](err); usage {
+			return cli.Exit(cmd+": "+err.Error(), 2)
+		}
+		return cli.Exit(cmd+": "+err.Error(), 1)
+	}
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case s := <-sig:
+		log.Info("signal received; unmounting", "signal", s.String())
+	case <-m.Done():
+		log.Warn("mount went away (unmounted from outside?)")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	var cerr error
+	select {
+	case cerr = <-closed:
+	case s := <-sig:
+		log.Warn("second signal: stopping by force", "signal", s.String())
+		m.Abort()
+		cerr = <-closed
+	}
+	if cerr != nil {
+		return cli.Exit("unmount: "+cerr.Error(), 1)
+	}
+	return nil
 }

@@ -133,8 +133,20 @@ func (p *Proc) checkFds() {
 // is stopped in Cleanup.
 func StartMount(t testing.TB, prefix []string, vol, journalDir string, args ...string) *Proc {
 	t.Helper()
+	return startPrimary(t, prefix, "mount", vol, journalDir, args...)
+}
+
+// StartPromote runs `pbfs promote` (a stopped backup's journal and volume
+// become a primary) and waits until it answers, as StartMount does.
+func StartPromote(t testing.TB, vol, journalDir string, args ...string) *Proc {
+	t.Helper()
+	return startPrimary(t, nil, "promote", vol, journalDir, args...)
+}
+
+func startPrimary(t testing.TB, prefix []string, cmd, vol, journalDir string, args ...string) *Proc {
+	t.Helper()
 	RequireFUSE(t)
-	argv := append(append([]string{}, prefix...), Binary(t), "mount", "--journal", journalDir)
+	argv := append(append([]string{}, prefix...), Binary(t), cmd, "--journal", journalDir)
 	argv = append(append(argv, args...), vol)
 	p := &Proc{t: t, Cmd: exec.Command(argv[0], argv[1:]...), Out: &Buffer{}, Vol: vol, Journal: journalDir}
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Out, p.Out
@@ -154,7 +166,7 @@ func StartMount(t testing.TB, prefix []string, vol, journalDir string, args ...s
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	t.Fatalf("pbfs mount did not come up:\n%s", p.Out)
+	t.Fatalf("pbfs %s did not come up:\n%s", cmd, p.Out)
 	return nil
 }
 

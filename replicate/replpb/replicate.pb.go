@@ -89,7 +89,43 @@ func (x Reject_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Reject_Code.Descriptor instead.
 func (Reject_Code) EnumDescriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{14, 0}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{15, 0}
+}
+
+type ReportRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportRequest) Reset() {
+	*x = ReportRequest{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportRequest) ProtoMessage() {}
+
+func (x *ReportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportRequest.ProtoReflect.Descriptor instead.
+func (*ReportRequest) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{0}
 }
 
 type ResyncPrimaryMsg struct {
@@ -107,7 +143,7 @@ type ResyncPrimaryMsg struct {
 
 func (x *ResyncPrimaryMsg) Reset() {
 	*x = ResyncPrimaryMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[0]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -119,7 +155,7 @@ func (x *ResyncPrimaryMsg) String() string {
 func (*ResyncPrimaryMsg) ProtoMessage() {}
 
 func (x *ResyncPrimaryMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[0]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -132,7 +168,7 @@ func (x *ResyncPrimaryMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncPrimaryMsg.ProtoReflect.Descriptor instead.
 func (*ResyncPrimaryMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{0}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ResyncPrimaryMsg) GetMsg() isResyncPrimaryMsg_Msg {
@@ -221,7 +257,7 @@ type ResyncStart struct {
 
 func (x *ResyncStart) Reset() {
 	*x = ResyncStart{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -233,7 +269,7 @@ func (x *ResyncStart) String() string {
 func (*ResyncStart) ProtoMessage() {}
 
 func (x *ResyncStart) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -246,7 +282,7 @@ func (x *ResyncStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncStart.ProtoReflect.Descriptor instead.
 func (*ResyncStart) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{1}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ResyncStart) GetVolumeId() string {
@@ -306,7 +342,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +354,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +367,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{2}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Entry) GetPath() string {
@@ -422,7 +458,7 @@ type BlockData struct {
 
 func (x *BlockData) Reset() {
 	*x = BlockData{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +470,7 @@ func (x *BlockData) String() string {
 func (*BlockData) ProtoMessage() {}
 
 func (x *BlockData) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +483,7 @@ func (x *BlockData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockData.ProtoReflect.Descriptor instead.
 func (*BlockData) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{3}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *BlockData) GetPath() string {
@@ -479,7 +515,7 @@ type ResyncDone struct {
 
 func (x *ResyncDone) Reset() {
 	*x = ResyncDone{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -491,7 +527,7 @@ func (x *ResyncDone) String() string {
 func (*ResyncDone) ProtoMessage() {}
 
 func (x *ResyncDone) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -504,7 +540,7 @@ func (x *ResyncDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncDone.ProtoReflect.Descriptor instead.
 func (*ResyncDone) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{4}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{5}
 }
 
 type ResyncBackupMsg struct {
@@ -520,7 +556,7 @@ type ResyncBackupMsg struct {
 
 func (x *ResyncBackupMsg) Reset() {
 	*x = ResyncBackupMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +568,7 @@ func (x *ResyncBackupMsg) String() string {
 func (*ResyncBackupMsg) ProtoMessage() {}
 
 func (x *ResyncBackupMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +581,7 @@ func (x *ResyncBackupMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncBackupMsg.ProtoReflect.Descriptor instead.
 func (*ResyncBackupMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{5}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ResyncBackupMsg) GetMsg() isResyncBackupMsg_Msg {
@@ -600,7 +636,7 @@ type Want struct {
 
 func (x *Want) Reset() {
 	*x = Want{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +648,7 @@ func (x *Want) String() string {
 func (*Want) ProtoMessage() {}
 
 func (x *Want) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +661,7 @@ func (x *Want) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Want.ProtoReflect.Descriptor instead.
 func (*Want) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{6}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Want) GetPath() string {
@@ -653,7 +689,7 @@ type ResyncResult struct {
 
 func (x *ResyncResult) Reset() {
 	*x = ResyncResult{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +701,7 @@ func (x *ResyncResult) String() string {
 func (*ResyncResult) ProtoMessage() {}
 
 func (x *ResyncResult) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +714,7 @@ func (x *ResyncResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncResult.ProtoReflect.Descriptor instead.
 func (*ResyncResult) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{7}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ResyncResult) GetFilesChanged() uint64 {
@@ -715,7 +751,7 @@ type PrimaryMsg struct {
 
 func (x *PrimaryMsg) Reset() {
 	*x = PrimaryMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +763,7 @@ func (x *PrimaryMsg) String() string {
 func (*PrimaryMsg) ProtoMessage() {}
 
 func (x *PrimaryMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +776,7 @@ func (x *PrimaryMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrimaryMsg.ProtoReflect.Descriptor instead.
 func (*PrimaryMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{8}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PrimaryMsg) GetMsg() isPrimaryMsg_Msg {
@@ -791,14 +827,21 @@ type Hello struct {
 	// The primary's term. A backup refuses a lower one than it has seen.
 	Epoch uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// The newest seq in the primary's journal.
-	LastSeq       uint64 `protobuf:"varint,3,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	LastSeq uint64 `protobuf:"varint,3,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	// The ack policy: a barrier returns once ack_need of the backups
+	// backups hold its batch; with degrade, a lagging backup may be dropped
+	// from the ack set. A backup keeps it, to judge later whether it can be
+	// promoted without losing an acknowledged batch.
+	AckNeed       uint32 `protobuf:"varint,4,opt,name=ack_need,json=ackNeed,proto3" json:"ack_need,omitempty"`
+	Backups       uint32 `protobuf:"varint,5,opt,name=backups,proto3" json:"backups,omitempty"`
+	Degrade       bool   `protobuf:"varint,6,opt,name=degrade,proto3" json:"degrade,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +853,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +866,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{9}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Hello) GetVolumeId() string {
@@ -847,6 +890,27 @@ func (x *Hello) GetLastSeq() uint64 {
 	return 0
 }
 
+func (x *Hello) GetAckNeed() uint32 {
+	if x != nil {
+		return x.AckNeed
+	}
+	return 0
+}
+
+func (x *Hello) GetBackups() uint32 {
+	if x != nil {
+		return x.Backups
+	}
+	return 0
+}
+
+func (x *Hello) GetDegrade() bool {
+	if x != nil {
+		return x.Degrade
+	}
+	return false
+}
+
 type Batch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
@@ -858,7 +922,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +934,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +947,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{10}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Batch) GetSeq() uint64 {
@@ -914,7 +978,7 @@ type BackupMsg struct {
 
 func (x *BackupMsg) Reset() {
 	*x = BackupMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +990,7 @@ func (x *BackupMsg) String() string {
 func (*BackupMsg) ProtoMessage() {}
 
 func (x *BackupMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1003,7 @@ func (x *BackupMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupMsg.ProtoReflect.Descriptor instead.
 func (*BackupMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{11}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BackupMsg) GetMsg() isBackupMsg_Msg {
@@ -1012,14 +1076,18 @@ type Welcome struct {
 	// The backup cannot apply what it holds (a failed or torn apply): its
 	// durable batches do not make it promotable, so it does not count toward
 	// the ack set until a resync.
-	Stalled       bool `protobuf:"varint,6,opt,name=stalled,proto3" json:"stalled,omitempty"`
+	Stalled bool `protobuf:"varint,6,opt,name=stalled,proto3" json:"stalled,omitempty"`
+	// The ack policy of the last primary it served (Hello), if any.
+	AckNeed       uint32 `protobuf:"varint,7,opt,name=ack_need,json=ackNeed,proto3" json:"ack_need,omitempty"`
+	Backups       uint32 `protobuf:"varint,8,opt,name=backups,proto3" json:"backups,omitempty"`
+	Degrade       bool   `protobuf:"varint,9,opt,name=degrade,proto3" json:"degrade,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1099,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1112,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{12}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Welcome) GetVolumeId() string {
@@ -1089,6 +1157,27 @@ func (x *Welcome) GetStalled() bool {
 	return false
 }
 
+func (x *Welcome) GetAckNeed() uint32 {
+	if x != nil {
+		return x.AckNeed
+	}
+	return 0
+}
+
+func (x *Welcome) GetBackups() uint32 {
+	if x != nil {
+		return x.Backups
+	}
+	return 0
+}
+
+func (x *Welcome) GetDegrade() bool {
+	if x != nil {
+		return x.Degrade
+	}
+	return false
+}
+
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DurableSeq    uint64                 `protobuf:"varint,1,opt,name=durable_seq,json=durableSeq,proto3" json:"durable_seq,omitempty"`
@@ -1100,7 +1189,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1201,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1214,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{13}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Ack) GetDurableSeq() uint64 {
@@ -1160,7 +1249,7 @@ type Reject struct {
 
 func (x *Reject) Reset() {
 	*x = Reject{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1261,7 @@ func (x *Reject) String() string {
 func (*Reject) ProtoMessage() {}
 
 func (x *Reject) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1274,7 @@ func (x *Reject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reject.ProtoReflect.Descriptor instead.
 func (*Reject) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{14}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Reject) GetCode() Reject_Code {
@@ -1213,7 +1302,8 @@ var File_replicate_replpb_replicate_proto protoreflect.FileDescriptor
 
 const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\n" +
-	" replicate/replpb/replicate.proto\x12\x11pbfs.replicate.v1\"\xee\x01\n" +
+	" replicate/replpb/replicate.proto\x12\x11pbfs.replicate.v1\"\x0f\n" +
+	"\rReportRequest\"\xee\x01\n" +
 	"\x10ResyncPrimaryMsg\x126\n" +
 	"\x05start\x18\x01 \x01(\v2\x1e.pbfs.replicate.v1.ResyncStartH\x00R\x05start\x120\n" +
 	"\x05entry\x18\x02 \x01(\v2\x18.pbfs.replicate.v1.EntryH\x00R\x05entry\x124\n" +
@@ -1265,11 +1355,14 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"PrimaryMsg\x120\n" +
 	"\x05hello\x18\x01 \x01(\v2\x18.pbfs.replicate.v1.HelloH\x00R\x05hello\x120\n" +
 	"\x05batch\x18\x02 \x01(\v2\x18.pbfs.replicate.v1.BatchH\x00R\x05batchB\x05\n" +
-	"\x03msg\"U\n" +
+	"\x03msg\"\xa4\x01\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x19\n" +
-	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\"3\n" +
+	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12\x19\n" +
+	"\back_need\x18\x04 \x01(\rR\aackNeed\x12\x18\n" +
+	"\abackups\x18\x05 \x01(\rR\abackups\x12\x18\n" +
+	"\adegrade\x18\x06 \x01(\bR\adegrade\"3\n" +
 	"\x05Batch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n" +
 	"\aencoded\x18\x02 \x01(\fR\aencoded\"\xab\x01\n" +
@@ -1277,7 +1370,7 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\awelcome\x18\x01 \x01(\v2\x1a.pbfs.replicate.v1.WelcomeH\x00R\awelcome\x12*\n" +
 	"\x03ack\x18\x02 \x01(\v2\x16.pbfs.replicate.v1.AckH\x00R\x03ack\x123\n" +
 	"\x06reject\x18\x03 \x01(\v2\x19.pbfs.replicate.v1.RejectH\x00R\x06rejectB\x05\n" +
-	"\x03msg\"\xc3\x01\n" +
+	"\x03msg\"\x92\x02\n" +
 	"\aWelcome\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x1f\n" +
 	"\vdurable_seq\x18\x02 \x01(\x04R\n" +
@@ -1286,7 +1379,10 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\vapplied_seq\x18\x04 \x01(\x04R\n" +
 	"appliedSeq\x12\x14\n" +
 	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x18\n" +
-	"\astalled\x18\x06 \x01(\bR\astalled\"a\n" +
+	"\astalled\x18\x06 \x01(\bR\astalled\x12\x19\n" +
+	"\back_need\x18\a \x01(\rR\aackNeed\x12\x18\n" +
+	"\abackups\x18\b \x01(\rR\abackups\x12\x18\n" +
+	"\adegrade\x18\t \x01(\bR\adegrade\"a\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vdurable_seq\x18\x01 \x01(\x04R\n" +
 	"durableSeq\x12\x1f\n" +
@@ -1304,10 +1400,11 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\x03GAP\x10\x03\x12\v\n" +
 	"\aCORRUPT\x10\x04\x12\f\n" +
 	"\bDIVERGED\x10\x05\x12\v\n" +
-	"\aSTORAGE\x10\x062\xaf\x01\n" +
+	"\aSTORAGE\x10\x062\xf7\x01\n" +
 	"\vReplication\x12I\n" +
 	"\x06Stream\x12\x1d.pbfs.replicate.v1.PrimaryMsg\x1a\x1c.pbfs.replicate.v1.BackupMsg(\x010\x01\x12U\n" +
-	"\x06Resync\x12#.pbfs.replicate.v1.ResyncPrimaryMsg\x1a\".pbfs.replicate.v1.ResyncBackupMsg(\x010\x01B'Z%github.com/pbfs/pbfs/replicate/replpbb\x06proto3"
+	"\x06Resync\x12#.pbfs.replicate.v1.ResyncPrimaryMsg\x1a\".pbfs.replicate.v1.ResyncBackupMsg(\x010\x01\x12F\n" +
+	"\x06Report\x12 .pbfs.replicate.v1.ReportRequest\x1a\x1a.pbfs.replicate.v1.WelcomeB'Z%github.com/pbfs/pbfs/replicate/replpbb\x06proto3"
 
 var (
 	file_replicate_replpb_replicate_proto_rawDescOnce sync.Once
@@ -1322,46 +1419,49 @@ func file_replicate_replpb_replicate_proto_rawDescGZIP() []byte {
 }
 
 var file_replicate_replpb_replicate_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_replicate_replpb_replicate_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_replicate_replpb_replicate_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_replicate_replpb_replicate_proto_goTypes = []any{
 	(Reject_Code)(0),         // 0: pbfs.replicate.v1.Reject.Code
-	(*ResyncPrimaryMsg)(nil), // 1: pbfs.replicate.v1.ResyncPrimaryMsg
-	(*ResyncStart)(nil),      // 2: pbfs.replicate.v1.ResyncStart
-	(*Entry)(nil),            // 3: pbfs.replicate.v1.Entry
-	(*BlockData)(nil),        // 4: pbfs.replicate.v1.BlockData
-	(*ResyncDone)(nil),       // 5: pbfs.replicate.v1.ResyncDone
-	(*ResyncBackupMsg)(nil),  // 6: pbfs.replicate.v1.ResyncBackupMsg
-	(*Want)(nil),             // 7: pbfs.replicate.v1.Want
-	(*ResyncResult)(nil),     // 8: pbfs.replicate.v1.ResyncResult
-	(*PrimaryMsg)(nil),       // 9: pbfs.replicate.v1.PrimaryMsg
-	(*Hello)(nil),            // 10: pbfs.replicate.v1.Hello
-	(*Batch)(nil),            // 11: pbfs.replicate.v1.Batch
-	(*BackupMsg)(nil),        // 12: pbfs.replicate.v1.BackupMsg
-	(*Welcome)(nil),          // 13: pbfs.replicate.v1.Welcome
-	(*Ack)(nil),              // 14: pbfs.replicate.v1.Ack
-	(*Reject)(nil),           // 15: pbfs.replicate.v1.Reject
-	nil,                      // 16: pbfs.replicate.v1.Entry.XattrsEntry
+	(*ReportRequest)(nil),    // 1: pbfs.replicate.v1.ReportRequest
+	(*ResyncPrimaryMsg)(nil), // 2: pbfs.replicate.v1.ResyncPrimaryMsg
+	(*ResyncStart)(nil),      // 3: pbfs.replicate.v1.ResyncStart
+	(*Entry)(nil),            // 4: pbfs.replicate.v1.Entry
+	(*BlockData)(nil),        // 5: pbfs.replicate.v1.BlockData
+	(*ResyncDone)(nil),       // 6: pbfs.replicate.v1.ResyncDone
+	(*ResyncBackupMsg)(nil),  // 7: pbfs.replicate.v1.ResyncBackupMsg
+	(*Want)(nil),             // 8: pbfs.replicate.v1.Want
+	(*ResyncResult)(nil),     // 9: pbfs.replicate.v1.ResyncResult
+	(*PrimaryMsg)(nil),       // 10: pbfs.replicate.v1.PrimaryMsg
+	(*Hello)(nil),            // 11: pbfs.replicate.v1.Hello
+	(*Batch)(nil),            // 12: pbfs.replicate.v1.Batch
+	(*BackupMsg)(nil),        // 13: pbfs.replicate.v1.BackupMsg
+	(*Welcome)(nil),          // 14: pbfs.replicate.v1.Welcome
+	(*Ack)(nil),              // 15: pbfs.replicate.v1.Ack
+	(*Reject)(nil),           // 16: pbfs.replicate.v1.Reject
+	nil,                      // 17: pbfs.replicate.v1.Entry.XattrsEntry
 }
 var file_replicate_replpb_replicate_proto_depIdxs = []int32{
-	2,  // 0: pbfs.replicate.v1.ResyncPrimaryMsg.start:type_name -> pbfs.replicate.v1.ResyncStart
-	3,  // 1: pbfs.replicate.v1.ResyncPrimaryMsg.entry:type_name -> pbfs.replicate.v1.Entry
-	4,  // 2: pbfs.replicate.v1.ResyncPrimaryMsg.block:type_name -> pbfs.replicate.v1.BlockData
-	5,  // 3: pbfs.replicate.v1.ResyncPrimaryMsg.done:type_name -> pbfs.replicate.v1.ResyncDone
-	16, // 4: pbfs.replicate.v1.Entry.xattrs:type_name -> pbfs.replicate.v1.Entry.XattrsEntry
-	7,  // 5: pbfs.replicate.v1.ResyncBackupMsg.want:type_name -> pbfs.replicate.v1.Want
-	8,  // 6: pbfs.replicate.v1.ResyncBackupMsg.result:type_name -> pbfs.replicate.v1.ResyncResult
-	10, // 7: pbfs.replicate.v1.PrimaryMsg.hello:type_name -> pbfs.replicate.v1.Hello
-	11, // 8: pbfs.replicate.v1.PrimaryMsg.batch:type_name -> pbfs.replicate.v1.Batch
-	13, // 9: pbfs.replicate.v1.BackupMsg.welcome:type_name -> pbfs.replicate.v1.Welcome
-	14, // 10: pbfs.replicate.v1.BackupMsg.ack:type_name -> pbfs.replicate.v1.Ack
-	15, // 11: pbfs.replicate.v1.BackupMsg.reject:type_name -> pbfs.replicate.v1.Reject
+	3,  // 0: pbfs.replicate.v1.ResyncPrimaryMsg.start:type_name -> pbfs.replicate.v1.ResyncStart
+	4,  // 1: pbfs.replicate.v1.ResyncPrimaryMsg.entry:type_name -> pbfs.replicate.v1.Entry
+	5,  // 2: pbfs.replicate.v1.ResyncPrimaryMsg.block:type_name -> pbfs.replicate.v1.BlockData
+	6,  // 3: pbfs.replicate.v1.ResyncPrimaryMsg.done:type_name -> pbfs.replicate.v1.ResyncDone
+	17, // 4: pbfs.replicate.v1.Entry.xattrs:type_name -> pbfs.replicate.v1.Entry.XattrsEntry
+	8,  // 5: pbfs.replicate.v1.ResyncBackupMsg.want:type_name -> pbfs.replicate.v1.Want
+	9,  // 6: pbfs.replicate.v1.ResyncBackupMsg.result:type_name -> pbfs.replicate.v1.ResyncResult
+	11, // 7: pbfs.replicate.v1.PrimaryMsg.hello:type_name -> pbfs.replicate.v1.Hello
+	12, // 8: pbfs.replicate.v1.PrimaryMsg.batch:type_name -> pbfs.replicate.v1.Batch
+	14, // 9: pbfs.replicate.v1.BackupMsg.welcome:type_name -> pbfs.replicate.v1.Welcome
+	15, // 10: pbfs.replicate.v1.BackupMsg.ack:type_name -> pbfs.replicate.v1.Ack
+	16, // 11: pbfs.replicate.v1.BackupMsg.reject:type_name -> pbfs.replicate.v1.Reject
 	0,  // 12: pbfs.replicate.v1.Reject.code:type_name -> pbfs.replicate.v1.Reject.Code
-	9,  // 13: pbfs.replicate.v1.Replication.Stream:input_type -> pbfs.replicate.v1.PrimaryMsg
-	1,  // 14: pbfs.replicate.v1.Replication.Resync:input_type -> pbfs.replicate.v1.ResyncPrimaryMsg
-	12, // 15: pbfs.replicate.v1.Replication.Stream:output_type -> pbfs.replicate.v1.BackupMsg
-	6,  // 16: pbfs.replicate.v1.Replication.Resync:output_type -> pbfs.replicate.v1.ResyncBackupMsg
-	15, // [15:17] is the sub-list for method output_type
-	13, // [13:15] is the sub-list for method input_type
+	10, // 13: pbfs.replicate.v1.Replication.Stream:input_type -> pbfs.replicate.v1.PrimaryMsg
+	2,  // 14: pbfs.replicate.v1.Replication.Resync:input_type -> pbfs.replicate.v1.ResyncPrimaryMsg
+	1,  // 15: pbfs.replicate.v1.Replication.Report:input_type -> pbfs.replicate.v1.ReportRequest
+	13, // 16: pbfs.replicate.v1.Replication.Stream:output_type -> pbfs.replicate.v1.BackupMsg
+	7,  // 17: pbfs.replicate.v1.Replication.Resync:output_type -> pbfs.replicate.v1.ResyncBackupMsg
+	14, // 18: pbfs.replicate.v1.Replication.Report:output_type -> pbfs.replicate.v1.Welcome
+	16, // [16:19] is the sub-list for method output_type
+	13, // [13:16] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -1372,21 +1472,21 @@ func file_replicate_replpb_replicate_proto_init() {
 	if File_replicate_replpb_replicate_proto != nil {
 		return
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[0].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[1].OneofWrappers = []any{
 		(*ResyncPrimaryMsg_Start)(nil),
 		(*ResyncPrimaryMsg_Entry)(nil),
 		(*ResyncPrimaryMsg_Block)(nil),
 		(*ResyncPrimaryMsg_Done)(nil),
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[5].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[6].OneofWrappers = []any{
 		(*ResyncBackupMsg_Want)(nil),
 		(*ResyncBackupMsg_Result)(nil),
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[8].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[9].OneofWrappers = []any{
 		(*PrimaryMsg_Hello)(nil),
 		(*PrimaryMsg_Batch)(nil),
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[11].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[12].OneofWrappers = []any{
 		(*BackupMsg_Welcome)(nil),
 		(*BackupMsg_Ack)(nil),
 		(*BackupMsg_Reject)(nil),
@@ -1397,7 +1497,7 @@ func file_replicate_replpb_replicate_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicate_replpb_replicate_proto_rawDesc), len(file_replicate_replpb_replicate_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Replication_Stream_FullMethodName = "/pbfs.replicate.v1.Replication/Stream"
 	Replication_Resync_FullMethodName = "/pbfs.replicate.v1.Replication/Resync"
+	Replication_Report_FullMethodName = "/pbfs.replicate.v1.Replication/Report"
 )
 
 // ReplicationClient is the client API for Replication service.
@@ -43,6 +44,9 @@ type ReplicationClient interface {
 	// pause) and, per file, block checksums; the backup asks for the blocks
 	// that differ. Afterwards its journal holds only the snapshot's batch.
 	Resync(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ResyncPrimaryMsg, ResyncBackupMsg], error)
+	// Report says what the backup holds (as Welcome does), for a backup
+	// about to be promoted to compare itself with the others.
+	Report(ctx context.Context, in *ReportRequest, opts ...grpc.CallOption) (*Welcome, error)
 }
 
 type replicationClient struct {
@@ -79,6 +83,16 @@ func (c *replicationClient) Resync(ctx context.Context, opts ...grpc.CallOption)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Replication_ResyncClient = grpc.BidiStreamingClient[ResyncPrimaryMsg, ResyncBackupMsg]
 
+func (c *replicationClient) Report(ctx context.Context, in *ReportRequest, opts ...grpc.CallOption) (*Welcome, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Welcome)
+	err := c.cc.Invoke(ctx, Replication_Report_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplicationServer is the server API for Replication service.
 // All implementations must embed UnimplementedReplicationServer
 // for forward compatibility.
@@ -89,6 +103,9 @@ type ReplicationServer interface {
 	// pause) and, per file, block checksums; the backup asks for the blocks
 	// that differ. Afterwards its journal holds only the snapshot's batch.
 	Resync(grpc.BidiStreamingServer[ResyncPrimaryMsg, ResyncBackupMsg]) error
+	// Report says what the backup holds (as Welcome does), for a backup
+	// about to be promoted to compare itself with the others.
+	Report(context.Context, *ReportRequest) (*Welcome, error)
 	mustEmbedUnimplementedReplicationServer()
 }
 
@@ -104,6 +121,9 @@ func (UnimplementedReplicationServer) Stream(grpc.BidiStreamingServer[PrimaryMsg
 }
 func (UnimplementedReplicationServer) Resync(grpc.BidiStreamingServer[ResyncPrimaryMsg, ResyncBackupMsg]) error {
 	return status.Error(codes.Unimplemented, "method Resync not implemented")
+}
+func (UnimplementedReplicationServer) Report(context.Context, *ReportRequest) (*Welcome, error) {
+	return nil, status.Error(codes.Unimplemented, "method Report not implemented")
 }
 func (UnimplementedReplicationServer) mustEmbedUnimplementedReplicationServer() {}
 func (UnimplementedReplicationServer) testEmbeddedByValue()                     {}
@@ -140,13 +160,36 @@ func _Replication_Resync_Handler(srv interface{}, stream grpc.ServerStream) erro
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Replication_ResyncServer = grpc.BidiStreamingServer[ResyncPrimaryMsg, ResyncBackupMsg]
 
+func _Replication_Report_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationServer).Report(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Replication_Report_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationServer).Report(ctx, req.(*ReportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Replication_ServiceDesc is the grpc.ServiceDesc for Replication service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Replication_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "pbfs.replicate.v1.Replication",
 	HandlerType: (*ReplicationServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Report",
+			Handler:    _Replication_Report_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Stream",

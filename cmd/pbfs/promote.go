@@ -1,0 +1,68 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pbfs/pbfs/mount"
+	"github.com/pbfs/pbfs/replicate"
+)
+
+func promoteCommand() *cli.Command {
+	flags := append(mountFlags(),
+		&cli.StringSliceFlag{Name: "peer", Usage: "another backup of the old primary to compare with (repeatable; default: the --backup addresses)"},
+		&cli.BoolFlag{Name: "force", Usage: "promote even when acknowledged writes could be lost (recorded in the journal)"},
+	)
+	return &cli.Command{
+		Name:  "promote",
+		Usage: "turn this backup (stopped) into the primary: apply what its journal holds, take a higher epoch, mount VOLUME and replicate to the --backup addresses",
+		Description: "Refuses, naming the reason, when this backup is stalled, is behind a reachable peer, or cannot prove it holds\n" +
+			"every acknowledged batch (too few peers answered for the old primary's ack policy). --force overrides, loudly.",
+		ArgsUsage: "VOLUME",
+		Flags:     flags,
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit("promote: want exactly one VOLUME argument", 2)
+			}
+			cfg, err := mountConfig(c)
+			if err != nil {
+				return cli.Exit("promote: "+err.Error(), 2)
+			}
+			peers := c.StringSlice("peer")
+			if !c.IsSet("peer") {
+				peers = cfg.Backups
+			}
+			if len(peers) > 0 && cfg.Token == "" {
+				if cfg.Token, err = replicate.LoadToken(c.String("token"), c.String("token-file")); err != nil {
+					return cli.Exit("promote: "+err.Error(), 2)
+				}
+			}
+			if err := mount.Check(cfg); err != nil {
+				code := 1
+				if _, usage := errors.AsType[*mount.ConfigError](err); usage {
+					code = 2
+				}
+				return cli.Exit("promote: "+err.Error(), code)
+			}
+			volume := cfg.Mountpoint
+			if cfg.Backing != "" {
+				volume = cfg.Backing
+			}
+			p, err := replicate.Promote(c.Context, replicate.PromoteConfig{Volume: volume, Journal: cfg.Journal, Peers: peers,
+				Token: cfg.Token, TLS: cfg.TLS, Force: c.Bool("force"), Logger: cfg.Logger})
+			if errors.Is(err, replicate.ErrNotPromotable) {
+				return cli.Exit("promote: "+err.Error()+" (--force overrides)", 1)
+			}
+			if err != nil {
+				return cli.Exit("promote: "+err.Error(), 1)
+			}
+			if p.Forced {
+				fmt.Fprintf(c.App.ErrWriter, "promote: FORCED: %v\n", p.Reasons)
+			}
+			cfg.Epoch, cfg.Promoted = p.Epoch, true
+			return serveMount(c, cfg, "promote")
+		},
+	}
+}

@@ -1,0 +1,113 @@
+package replicate
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/pbfs/pbfs/replicate/replpb"
+)
+
+// AckPolicy is the ack policy a primary announces in its Hello: a barrier
+// returns once Need of the Of backups hold its batch, and with Degrade a
+// lagging backup may be dropped from the ack set. A backup keeps the last
+// one it saw: promotion needs it to judge whether this backup holds every
+// acknowledged batch (docs/FAILOVER.md).
+type AckPolicy struct {
+	Need, Of uint32
+	Degrade  bool
+}
+
+// Known reports whether a primary ever announced a policy.
+func (p AckPolicy) Known() bool { return p.Of > 0 }
+
+// policyKey is the backup's journal metadata key for the last AckPolicy.
+const policyKey = "ackpolicy"
+
+func (p AckPolicy) encode() []byte {
+	b := binary.BigEndian.AppendUint32(nil, p.Need)
+	b = binary.BigEndian.AppendUint32(b, p.Of)
+	if p.Degrade {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func decodePolicy(b []byte) AckPolicy {
+	if len(b) != 9 {
+		return AckPolicy{}
+	}
+	return AckPolicy{Need: binary.BigEndian.Uint32(b), Of: binary.BigEndian.Uint32(b[4:]), Degrade: b[8] == 1}
+}
+
+// notePolicy keeps the policy a primary announced; the caller holds b.mu.
+func (b *Backup) notePolicy(h *replpb.Hello) error {
+	p := AckPolicy{Need: h.AckNeed, Of: h.Backups, Degrade: h.Degrade}
+	if p == b.policy || !p.Known() {
+		return nil
+	}
+	if err := b.store.SetMeta(policyKey, p.encode()); err != nil {
+		return err
+	}
+	b.policy = p
+	return nil
+}
+
+// welcome describes what the backup holds; the caller holds b.mu.
+func (b *Backup) welcome() *replpb.Welcome {
+	last := b.store.Last()
+	return &replpb.Welcome{
+		VolumeId: b.volumeID, DurableSeq: last.Seq, DurableChecksum: last.Checksum,
+		AppliedSeq: b.applied.Load(), Epoch: b.store.Epoch(), Stalled: b.stalled.Load(),
+		AckNeed: b.policy.Need, Backups: b.policy.Of, Degrade: b.policy.Degrade,
+	}
+}
+
+// Report answers a backup that is about to be promoted and compares
+// itself with the others.
+func (b *Backup) Report(context.Context, *replpb.ReportRequest) (*replpb.Welcome, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.welcome(), nil
+}
+
+// Peer is another backup's state as Report gives it.
+type Peer struct {
+	Addr       string
+	VolumeID   string
+	DurableSeq uint64
+	Checksum   uint32
+	AppliedSeq uint64
+	Epoch      uint64
+	Stalled    bool
+	Policy     AckPolicy
+}
+
+// Query asks the backup at addr what it holds.
+func Query(ctx context.Context, addr, token string, tlsFiles TLSFiles) (Peer, error) {
+	creds := insecure.NewCredentials()
+	if tlsFiles.Enabled() {
+		var err error
+		if creds, err = tlsFiles.clientCreds(addr); err != nil {
+			return Peer{}, err
+		}
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+		grpc.WithPerRPCCredentials(tokenCreds{token: token, secure: tlsFiles.Enabled()}))
+	if err != nil {
+		return Peer{}, fmt.Errorf("query %s: %w", addr, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	w, err := replpb.NewReplicationClient(conn).Report(ctx, &replpb.ReportRequest{})
+	if err != nil {
+		return Peer{}, fmt.Errorf("query %s: %w", addr, err)
+	}
+	return Peer{Addr: addr, VolumeID: w.VolumeId, DurableSeq: w.DurableSeq, Checksum: w.DurableChecksum, AppliedSeq: w.AppliedSeq,
+		Epoch: w.Epoch, Stalled: w.Stalled, Policy: AckPolicy{Need: w.AckNeed, Of: w.Backups, Degrade: w.Degrade}}, nil
+}
