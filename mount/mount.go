@@ -90,6 +90,10 @@ type Config struct {
 	// a clean stop it never had.
 	Promoted bool
 
+	// Dynamic: backups may be added while the mount runs (AddBackup); the
+	// replication side starts even with none.
+	Dynamic bool
+
 	// Lease, if set, is asked as every barrier is about to return: an
 	// error (the coordinator's lease may have expired) fails the barrier,
 	// so a deposed primary never acknowledges.
@@ -138,7 +142,7 @@ func Start(cfg Config) (*Mount, error) {
 	if cfg.SealInterval <= 0 {
 		cfg.SealInterval = 50 * time.Millisecond
 	}
-	clearStaleMount(cfg.Mountpoint, cfg.Logger)
+	ClearStaleMount(cfg.Mountpoint, cfg.Logger)
 	if err := cfg.check(); err != nil {
 		if !errors.Is(err, ErrVolumeBusy) {
 			err = &ConfigError{err}
@@ -313,6 +317,23 @@ type snapshots struct {
 }
 
 func (s snapshots) OpenHandle(h *unix.FileHandle) (*os.File, error) { return s.fs.OpenHandle(h) }
+
+// AddBackup starts replicating to one more backup (a Dynamic mount); it
+// joins the ack set once it has caught up.
+func (m *Mount) AddBackup(addr string) error {
+	if m.primary == nil {
+		return errors.New("add backup: this mount does not replicate")
+	}
+	return m.primary.AddBackup(addr)
+}
+
+// Backups lists the addresses the mount replicates to.
+func (m *Mount) Backups() []string {
+	if m.primary == nil {
+		return nil
+	}
+	return m.primary.Backups()
+}
 
 // Get returns an encoded batch from the journal.
 func (m *Mount) Get(seq uint64) ([]byte, error) { return m.store.Get(seq) }

@@ -73,7 +73,7 @@ func (m *Mount) start() error {
 	if err := m.markOpen(rootFd); err != nil {
 		return err
 	}
-	if len(cfg.Backups) > 0 {
+	if len(cfg.Backups) > 0 || cfg.Dynamic {
 		m.primary, err = replicate.StartPrimary(m.primaryConfig())
 		if err != nil {
 			return err
@@ -174,7 +174,7 @@ func (m *Mount) markOpen(rootFd int) error {
 			return err
 		}
 	}
-	if ahead, _ := m.store.MetaUint("ahead"); ahead > 0 && len(m.cfg.Backups) > 0 {
+	if ahead, _ := m.store.MetaUint("ahead"); ahead > 0 && (len(m.cfg.Backups) > 0 || m.cfg.Dynamic) {
 		m.ahead.Store(true)
 		m.log.Warn("resyncing every backup before replicating: "+ErrVolumeAhead.Error(), "since_seq", ahead)
 	}

@@ -49,10 +49,13 @@ func (cfg *Config) check() error {
 	if cfg.MaxBatchBytes > journal.MaxBodySize/4 {
 		return fmt.Errorf("batch size %d: at most %d", cfg.MaxBatchBytes, journal.MaxBodySize/4)
 	}
-	if len(cfg.Backups) > 0 {
+	if len(cfg.Backups) > 0 || cfg.Dynamic {
 		pc := replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, Token: cfg.Token, TLS: cfg.TLS}
 		if err := pc.Check(); err != nil {
 			return err
+		}
+		if cfg.Token == "" {
+			return replicate.ErrNoToken
 		}
 	} else {
 		switch cfg.Ack {
@@ -125,9 +128,9 @@ func openVolume(dir string) (int, error) {
 	return fd, nil
 }
 
-// clearStaleMount detaches a dead FUSE mount left at dir by a daemon that
+// ClearStaleMount detaches a dead FUSE mount left at dir by a daemon that
 // was killed: its directory answers ENOTCONN and hides the volume.
-func clearStaleMount(dir string, log *slog.Logger) {
+func ClearStaleMount(dir string, log *slog.Logger) {
 	// statfs always reaches the daemon (stat may be answered from the
 	// kernel's attribute cache).
 	var st unix.Statfs_t

@@ -47,7 +47,10 @@ type Primary struct {
 	degradeAfter time.Duration
 	m            *shipMetrics
 	cancel       context.CancelFunc
+	ctx          context.Context
 	wg           sync.WaitGroup
+	cfg          PrimaryConfig
+	smu          sync.Mutex // guards shippers once started (members.go)
 
 	mu      sync.Mutex
 	changed chan struct{}
@@ -111,16 +114,15 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Primary{need: need, policy: cfg.Ack, store: cfg.Store, log: cfg.Logger, degradeAfter: cfg.DegradeAfter,
-		m: newShipMetrics(cfg.Registry), changed: make(chan struct{})}
+		m: newShipMetrics(cfg.Registry), changed: make(chan struct{}), cfg: cfg}
 	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
+	p.cancel, p.ctx = cancel, ctx
 	for _, addr := range cfg.Backups {
 		s, err := newShipper(addr, cfg.Token, cfg.TLS, cfg.VolumeID, cfg.Store, cfg.Snapshots, p.m, p.notify, cfg.Logger)
 		if err != nil {
 			cancel()
 			return nil, err
 		}
-		s.policy = AckPolicy{Need: uint32(need), Of: uint32(len(cfg.Backups)), Degrade: cfg.DegradeAfter > 0}
 		p.shippers = append(p.shippers, s)
 	}
 	if cfg.ResyncAll {
@@ -135,6 +137,7 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 			}
 		}
 	}
+	p.announce()
 	for _, s := range p.shippers {
 		p.wg.Add(1)
 		go func() { defer p.wg.Done(); s.run(ctx) }()
@@ -164,23 +167,28 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 		ch := p.changed
 		p.mu.Unlock()
 		have, degraded := 0, 0
-		for _, s := range p.shippers {
+		shippers := p.list()
+		for _, s := range shippers {
 			if s.deposed.Load() {
 				return 0, ErrDeposed
 			}
-			if s.degraded.Load() {
+			if s.joining.Load() && s.acked.Load() >= seq && s.counts() {
+				s.joining.Store(false) // caught up: in the ack set from now on
+				p.log.Info("backup caught up; in the ack set", "backup", s.addr, "seq", seq)
+			}
+			if s.degraded.Load() || s.joining.Load() {
 				degraded++
 			} else if s.counts() && s.acked.Load() >= seq {
 				have++
 			}
 		}
-		if have >= p.needOf(len(p.shippers)-degraded) {
+		if have >= p.needOf(len(shippers)-degraded) {
 			p.m.barriers.Observe(time.Since(start).Seconds())
 			return have, nil
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("wait for %d of %d backups to hold seq %d: %w", p.need, len(p.shippers), seq, ctx.Err())
+			return 0, fmt.Errorf("wait for %d of %d backups to hold seq %d: %w", p.needOf(len(shippers)-degraded), len(shippers), seq, ctx.Err())
 		case <-ch:
 		}
 	}
@@ -188,9 +196,6 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 
 // needOf is how many acks a barrier needs when n backups are in the ack set.
 func (p *Primary) needOf(n int) int {
-	if n == len(p.shippers) {
-		return p.need
-	}
 	k, err := ParseAck(p.policy, n)
 	if err != nil { // a number larger than the backups left
 		return n
@@ -205,38 +210,38 @@ func (p *Primary) needOf(n int) int {
 func (p *Primary) watch(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	lagSince := make([]time.Time, len(p.shippers))
-	lastLog := make([]time.Time, len(p.shippers))
+	lagSince := map[*Shipper]time.Time{}
+	lastLog := map[*Shipper]time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
 			last := p.store.Last().Seq
-			for i, s := range p.shippers {
+			for _, s := range p.list() {
 				if s.acked.Load() >= last && !s.stalled.Load() {
-					lagSince[i] = time.Time{}
+					lagSince[s] = time.Time{}
 					if s.degraded.Swap(false) {
 						p.log.Info("backup caught up; back in the ack set", "backup", s.addr, "seq", last)
 						p.notify()
 					}
 					continue
 				}
-				if lagSince[i].IsZero() {
-					lagSince[i] = now
+				if lagSince[s].IsZero() {
+					lagSince[s] = now
 				}
-				if !s.degraded.Load() && now.Sub(lagSince[i]) >= p.degradeAfter {
+				if !s.degraded.Load() && now.Sub(lagSince[s]) >= p.degradeAfter {
 					s.degraded.Store(true)
 					p.log.Warn("backup dropped from the ack set: it is stale and must not be promoted without a resync",
-						"backup", s.addr, "behind_for", now.Sub(lagSince[i]).Round(time.Millisecond), "acked_seq", s.acked.Load(), "last_seq", last)
+						"backup", s.addr, "behind_for", now.Sub(lagSince[s]).Round(time.Millisecond), "acked_seq", s.acked.Load(), "last_seq", last)
 					p.notify()
 				}
 				if s.degraded.Load() {
 					p.m.degraded.WithLabelValues(s.addr).Add(0.1)
-					if now.Sub(lastLog[i]) >= time.Second {
-						lastLog[i] = now
+					if now.Sub(lastLog[s]) >= time.Second {
+						lastLog[s] = now
 						p.log.Warn("degraded: replicating without a backup", "backup", s.addr,
-							"behind_for", now.Sub(lagSince[i]).Round(time.Second), "acked_seq", s.acked.Load(), "last_seq", last)
+							"behind_for", now.Sub(lagSince[s]).Round(time.Second), "acked_seq", s.acked.Load(), "last_seq", last)
 					}
 				}
 			}
@@ -247,7 +252,7 @@ func (p *Primary) watch(ctx context.Context) {
 // Resync makes every backup resync at once (an operator suspects a backup's
 // volume was changed behind its back: the checksums find what differs).
 func (p *Primary) Resync() {
-	for _, s := range p.shippers {
+	for _, s := range p.list() {
 		s.force.Store(true)
 		if c := s.cancel.Load(); c != nil {
 			(*c)()
@@ -259,7 +264,7 @@ func (p *Primary) Resync() {
 // may trim.
 func (p *Primary) SafeSeq() uint64 {
 	safe := p.store.Last().Seq
-	for _, s := range p.shippers {
+	for _, s := range p.list() {
 		safe = min(safe, s.acked.Load())
 	}
 	return safe
@@ -279,9 +284,9 @@ type BackupStatus struct {
 // Status lists the backups.
 func (p *Primary) Status() []BackupStatus {
 	var out []BackupStatus
-	for _, s := range p.shippers {
+	for _, s := range p.list() {
 		out = append(out, BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(),
-			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load()})
+			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load() || s.joining.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load()})
 	}
 	return out
 }

@@ -339,17 +339,21 @@ func (b *Backup) Close() error {
 type Status struct {
 	VolumeID   string
 	DurableSeq uint64
-	AppliedSeq uint64
-	Epoch      uint64
-	Stalled    bool
+	// CompleteSeq is the newest durable seq that ends a seal: what a
+	// promotion of this backup can apply.
+	CompleteSeq uint64
+	AppliedSeq  uint64
+	Epoch       uint64
+	Stalled     bool
+	Policy      AckPolicy // the last primary's
 }
 
 // Status reports the backup's progress.
 func (b *Backup) Status() Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return Status{VolumeID: b.volumeID, DurableSeq: b.store.Last().Seq, AppliedSeq: b.applied.Load(),
-		Epoch: b.store.Epoch(), Stalled: b.stalled.Load()}
+	return Status{VolumeID: b.volumeID, DurableSeq: b.store.Last().Seq, CompleteSeq: b.complete.Load(), AppliedSeq: b.applied.Load(),
+		Epoch: b.store.Epoch(), Stalled: b.stalled.Load(), Policy: b.policy}
 }
 
 // WaitApplied waits until seq is applied (tests and promotion use it).

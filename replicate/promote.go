@@ -19,11 +19,16 @@ type PromoteConfig struct {
 	Volume, Journal string
 	// Peers are the other backups of the old primary, asked what they
 	// hold; Token and TLS reach them.
-	Peers  []string
-	Token  string
-	TLS    TLSFiles
-	Force  bool
-	Logger *slog.Logger
+	Peers []string
+	Token string
+	TLS   TLSFiles
+	Force bool
+	// Checked: the caller (a coordinator) has established that this
+	// backup holds every acknowledged batch, and chose Epoch, the new
+	// term; the peers are not asked.
+	Checked bool
+	Epoch   uint64
+	Logger  *slog.Logger
 }
 
 // Promotion is what Promote did: the volume holds every batch up to Seq,
@@ -66,8 +71,22 @@ func Promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 	b.mu.Lock()
 	policy := b.policy
 	b.mu.Unlock()
-	reasons, maxEpoch := b.promotable(ctx, cfg, st, policy)
+	var reasons []string
+	var maxEpoch uint64
+	if cfg.Checked {
+		if st.Stalled {
+			reasons = append(reasons, "this backup is stalled: its volume needs a resync")
+		}
+	} else {
+		reasons, maxEpoch = b.promotable(ctx, cfg, st, policy)
+	}
 	p := Promotion{Seq: b.complete.Load(), Epoch: max(st.Epoch, maxEpoch) + 1}
+	if cfg.Checked && cfg.Epoch > 0 {
+		if cfg.Epoch <= st.Epoch {
+			return p, fmt.Errorf("promote: epoch %d is not above the journal's %d", cfg.Epoch, st.Epoch)
+		}
+		p.Epoch = cfg.Epoch
+	}
 	if len(reasons) > 0 {
 		if !cfg.Force {
 			return p, fmt.Errorf("%w: %s", ErrNotPromotable, strings.Join(reasons, "; "))

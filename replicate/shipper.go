@@ -44,9 +44,12 @@ type Shipper struct {
 	// stalled: the backup reports it cannot apply what it holds
 	stalled atomic.Bool
 
-	snaps  Snapshotter // nil: resync unavailable
-	policy AckPolicy   // announced in Hello
-	force  atomic.Bool // resync at the next session, asked by an operator
+	snaps  Snapshotter               // nil: resync unavailable
+	policy atomic.Pointer[AckPolicy] // announced in Hello (Primary.announce)
+	// joining: added while the primary runs, not in the ack set until it
+	// caught up (members.go)
+	joining atomic.Bool
+	force   atomic.Bool // resync at the next session, asked by an operator
 	// onResync, if set, runs once after the first resync completes.
 	onResync func()
 	cancel   atomic.Pointer[context.CancelFunc]
@@ -72,6 +75,13 @@ func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *j
 		return nil, fmt.Errorf("backup %s: %w", addr, err)
 	}
 	return &Shipper{addr: addr, store: store, volumeID: volumeID, snaps: snaps, log: log.With("backup", addr), m: m, notify: notify, conn: conn}, nil
+}
+
+func (s *Shipper) announced() AckPolicy {
+	if p := s.policy.Load(); p != nil {
+		return *p
+	}
+	return AckPolicy{}
 }
 
 // Acked returns the newest seq the backup holds durably.
@@ -133,7 +143,7 @@ func (s *Shipper) session(parent context.Context) error {
 	}
 	if err := stream.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{
 		VolumeId: s.volumeID, Epoch: s.store.Epoch(), LastSeq: s.store.Last().Seq,
-		AckNeed: s.policy.Need, Backups: s.policy.Of, Degrade: s.policy.Degrade,
+		AckNeed: s.announced().Need, Backups: s.announced().Of, Degrade: s.announced().Degrade,
 	}}}); err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ func main() {
 			mountCommand(),
 			backupCommand(),
 			promoteCommand(),
+			nodeCommand(),
 			resyncCommand(),
 			barrierCommand(),
 			journalCommand(),

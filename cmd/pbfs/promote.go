@@ -39,6 +39,7 @@ func promoteCommand() *cli.Command {
 					return cli.Exit("promote: "+err.Error(), 2)
 				}
 			}
+			mount.ClearStaleMount(cfg.Mountpoint, cfg.Logger)
 			if err := mount.Check(cfg); err != nil {
 				code := 1
 				if _, usage := errors.AsType[*mount.ConfigError](err); usage {

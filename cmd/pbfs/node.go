@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pbfs/pbfs/coord"
+	"github.com/pbfs/pbfs/mount"
+	"github.com/pbfs/pbfs/replicate"
+)
+
+func nodeCommand() *cli.Command {
+	flags := append(mountFlags(),
+		&cli.StringFlag{Name: "coordinator", Required: true, Usage: "the etcd cluster that decides the roles: etcd://HOST:PORT[,HOST:PORT...]"},
+		&cli.StringFlag{Name: "name", Required: true, Usage: "this node's name, unique in the cluster"},
+		&cli.StringFlag{Name: "listen", Required: true, Usage: "address the backup role accepts the primary on (host:port)"},
+		&cli.StringFlag{Name: "advertise", Usage: "address the others reach this node's backup at (default: --listen)"},
+		&cli.StringFlag{Name: "cluster", Value: "default", Usage: "the cluster's name: its keys in etcd live under /pbfs/NAME"},
+		&cli.DurationFlag{Name: "lease-ttl", Value: 2 * time.Second, Usage: "the primary's lease in etcd: a dead primary is replaced about this long after its last renewal"},
+		&cli.StringFlag{Name: "on-promote", Usage: "shell command to run once this node serves as the primary (start the service)"},
+		&cli.StringFlag{Name: "on-demote", Usage: "shell command to run before this node stops serving as the primary (stop the service)"},
+	)
+	return &cli.Command{
+		Name:  "node",
+		Usage: "run a node whose role (primary or backup) an etcd cluster decides, with automatic failover",
+		Description: "Serves as a backup until the primary's lease lapses; then the most current eligible backup takes over\n" +
+			"under a higher epoch, runs --on-promote, and replicates to the other members. docs/FAILOVER.md.",
+		ArgsUsage: "VOLUME",
+		Flags:     flags,
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit("node: want exactly one VOLUME argument", 2)
+			}
+			cfg, err := mountConfig(c)
+			if err != nil {
+				return cli.Exit("node: "+err.Error(), 2)
+			}
+			if cfg.Token == "" {
+				if cfg.Token, err = replicate.LoadToken(c.String("token"), c.String("token-file")); err != nil {
+					return cli.Exit("node: "+err.Error(), 2)
+				}
+			}
+			if len(cfg.Backups) > 0 {
+				return cli.Exit("node: --backup is not for a node: its backups are the members the coordinator lists", 2)
+			}
+			endpoints, err := coordinatorEndpoints(c.String("coordinator"))
+			if err != nil {
+				return cli.Exit("node: "+err.Error(), 2)
+			}
+			mount.ClearStaleMount(cfg.Mountpoint, cfg.Logger) // a killed primary's, before the checks
+			check := cfg
+			check.Dynamic = true
+			if err := mount.Check(check); err != nil {
+				return cli.Exit("node: "+err.Error(), 2)
+			}
+			n, err := coord.Open(coord.Config{
+				Endpoints: endpoints, Cluster: c.String("cluster"), Name: c.String("name"),
+				Listen: c.String("listen"), Advertise: c.String("advertise"), TTL: c.Duration("lease-ttl"),
+				Mount: cfg, OnPromote: c.String("on-promote"), OnDemote: c.String("on-demote"), Logger: cfg.Logger,
+				Backup: replicate.BackupConfig{Token: cfg.Token, TLS: cfg.TLS, JournalReserve: cfg.JournalReserve, Registry: nil},
+			})
+			if err != nil {
+				return cli.Exit("node: "+err.Error(), 2)
+			}
+			defer n.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			sig := make(chan os.Signal, 2)
+			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+			go func() {
+				s := <-sig
+				cfg.Logger.Info("signal received; stopping", "signal", s.String())
+				cancel()
+				s = <-sig
+				cfg.Logger.Warn("second signal: stopping by force", "signal", s.String())
+				n.Abort()
+			}()
+			return n.Run(ctx)
+		},
+	}
+}
+
+// coordinatorEndpoints reads etcd://HOST:PORT[,HOST:PORT...].
+func coordinatorEndpoints(s string) ([]string, error) {
+	rest, ok := strings.CutPrefix(s, "etcd://")
+	if !ok || rest == "" {
+		return nil, fmt.Errorf("coordinator %q: want etcd://HOST:PORT[,HOST:PORT...]", s)
+	}
+	var out []string
+	for _, ep := range strings.Split(rest, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			out = append(out, ep)
+		}
+	}
+	return out, nil
+}

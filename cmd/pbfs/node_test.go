@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/coord"
+	"github.com/pbfs/pbfs/internal/etcdtest"
+	"github.com/pbfs/pbfs/internal/fstest"
+)
+
+// node is one `pbfs node` process of a test cluster.
+type node struct {
+	name, vol, jdir, addr, hooks string
+	cmd                          *exec.Cmd
+	out                          *fstest.Buffer
+	client                       *control.Client
+}
+
+// nodes is a cluster of pbfs nodes on one etcd cluster.
+type nodes struct {
+	t     *testing.T
+	etcd  *etcdtest.Cluster
+	cli   *clientv3.Client
+	nodes []*node
+}
+
+func startNodes(t *testing.T, etcdMembers, n int) *nodes {
+	fstest.RequireFUSE(t)
+	c := &nodes{t: t, etcd: etcdtest.Start(t, etcdMembers)}
+	eps := strings.Split(strings.TrimPrefix(c.etcd.Endpoints(), "etcd://"), ",")
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	must(t, err)
+	t.Cleanup(func() { cli.Close() })
+	c.cli = cli
+	dir := t.TempDir()
+	for i := 0; i < n; i++ {
+		nd := &node{name: fmt.Sprintf("n%d", i), vol: filepath.Join(dir, fmt.Sprintf("vol%d", i)),
+			jdir: filepath.Join(dir, fmt.Sprintf("j%d", i)), addr: fstest.FreeAddr(t), hooks: filepath.Join(dir, fmt.Sprintf("hooks%d", i))}
+		must(t, os.MkdirAll(nd.vol, 0o755))
+		must(t, os.MkdirAll(nd.hooks, 0o755))
+		c.nodes = append(c.nodes, nd)
+		c.start(nd)
+	}
+	return c
+}
+
+func (c *nodes) start(nd *node) {
+	nd.out = &fstest.Buffer{}
+	nd.cmd = exec.Command(fstest.Binary(c.t), "node", "--coordinator", c.etcd.Endpoints(), "--name", nd.name,
+		"--listen", nd.addr, "--journal", nd.jdir, "--token", fstest.TestToken, "--seal-interval", "10ms",
+		"--on-promote", "echo promoted $PBFS_NODE $PBFS_EPOCH >> "+filepath.Join(nd.hooks, "promote"),
+		"--on-demote", "echo demoted $PBFS_NODE >> "+filepath.Join(nd.hooks, "demote"), nd.vol)
+	nd.cmd.Stdout, nd.cmd.Stderr = nd.out, nd.out
+	must(c.t, nd.cmd.Start())
+	cmd := nd.cmd
+	c.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGINT)
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Signal(syscall.SIGINT) // force
+				<-done
+			}
+		}
+		if fstest.Mounted(nd.vol) {
+			syscall.Unmount(nd.vol, syscall.MNT_DETACH)
+		}
+	})
+}
+
+func (c *nodes) kill(nd *node) {
+	nd.cmd.Process.Kill()
+	nd.cmd.Wait()
+}
+
+// leader returns the node etcd names the primary and its record, waiting
+// for one that serves (its control socket answers a barrier).
+func (c *nodes) leader(timeout time.Duration) (*node, coord.Leader) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if resp, err := c.cli.Get(context.Background(), "/pbfs/default/leader"); err == nil && len(resp.Kvs) > 0 {
+			var l coord.Leader
+			json.Unmarshal(resp.Kvs[0].Value, &l)
+			for _, nd := range c.nodes {
+				if nd.name == l.Name && nd.cmd.ProcessState == nil {
+					if cl, err := control.Dial(nd.jdir); err == nil {
+						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+						_, err := cl.Barrier(ctx)
+						cancel()
+						cl.Close()
+						if err == nil {
+							return nd, l
+						}
+					}
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("no primary serves within %v:\n%s", timeout, c.logs())
+	return nil, coord.Leader{}
+}
+
+func (c *nodes) logs() string {
+	var logs strings.Builder
+	for _, nd := range c.nodes {
+		fmt.Fprintf(&logs, "== %s:\n%s\n", nd.name, nd.out)
+	}
+	return logs.String()
+}
+
+// writer writes files through whichever node is the primary and keeps a
+// ledger of every write a barrier acknowledged.
+type writer struct {
+	mu    sync.Mutex
+	acked map[string]string // path -> content
+	// ackedAt records when each barrier returned, per primary.
+	lastAck map[string]time.Time
+}
+
+// write writes one file on nd's volume and takes a barrier; it reports
+// whether the barrier acknowledged it.
+func (w *writer) write(nd *node, i int) bool {
+	name := fmt.Sprintf("w-%s-%05d", nd.name, i)
+	content := fmt.Sprintf("written through %s, #%d", nd.name, i)
+	if err := os.WriteFile(filepath.Join(nd.vol, name), []byte(content), 0o644); err != nil {
+		return false
+	}
+	cl, err := control.Dial(nd.jdir)
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := cl.Barrier(ctx); err != nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.acked[name] = content
+	w.lastAck[nd.name] = time.Now()
+	return true
+}
+
+// requireLedger checks every acknowledged write on vol.
+func (w *writer) requireLedger(t *testing.T, vol string) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name, content := range w.acked {
+		if data, err := os.ReadFile(filepath.Join(vol, name)); err != nil || string(data) != content {
+			t.Fatalf("acknowledged write %s lost on %s: %q %v", name, vol, data, err)
+		}
+	}
+}
+
+// converge waits until every live node holds the primary's tree.
+func (c *nodes) converge(primary *node) {
+	c.t.Helper()
+	cl, err := control.Dial(primary.jdir)
+	must(c.t, err)
+	defer cl.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		seq, err := cl.Barrier(context.Background())
+		if err == nil {
+			st, _ := cl.Status(context.Background())
+			done := 0
+			for _, b := range st.Backups {
+				if b.AppliedSeq >= seq && !b.Stale {
+					done++
+				}
+			}
+			if done == len(c.nodes)-1 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			st, _ := cl.Status(context.Background())
+			c.t.Fatalf("the nodes never converged: %+v\n%s", st.Backups, c.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	want := fstest.Snapshot(c.t, primary.vol)
+	for _, nd := range c.nodes {
+		if nd != primary {
+			fstest.RequireEqual(c.t, want, fstest.Snapshot(c.t, nd.vol), nd.name+" vs primary "+primary.name)
+		}
+	}
+}
+
+// TestAutomaticFailover: three nodes on etcd; the primary is killed with
+// -9 in the middle of a write load, five times in a row. Each time a
+// backup takes over by itself (its promotion hook runs), every
+// acknowledged write is on the new primary, the killed node rejoins as a
+// backup, and all three end byte-identical. The time from the kill to the
+// first write the new primary acknowledges is reported.
+func TestAutomaticFailover(t *testing.T) {
+	c := startNodes(t, 1, 3)
+	w := &writer{acked: map[string]string{}, lastAck: map[string]time.Time{}}
+	var took []time.Duration
+	for round := 0; round < 5; round++ {
+		primary, _ := c.leader(60 * time.Second)
+		for i := 0; i < 20; i++ {
+			w.write(primary, round*1000+i)
+		}
+		killed := time.Now()
+		c.kill(primary)
+		next, l := c.leader(30 * time.Second)
+		for i := 0; !w.write(next, round*1000+500+i); i++ {
+			if time.Since(killed) > 30*time.Second {
+				t.Fatalf("the new primary %s acknowledges nothing", next.name)
+			}
+		}
+		took = append(took, time.Since(killed))
+		if l.Epoch < uint64(round+2) {
+			t.Fatalf("round %d: the new term's epoch is %d", round, l.Epoch)
+		}
+		w.requireLedger(t, next.vol)
+		if data, _ := os.ReadFile(filepath.Join(next.hooks, "promote")); !strings.Contains(string(data), "promoted "+next.name) {
+			t.Fatalf("the promotion hook did not run on %s: %q", next.name, data)
+		}
+		c.start(primary) // the killed node rejoins as a backup
+		c.converge(next)
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	t.Logf("kill -9 of the primary to the first write the new one acknowledged: min %v, median %v, max %v (%v)",
+		took[0].Round(time.Millisecond), took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), took)
+	if took[len(took)/2] > 10*time.Second {
+		t.Fatalf("failover takes %v (median): too slow", took[len(took)/2])
+	}
+}
+
+// TestPartitionedPrimaryNeverAcknowledges: the primary is frozen
+// (SIGSTOP) while its clients keep asking it for barriers; a backup takes
+// over once the lease lapses. When the old primary thaws, no barrier it
+// returns succeeds: it may have been deposed. It rejoins as a backup and
+// converges.
+func TestPartitionedPrimaryNeverAcknowledges(t *testing.T) {
+	c := startNodes(t, 1, 3)
+	old, _ := c.leader(60 * time.Second)
+	w := &writer{acked: map[string]string{}, lastAck: map[string]time.Time{}}
+	for i := 0; i < 10; i++ {
+		w.write(old, i)
+	}
+	old.cmd.Process.Signal(syscall.SIGSTOP)
+	stopped := time.Now()
+	// Clients keep writing to the frozen primary.
+	results := make(chan time.Time, 100)
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if w.write(old, 100+i) {
+				results <- time.Now()
+			}
+		}(i)
+	}
+	next, _ := c.leader(30 * time.Second)
+	if next == old {
+		t.Fatal("the frozen primary is still the leader")
+	}
+	w.write(next, 200)
+	old.cmd.Process.Signal(syscall.SIGCONT)
+	wg.Wait()
+	close(results)
+	for at := range results {
+		t.Fatalf("the frozen primary acknowledged a write %v after it was stopped", at.Sub(stopped))
+	}
+	w.requireLedger(t, next.vol)
+	// It finds out, stops serving, and rejoins as a backup.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(old.out.String(), "deposed"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the old primary never noticed it was deposed:\n%s", old.out)
+		}
+	}
+	c.converge(next)
+}
+
+// TestCoordinatorLoss: with three etcd members, losing one changes
+// nothing; losing all makes the primary stop acknowledging within its
+// lease (it cannot prove it still holds the term); once etcd is back, a
+// primary serves again and nothing acknowledged was lost.
+func TestCoordinatorLoss(t *testing.T) {
+	c := startNodes(t, 3, 2)
+	primary, _ := c.leader(60 * time.Second)
+	w := &writer{acked: map[string]string{}, lastAck: map[string]time.Time{}}
+	for i := 0; i < 5; i++ {
+		w.write(primary, i)
+	}
+	c.etcd.Kill(0)
+	time.Sleep(3 * time.Second)
+	if !w.write(primary, 10) {
+		t.Fatalf("the primary stopped acknowledging with two of three etcd members up:\n%s", primary.out)
+	}
+	c.etcd.Kill(1)
+	c.etcd.Kill(2)
+	lost := time.Now()
+	var lastOK time.Time
+	for time.Since(lost) < 6*time.Second {
+		if w.write(primary, 20+int(time.Since(lost)/time.Millisecond)) {
+			lastOK = time.Now()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !lastOK.IsZero() && lastOK.Sub(lost) > 2*time.Second {
+		t.Fatalf("the primary acknowledged %v after etcd was lost, past its 2 s lease", lastOK.Sub(lost))
+	}
+	c.etcd.Restart(0, 1, 2)
+	next, _ := c.leader(60 * time.Second)
+	for i := 0; !w.write(next, 5000+i); i++ {
+		if i > 100 {
+			t.Fatal("no primary acknowledges after etcd came back")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	w.requireLedger(t, next.vol)
+}

@@ -1,0 +1,189 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/pbfs/pbfs/replicate"
+)
+
+// An election starts when the leader key is gone: the primary's lease
+// lapsed (it died, or it cannot reach etcd), or it stepped down. Every
+// backup republishes its state at once, waits settle for the others to do
+// the same, and then only the most current eligible backup (ties: the
+// smallest name) tries to take the term, with a compare-and-swap that
+// succeeds only if no leader exists and the epoch is still the one it
+// read. Eligible: not stalled, and it can prove it holds every
+// acknowledged batch. A barrier of the old primary returned once Need of
+// its Of backups held the batch; any Of-Need+1 backups include one of
+// those, and histories are prefixes of one another, so the most current
+// of Of-Need+1 fresh reports (its own included) holds every acknowledged
+// batch. With Degrade every backup must report (a dropped one does not
+// know it was dropped).
+
+// settle is how long a candidate waits for the others' fresh reports.
+const settle = 3 * publishEvery
+
+// won is what a node that won an election holds.
+type won struct {
+	epoch  uint64
+	lease  *lease
+	from   string    // the old primary, if known
+	lapsed time.Time // when this node saw the old term end
+}
+
+// awaitElection waits while another node leads, and runs elections while
+// none does, until this node wins (true) or ctx ends.
+func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, error) {
+	lastLeader := ""
+	for ctx.Err() == nil {
+		resp, err := n.cli.Get(ctx, n.k.leader())
+		if err != nil {
+			sleep(ctx, time.Second)
+			continue
+		}
+		if len(resp.Kvs) > 0 {
+			var l Leader
+			json.Unmarshal(resp.Kvs[0].Value, &l)
+			lastLeader = l.Name
+			// Wait for the leader key to go (the term to end).
+			wctx, cancel := context.WithCancel(ctx)
+			ch := n.cli.Watch(wctx, n.k.leader(), clientv3.WithRev(resp.Header.Revision+1))
+			for wr := range ch {
+				gone := false
+				for _, ev := range wr.Events {
+					if ev.Type == clientv3.EventTypeDelete {
+						gone = true
+					}
+				}
+				if gone || wr.Err() != nil {
+					break
+				}
+			}
+			cancel()
+			continue
+		}
+		lapsed := time.Now()
+		w, err := n.elect(ctx, resp.Header.Revision, b, lastLeader)
+		if err != nil {
+			n.log.Warn("election attempt failed", "err", err)
+		}
+		if w != nil {
+			w.lapsed = lapsed
+			n.won = w
+			return true, nil
+		}
+		sleep(ctx, settle)
+	}
+	return false, nil
+}
+
+// elect tries to take the next term; nil if this node should not or did
+// not win. rev is a revision at which no leader existed.
+func (n *Node) elect(ctx context.Context, rev int64, b *replicate.Backup, oldLeader string) (*won, error) {
+	st := b.Status()
+	me := backupMember(st)
+	if err := n.publish(ctx, me); err != nil {
+		return nil, err
+	}
+	if !sleep(ctx, settle) {
+		return nil, ctx.Err()
+	}
+	resp, err := n.cli.Get(ctx, n.k.members(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	var fresh []Member
+	for _, kv := range resp.Kvs {
+		var m Member
+		if json.Unmarshal(kv.Value, &m) != nil || kv.ModRevision <= rev || m.Role != "backup" {
+			continue
+		}
+		if st.VolumeID != "" && m.Volume != "" && m.Volume != st.VolumeID {
+			continue
+		}
+		fresh = append(fresh, m)
+	}
+	if reason := n.eligible(st, fresh); reason != "" {
+		n.log.Info("not taking over", "why", reason)
+		return nil, nil
+	}
+	return n.takeTerm(ctx, st, oldLeader)
+}
+
+// eligible says why this backup must not take the term ("" if it may).
+func (n *Node) eligible(st replicate.Status, fresh []Member) string {
+	if st.Stalled {
+		return "this backup is stalled (it needs a resync)"
+	}
+	sort.Slice(fresh, func(i, j int) bool {
+		if fresh[i].Durable != fresh[j].Durable {
+			return fresh[i].Durable > fresh[j].Durable
+		}
+		return fresh[i].Name < fresh[j].Name
+	})
+	best := ""
+	for _, m := range fresh {
+		if !m.Stalled {
+			best = m.Name
+			break
+		}
+	}
+	if best != n.cfg.Name {
+		return fmt.Sprintf("%s is more current", best)
+	}
+	need := 1
+	if p := st.Policy; p.Known() {
+		need = int(p.Of - p.Need + 1)
+		if p.Degrade {
+			need = int(p.Of)
+		}
+	}
+	if len(fresh) < need {
+		return fmt.Sprintf("only %d backups reported; %d must, to prove no acknowledged batch is missing", len(fresh), need)
+	}
+	return ""
+}
+
+// takeTerm takes the next term with a compare-and-swap: it succeeds only
+// if no leader exists and the epoch is still the one read.
+func (n *Node) takeTerm(ctx context.Context, st replicate.Status, oldLeader string) (*won, error) {
+	er, err := n.cli.Get(ctx, n.k.epoch())
+	if err != nil {
+		return nil, err
+	}
+	var current uint64
+	var epochRev int64
+	if len(er.Kvs) > 0 {
+		current, _ = strconv.ParseUint(string(er.Kvs[0].Value), 10, 64)
+		epochRev = er.Kvs[0].ModRevision
+	}
+	epoch := max(current, st.Epoch) + 1
+	// The lease runs from when etcd grants it: count from before asking.
+	sent := time.Now()
+	g, err := n.cli.Grant(ctx, int64(n.cfg.TTL/time.Second))
+	if err != nil {
+		return nil, err
+	}
+	l := &lease{cli: n.cli, id: g.ID, ttl: time.Duration(g.TTL) * time.Second}
+	leader := Leader{Name: n.cfg.Name, Addr: n.cfg.Advertise, Epoch: epoch, Since: time.Now().UTC(), TTL: l.ttl, LeaseID: int64(g.ID)}
+	tr, err := n.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(n.k.leader()), "=", 0),
+			clientv3.Compare(clientv3.ModRevision(n.k.epoch()), "=", epochRev)).
+		Then(clientv3.OpPut(n.k.leader(), encode(leader), clientv3.WithLease(g.ID)),
+			clientv3.OpPut(n.k.epoch(), strconv.FormatUint(epoch, 10))).
+		Commit()
+	if err != nil || !tr.Succeeded {
+		n.cli.Revoke(context.Background(), g.ID)
+		return nil, err
+	}
+	l.renewed(sent)
+	n.log.Warn("took over as the primary", "epoch", epoch, "after", oldLeader, "durable_seq", st.CompleteSeq)
+	return &won{epoch: epoch, lease: l, from: oldLeader}, nil
+}

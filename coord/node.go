@@ -1,0 +1,252 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/pbfs/pbfs/mount"
+	"github.com/pbfs/pbfs/replicate"
+)
+
+// Config describes a node.
+type Config struct {
+	Endpoints []string      // etcd client URLs or host:port
+	Cluster   string        // the key prefix is /pbfs/CLUSTER
+	Name      string        // unique in the cluster
+	Listen    string        // where the backup role listens
+	Advertise string        // where the others reach it (default Listen)
+	TTL       time.Duration // the primary's lease (default 2 s; etcd allows no less than about 1.5 s)
+	// Mount is the primary role's configuration (the volume, the journal,
+	// the ack policy, plugins); Backups, Epoch and Lease are filled in.
+	Mount mount.Config
+	// Backup is the backup role's (token, TLS, reserve, retention); the
+	// volume and journal are Mount's.
+	Backup replicate.BackupConfig
+	// OnPromote runs (sh -c) once this node serves as the primary; OnDemote
+	// runs before it stops serving as one. Both see PBFS_NODE, PBFS_ROLE,
+	// PBFS_EPOCH and PBFS_VOLUME.
+	OnPromote, OnDemote string
+	Logger              *slog.Logger
+}
+
+// publishEvery is how often a node republishes its member record; the
+// election waits a few of these for every node to report after the
+// primary's lease lapsed.
+const publishEvery = 100 * time.Millisecond
+
+// Node is a running pbfs node.
+type Node struct {
+	cfg Config
+	cli *clientv3.Client
+	k   keys
+	log *slog.Logger
+
+	memberLease clientv3.LeaseID
+
+	won *won // the term this node won, for servePrimary
+
+	mu      sync.Mutex
+	mounted *mount.Mount // while primary
+	backup  *replicate.Backup
+	role    string
+}
+
+func (cfg *Config) defaults() error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 2 * time.Second
+	}
+	if cfg.TTL < 1500*time.Millisecond {
+		return fmt.Errorf("lease TTL %v: etcd grants no lease under 1.5 s", cfg.TTL)
+	}
+	if cfg.Advertise == "" {
+		cfg.Advertise = cfg.Listen
+	}
+	if cfg.Cluster == "" {
+		cfg.Cluster = "default"
+	}
+	if cfg.Name == "" || strings.ContainsAny(cfg.Name, "/ ") {
+		return fmt.Errorf("node name %q: want a name without / or spaces", cfg.Name)
+	}
+	switch cfg.Mount.Ack {
+	case "", "all", "majority", "none":
+	default:
+		return fmt.Errorf("ack policy %q: a node takes all, majority or none (the backups are the members etcd lists)", cfg.Mount.Ack)
+	}
+	return nil
+}
+
+// Run serves as a backup or as the primary, as the cluster decides, until
+// ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	n, err := Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	return n.Run(ctx)
+}
+
+// Open connects to etcd.
+func Open(cfg Config) (*Node, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
+	return &Node{cfg: cfg, cli: cli, k: keys{"/pbfs/" + cfg.Cluster}, log: cfg.Logger.With("node", cfg.Name)}, nil
+}
+
+// Close disconnects from etcd.
+func (n *Node) Close() error { return n.cli.Close() }
+
+// Run alternates the backup and primary roles until ctx ends.
+func (n *Node) Run(ctx context.Context) error {
+	go n.keepMember(ctx)
+	for ctx.Err() == nil {
+		won, err := n.serveBackup(ctx)
+		if err != nil {
+			n.log.Error("backup role failed; retrying", "err", err)
+			if !sleep(ctx, time.Second) {
+				break
+			}
+			continue
+		}
+		if !won {
+			continue
+		}
+		if err := n.servePrimary(ctx); err != nil {
+			n.log.Error("primary role ended", "err", err)
+		}
+	}
+	return nil
+}
+
+// Abort forces a primary's stop that waits for the service (a second
+// signal).
+func (n *Node) Abort() {
+	n.mu.Lock()
+	m := n.mounted
+	n.mu.Unlock()
+	if m != nil {
+		m.Abort()
+	}
+}
+
+// keepMember holds the lease the member record is attached to, renewing
+// it, and granting a new one if etcd lost it.
+func (n *Node) keepMember(ctx context.Context) {
+	for ctx.Err() == nil {
+		g, err := n.cli.Grant(ctx, int64(n.cfg.TTL/time.Second)+1)
+		if err != nil {
+			sleep(ctx, time.Second)
+			continue
+		}
+		n.mu.Lock()
+		n.memberLease = g.ID
+		n.mu.Unlock()
+		ch, err := n.cli.KeepAlive(ctx, g.ID)
+		if err != nil {
+			continue
+		}
+		for range ch {
+		}
+	}
+}
+
+// publish puts this node's member record.
+func (n *Node) publish(ctx context.Context, m Member) error {
+	n.mu.Lock()
+	id := n.memberLease
+	n.mu.Unlock()
+	if id == 0 {
+		return errors.New("no member lease yet")
+	}
+	m.Name, m.Addr, m.At = n.cfg.Name, n.cfg.Advertise, time.Now().UTC()
+	_, err := n.cli.Put(ctx, n.k.member(n.cfg.Name), encode(m), clientv3.WithLease(id))
+	return err
+}
+
+// serveBackup runs the backup role until this node wins an election
+// (true) or ctx ends.
+func (n *Node) serveBackup(ctx context.Context) (bool, error) {
+	bcfg := n.cfg.Backup
+	bcfg.Volume, bcfg.Journal = n.volume(), n.cfg.Mount.Journal
+	bcfg.Logger = n.log
+	// A primary of this node killed before left its mount behind.
+	mount.ClearStaleMount(n.cfg.Mount.Mountpoint, n.log)
+	b, err := replicate.OpenBackup(bcfg)
+	if err != nil {
+		return false, err
+	}
+	ln, err := net.Listen("tcp", n.cfg.Listen)
+	if err != nil {
+		b.Close()
+		return false, fmt.Errorf("listen for the primary: %w", err)
+	}
+	go b.Serve(ln)
+	n.setRole("backup", nil, b)
+	defer func() {
+		b.Close()
+		n.setRole("", nil, nil)
+	}()
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go n.publishBackup(pctx, b)
+	return n.awaitElection(ctx, b)
+}
+
+// publishBackup republishes the backup's state until ctx ends.
+func (n *Node) publishBackup(ctx context.Context, b *replicate.Backup) {
+	t := time.NewTicker(publishEvery)
+	defer t.Stop()
+	for {
+		n.publish(ctx, backupMember(b.Status()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func backupMember(st replicate.Status) Member {
+	return Member{Role: "backup", Volume: st.VolumeID, Epoch: st.Epoch, Durable: st.CompleteSeq, Applied: st.AppliedSeq,
+		Stalled: st.Stalled, Need: st.Policy.Need, Of: st.Policy.Of, Degrade: st.Policy.Degrade}
+}
+
+func (n *Node) setRole(role string, m *mount.Mount, b *replicate.Backup) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.role, n.mounted, n.backup = role, m, b
+}
+
+// volume is the directory the volume lives in.
+func (n *Node) volume() string {
+	if n.cfg.Mount.Backing != "" {
+		return n.cfg.Mount.Backing
+	}
+	return n.cfg.Mount.Mountpoint
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}

@@ -1,0 +1,139 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/pbfs/pbfs/mount"
+	"github.com/pbfs/pbfs/replicate"
+)
+
+// servePrimary serves the term this node won until its lease lapses (it
+// is deposed, and becomes a backup again) or ctx ends (it steps down).
+func (n *Node) servePrimary(ctx context.Context) error {
+	w := n.won
+	n.won = nil
+	lctx, stopLease := context.WithCancel(context.Background())
+	defer stopLease()
+	lost := make(chan error, 1)
+	go func() { lost <- w.lease.keep(lctx) }()
+	defer n.cli.Revoke(context.Background(), w.lease.id) // step down: the next term can start at once
+
+	// Take over: everything the journal holds, applied; the new epoch.
+	p, err := replicate.Promote(ctx, replicate.PromoteConfig{Volume: n.volume(), Journal: n.cfg.Mount.Journal,
+		Checked: true, Epoch: w.epoch, Logger: n.log})
+	if err != nil {
+		return fmt.Errorf("take over: %w", err)
+	}
+	mcfg := n.cfg.Mount
+	mcfg.Backups, mcfg.Epoch, mcfg.Promoted, mcfg.Dynamic, mcfg.Lease = n.otherBackups(ctx), p.Epoch, true, true, w.lease.check
+	m, err := mount.Start(mcfg)
+	if err != nil {
+		return fmt.Errorf("take over: %w", err)
+	}
+	n.setRole("primary", m, nil)
+	took := time.Since(w.lapsed)
+	n.cli.Put(ctx, n.k.failover(), encode(Failover{From: w.from, To: n.cfg.Name, Epoch: p.Epoch, At: time.Now().UTC(), Took: took}))
+	n.log.Warn("serving as the primary", "epoch", p.Epoch, "seq", p.Seq, "after", w.from, "failover_took", took.Round(time.Millisecond))
+	n.hook(n.cfg.OnPromote, "primary", p.Epoch)
+
+	pctx, stopPublish := context.WithCancel(ctx)
+	defer stopPublish()
+	go n.publishPrimary(pctx, m)
+	select {
+	case <-ctx.Done():
+		// Stepping down: stop acknowledging, seal, ship, unmount; then the
+		// lease goes (deferred) and a backup takes over.
+		n.hook(n.cfg.OnDemote, "backup", p.Epoch)
+		err = m.Close()
+	case err = <-lost:
+		n.log.Error("deposed: the lease lapsed; stopping the service and rejoining as a backup", "err", err)
+		n.hook(n.cfg.OnDemote, "backup", p.Epoch)
+		m.Abort()
+		m.Close()
+	case <-m.Done():
+		err = fmt.Errorf("the mount went away")
+		m.Close()
+	}
+	n.setRole("", nil, nil)
+	return err
+}
+
+// otherBackups lists the other members' backup addresses.
+func (n *Node) otherBackups(ctx context.Context) []string {
+	var out []string
+	for _, m := range n.members(ctx) {
+		if m.Name != n.cfg.Name && m.Role == "backup" && !slices.Contains(out, m.Addr) {
+			out = append(out, m.Addr)
+		}
+	}
+	return out
+}
+
+// members reads every member record.
+func (n *Node) members(ctx context.Context) []Member {
+	resp, err := n.cli.Get(ctx, n.k.members(), clientv3.WithPrefix())
+	if err != nil {
+		return nil
+	}
+	var out []Member
+	for _, kv := range resp.Kvs {
+		var m Member
+		if json.Unmarshal(kv.Value, &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// publishPrimary republishes the primary's state and starts replicating
+// to every member that appears, until ctx ends.
+func (n *Node) publishPrimary(ctx context.Context, m *mount.Mount) {
+	t := time.NewTicker(publishEvery)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		st := m.Status()
+		n.publish(ctx, Member{Role: "primary", Volume: st.VolumeID, Epoch: st.Epoch, Durable: st.LastSeq, Applied: st.LastSeq})
+		if i%5 == 0 {
+			for _, addr := range n.otherBackups(ctx) {
+				if !slices.Contains(m.Backups(), addr) {
+					if err := m.AddBackup(addr); err != nil {
+						n.log.Warn("add backup", "backup", addr, "err", err)
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// hook runs a promotion or demotion command, waiting for it (at most a
+// minute) and logging how it ended.
+func (n *Node) hook(cmd, role string, epoch uint64) {
+	if cmd == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, "/bin/sh", "-c", cmd)
+	c.Env = append(os.Environ(), "PBFS_NODE="+n.cfg.Name, "PBFS_ROLE="+role, "PBFS_EPOCH="+strconv.FormatUint(epoch, 10),
+		"PBFS_VOLUME="+n.cfg.Mount.Mountpoint)
+	out, err := c.CombinedOutput()
+	if err != nil {
+		n.log.Error("hook failed", "role", role, "cmd", cmd, "err", err, "output", string(out))
+		return
+	}
+	n.log.Info("hook ran", "role", role, "cmd", cmd)
+}

@@ -1,0 +1,72 @@
+// Package coord runs a pbfs node whose role an etcd cluster decides: it
+// serves as a backup until the primary's lease lapses, then the most
+// current eligible backup takes the primary's place under a higher epoch,
+// runs the promotion hook and replicates to the others; a primary that
+// cannot renew its lease stops acknowledging before anyone else can be
+// promoted, and rejoins as a backup through a resync. docs/FAILOVER.md
+// gives the rules and the timing argument.
+package coord
+
+import (
+	"encoding/json"
+	"path"
+	"time"
+)
+
+// The cluster's state in etcd, under a prefix (/pbfs/CLUSTER/):
+//
+//	epoch            the current term, a decimal; advanced only by the
+//	                 election's compare-and-swap
+//	leader           Leader, attached to the primary's lease: it vanishes
+//	                 when the primary stops renewing it
+//	members/NAME     Member, attached to the node's own lease, republished
+//	                 several times a second
+//	failover/last    Failover, the last change of primary
+type keys struct{ prefix string }
+
+func (k keys) epoch() string             { return path.Join(k.prefix, "epoch") }
+func (k keys) leader() string            { return path.Join(k.prefix, "leader") }
+func (k keys) members() string           { return path.Join(k.prefix, "members") + "/" }
+func (k keys) member(name string) string { return k.members() + name }
+func (k keys) failover() string          { return path.Join(k.prefix, "failover", "last") }
+
+// Leader is the primary of the current term.
+type Leader struct {
+	Name  string    `json:"name"`
+	Addr  string    `json:"addr"`
+	Epoch uint64    `json:"epoch"`
+	Since time.Time `json:"since"`
+	// TTL is the lease the primary holds, and LeaseID its etcd id.
+	TTL     time.Duration `json:"ttl"`
+	LeaseID int64         `json:"lease_id"`
+}
+
+// Member is one node as it reports itself.
+type Member struct {
+	Name    string    `json:"name"`
+	Addr    string    `json:"addr"` // where its backup listens
+	Role    string    `json:"role"` // "backup", "primary" or "starting"
+	Volume  string    `json:"volume_id,omitempty"`
+	Epoch   uint64    `json:"epoch"`
+	Durable uint64    `json:"durable_seq"`
+	Applied uint64    `json:"applied_seq"`
+	Stalled bool      `json:"stalled"`
+	Need    uint32    `json:"ack_need"`
+	Of      uint32    `json:"ack_of"`
+	Degrade bool      `json:"degrade,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// Failover records a change of primary.
+type Failover struct {
+	From  string        `json:"from"`
+	To    string        `json:"to"`
+	Epoch uint64        `json:"epoch"`
+	At    time.Time     `json:"at"`
+	Took  time.Duration `json:"took"` // from the lapse noticed to serving
+}
+
+func encode(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

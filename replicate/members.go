@@ -1,0 +1,66 @@
+package replicate
+
+import (
+	"slices"
+)
+
+// A primary's backups can change while it runs (pbfs node adds the
+// members its coordinator lists): a backup added later joins out of the
+// ack set, as a degraded one is, and enters it once it holds what a
+// barrier waits for, so a newcomer that must first be resynced does not
+// hold every barrier meanwhile. Every session's Hello announces the ack
+// policy over the backups known then.
+
+// list returns the current backups.
+func (p *Primary) list() []*Shipper {
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	return slices.Clone(p.shippers)
+}
+
+// announce sets the ack policy each shipper's next Hello carries.
+func (p *Primary) announce() {
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	n := len(p.shippers)
+	pol := AckPolicy{Need: uint32(p.needOf(n)), Of: uint32(n), Degrade: p.degradeAfter > 0}
+	for _, s := range p.shippers {
+		s.policy.Store(&pol)
+	}
+}
+
+// Backups lists the addresses the primary ships to.
+func (p *Primary) Backups() []string {
+	var out []string
+	for _, s := range p.list() {
+		out = append(out, s.addr)
+	}
+	return out
+}
+
+// AddBackup starts shipping to one more backup, out of the ack set until
+// it has caught up. Adding a known address does nothing.
+func (p *Primary) AddBackup(addr string) error {
+	p.smu.Lock()
+	for _, s := range p.shippers {
+		if s.addr == addr {
+			p.smu.Unlock()
+			return nil
+		}
+	}
+	cfg := p.cfg
+	s, err := newShipper(addr, cfg.Token, cfg.TLS, cfg.VolumeID, cfg.Store, cfg.Snapshots, p.m, p.notify, p.log)
+	if err != nil {
+		p.smu.Unlock()
+		return err
+	}
+	s.joining.Store(true)
+	p.shippers = append(p.shippers, s)
+	p.smu.Unlock()
+	p.announce()
+	p.log.Info("backup added; it joins the ack set once caught up", "backup", addr)
+	p.wg.Add(1)
+	go func() { defer p.wg.Done(); s.run(p.ctx) }()
+	p.notify()
+	return nil
+}
