@@ -26,6 +26,7 @@ func main() {
 			backupCommand(),
 			promoteCommand(),
 			nodeCommand(),
+			statusCommand(),
 			resyncCommand(),
 			barrierCommand(),
 			journalCommand(),

@@ -242,6 +242,7 @@ func TestAutomaticFailover(t *testing.T) {
 		}
 		c.start(primary) // the killed node rejoins as a backup
 		c.converge(next)
+		c.requireStatus(next, primary)
 	}
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 	t.Logf("kill -9 of the primary to the first write the new one acknowledged: min %v, median %v, max %v (%v)",
@@ -336,4 +337,25 @@ func TestCoordinatorLoss(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	w.requireLedger(t, next.vol)
+}
+
+// requireStatus checks what pbfs status says after a failover from old to
+// primary.
+func (c *nodes) requireStatus(primary, old *node) {
+	c.t.Helper()
+	out, code := run(c.t, "status", "--coordinator", c.etcd.Endpoints(), "--json")
+	if code != 0 {
+		c.t.Fatalf("status: %s", out)
+	}
+	var r coord.Report
+	must(c.t, json.Unmarshal([]byte(out), &r))
+	if r.Leader == nil || r.Leader.Name != primary.name || r.Failover == nil || r.Failover.To != primary.name || r.Failover.From != old.name {
+		c.t.Fatalf("status after a failover from %s to %s: %s", old.name, primary.name, out)
+	}
+	if len(r.Members) != len(c.nodes) || r.LeaseTTL <= 0 {
+		c.t.Fatalf("status does not show every node and the lease: %s", out)
+	}
+	if text, code := run(c.t, "status", "--coordinator", c.etcd.Endpoints()); code != 0 || !strings.Contains(text, "primary  "+primary.name) {
+		c.t.Fatalf("status table: %s", text)
+	}
 }

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pbfs/pbfs/coord"
+)
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show every node of a cluster: role, epoch, durable and applied seq, lag, the leader's lease, the last failover",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "coordinator", Required: true, Usage: "the cluster's etcd: etcd://HOST:PORT[,HOST:PORT...]"},
+			&cli.StringFlag{Name: "cluster", Value: "default", Usage: "the cluster's name"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON, for scripts"},
+		},
+		Action: func(c *cli.Context) error {
+			endpoints, err := coordinatorEndpoints(c.String("coordinator"))
+			if err != nil {
+				return cli.Exit("status: "+err.Error(), 2)
+			}
+			r, err := coord.Status(c.Context, endpoints, c.String("cluster"))
+			if err != nil {
+				return cli.Exit("status: "+err.Error(), 1)
+			}
+			w := c.App.Writer
+			if c.Bool("json") {
+				e := json.NewEncoder(w)
+				e.SetIndent("", "  ")
+				return e.Encode(r)
+			}
+			switch {
+			case r.Leader != nil:
+				fmt.Fprintf(w, "primary  %s (%s), epoch %d, lease %ds left of %v, since %s\n", r.Leader.Name, r.Leader.Addr, r.Leader.Epoch,
+					r.LeaseTTL, r.Leader.TTL, r.Leader.Since.Local().Format(time.DateTime))
+			default:
+				fmt.Fprintf(w, "primary  none: an election is due or running (epoch %d)\n", r.Epoch)
+			}
+			if f := r.Failover; f != nil {
+				fmt.Fprintf(w, "failover %s -> %s at %s, epoch %d, took %v\n", orNone(f.From), f.To, f.At.Local().Format(time.DateTime), f.Epoch, f.Took.Round(time.Millisecond))
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "\nNAME\tROLE\tADDR\tEPOCH\tDURABLE\tAPPLIED\tLAG\tSTATE\tREPORTED")
+			for _, m := range r.Members {
+				state := "ok"
+				if m.Stalled {
+					state = "stalled: needs a resync"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s ago\n", m.Name, m.Role, m.Addr, m.Epoch, m.Durable, m.Applied, r.Lag(m), state,
+					time.Since(m.At).Round(time.Millisecond))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

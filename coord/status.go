@@ -1,0 +1,75 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Report is the cluster as etcd sees it: what `pbfs status` shows.
+type Report struct {
+	Epoch    uint64    `json:"epoch"`
+	Leader   *Leader   `json:"leader,omitempty"`
+	LeaseTTL int64     `json:"lease_ttl_left_s"` // seconds left on the leader's lease, as etcd counts
+	Members  []Member  `json:"members"`
+	Failover *Failover `json:"last_failover,omitempty"`
+}
+
+// Lag is how many batches member m is behind the primary.
+func (r *Report) Lag(m Member) uint64 {
+	for _, p := range r.Members {
+		if r.Leader != nil && p.Name == r.Leader.Name && p.Durable > m.Durable {
+			return p.Durable - m.Durable
+		}
+	}
+	return 0
+}
+
+// Status reads the cluster's state from etcd.
+func Status(ctx context.Context, endpoints []string, cluster string) (*Report, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	k := keys{"/pbfs/" + cluster}
+	resp, err := cli.Get(ctx, k.prefix+"/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
+	r := &Report{}
+	for _, kv := range resp.Kvs {
+		switch key := string(kv.Key); {
+		case key == k.epoch():
+			r.Epoch, _ = strconv.ParseUint(string(kv.Value), 10, 64)
+		case key == k.leader():
+			var l Leader
+			if json.Unmarshal(kv.Value, &l) == nil {
+				r.Leader = &l
+				if ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(l.LeaseID)); err == nil {
+					r.LeaseTTL = ttl.TTL
+				}
+			}
+		case key == k.failover():
+			var f Failover
+			if json.Unmarshal(kv.Value, &f) == nil {
+				r.Failover = &f
+			}
+		case len(key) > len(k.members()) && key[:len(k.members())] == k.members():
+			var m Member
+			if json.Unmarshal(kv.Value, &m) == nil {
+				r.Members = append(r.Members, m)
+			}
+		}
+	}
+	sort.Slice(r.Members, func(i, j int) bool { return r.Members[i].Name < r.Members[j].Name })
+	return r, nil
+}
