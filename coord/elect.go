@@ -172,7 +172,7 @@ func (n *Node) takeTerm(ctx context.Context, st replicate.Status, oldLeader stri
 		return nil, err
 	}
 	l := &lease{cli: n.cli, id: g.ID, ttl: time.Duration(g.TTL) * time.Second}
-	leader := Leader{Name: n.cfg.Name, Addr: n.cfg.Advertise, Epoch: epoch, Since: time.Now().UTC(), TTL: l.ttl, LeaseID: int64(g.ID)}
+	leader := Leader{Name: n.cfg.Name, Addr: n.cfg.Advertise, Proxy: n.cfg.ProxyAdvertise, Epoch: epoch, Since: time.Now().UTC(), TTL: l.ttl, LeaseID: int64(g.ID)}
 	tr, err := n.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(n.k.leader()), "=", 0),
 			clientv3.Compare(clientv3.ModRevision(n.k.epoch()), "=", epochRev)).

@@ -31,6 +31,11 @@ type Config struct {
 	// Backup is the backup role's (token, TLS, reserve, retention); the
 	// volume and journal are Mount's.
 	Backup replicate.BackupConfig
+	// Proxy is the frontend's listen address (the http-proxy plugin's), if
+	// any: while a backup, the node forwards it to the primary's
+	// (forward.go). ProxyAdvertise is where the others reach it (default:
+	// Advertise's host with Proxy's port).
+	Proxy, ProxyAdvertise string
 	// OnPromote runs (sh -c) once this node serves as the primary; OnDemote
 	// runs before it stops serving as one. Both see PBFS_NODE, PBFS_ROLE,
 	// PBFS_EPOCH and PBFS_VOLUME.
@@ -72,6 +77,14 @@ func (cfg *Config) defaults() error {
 	}
 	if cfg.Advertise == "" {
 		cfg.Advertise = cfg.Listen
+	}
+	if cfg.Proxy != "" && cfg.ProxyAdvertise == "" {
+		host, _, err1 := net.SplitHostPort(cfg.Advertise)
+		_, port, err2 := net.SplitHostPort(cfg.Proxy)
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("frontend address %q or advertise address %q: want host:port", cfg.Proxy, cfg.Advertise)
+		}
+		cfg.ProxyAdvertise = net.JoinHostPort(host, port)
 	}
 	if cfg.Cluster == "" {
 		cfg.Cluster = "default"
@@ -175,7 +188,7 @@ func (n *Node) publish(ctx context.Context, m Member) error {
 	if id == 0 {
 		return errors.New("no member lease yet")
 	}
-	m.Name, m.Addr, m.At = n.cfg.Name, n.cfg.Advertise, time.Now().UTC()
+	m.Name, m.Addr, m.Proxy, m.At = n.cfg.Name, n.cfg.Advertise, n.cfg.ProxyAdvertise, time.Now().UTC()
 	_, err := n.cli.Put(ctx, n.k.member(n.cfg.Name), encode(m), clientv3.WithLease(id))
 	return err
 }
@@ -203,6 +216,11 @@ func (n *Node) serveBackup(ctx context.Context) (bool, error) {
 		b.Close()
 		n.setRole("", nil, nil)
 	}()
+	stopForwarding, err := n.startForwarding()
+	if err != nil {
+		return false, fmt.Errorf("listen on the frontend address to forward it: %w", err)
+	}
+	defer stopForwarding() // before the plugin takes the address, on promotion
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go n.publishBackup(pctx, b)

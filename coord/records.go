@@ -34,6 +34,7 @@ func (k keys) failover() string          { return path.Join(k.prefix, "failover"
 type Leader struct {
 	Name  string    `json:"name"`
 	Addr  string    `json:"addr"`
+	Proxy string    `json:"proxy,omitempty"` // its frontend, for the other nodes to forward to
 	Epoch uint64    `json:"epoch"`
 	Since time.Time `json:"since"`
 	// TTL is the lease the primary holds, and LeaseID its etcd id.
@@ -45,6 +46,7 @@ type Leader struct {
 type Member struct {
 	Name    string    `json:"name"`
 	Addr    string    `json:"addr"` // where its backup listens
+	Proxy   string    `json:"proxy,omitempty"`
 	Role    string    `json:"role"` // "backup", "primary" or "starting"
 	Volume  string    `json:"volume_id,omitempty"`
 	Epoch   uint64    `json:"epoch"`

@@ -26,6 +26,7 @@ func nodeCommand() *cli.Command {
 		&cli.DurationFlag{Name: "lease-ttl", Value: 2 * time.Second, Usage: "the primary's lease in etcd: a dead primary is replaced about this long after its last renewal"},
 		&cli.StringFlag{Name: "on-promote", Usage: "shell command to run once this node serves as the primary (start the service)"},
 		&cli.StringFlag{Name: "on-demote", Usage: "shell command to run before this node stops serving as the primary (stop the service)"},
+		&cli.StringFlag{Name: "proxy-advertise", Usage: "where the other nodes reach this node's http-proxy (default: --advertise's host, the plugin's listen port)"},
 	)
 	return &cli.Command{
 		Name:  "node",
@@ -64,6 +65,7 @@ func nodeCommand() *cli.Command {
 				Endpoints: endpoints, Cluster: c.String("cluster"), Name: c.String("name"),
 				Listen: c.String("listen"), Advertise: c.String("advertise"), TTL: c.Duration("lease-ttl"),
 				Mount: cfg, OnPromote: c.String("on-promote"), OnDemote: c.String("on-demote"), Logger: cfg.Logger,
+				Proxy: frontend(cfg), ProxyAdvertise: c.String("proxy-advertise"),
 				Backup: replicate.BackupConfig{Token: cfg.Token, TLS: cfg.TLS, JournalReserve: cfg.JournalReserve, Registry: nil},
 			})
 			if err != nil {
@@ -99,4 +101,15 @@ func coordinatorEndpoints(s string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// frontend is the http-proxy plugin's listen address, if one is
+// configured: a node forwards it to the primary while it is a backup.
+func frontend(cfg mount.Config) string {
+	for _, p := range cfg.Plugins {
+		if p.Name == "http-proxy" {
+			return p.Config["listen"]
+		}
+	}
+	return ""
 }

@@ -26,6 +26,7 @@ import (
 // node is one `pbfs node` process of a test cluster.
 type node struct {
 	name, vol, jdir, addr, hooks string
+	extra                        []string // more arguments
 	cmd                          *exec.Cmd
 	out                          *fstest.Buffer
 	client                       *control.Client
@@ -40,6 +41,12 @@ type nodes struct {
 }
 
 func startNodes(t *testing.T, etcdMembers, n int) *nodes {
+	return startNodesWith(t, etcdMembers, n, nil)
+}
+
+// startNodesWith starts n nodes; extra, if set, gives a node's extra
+// arguments.
+func startNodesWith(t *testing.T, etcdMembers, n int, extra func(nd *node) []string) *nodes {
 	fstest.RequireFUSE(t)
 	c := &nodes{t: t, etcd: etcdtest.Start(t, etcdMembers)}
 	eps := strings.Split(strings.TrimPrefix(c.etcd.Endpoints(), "etcd://"), ",")
@@ -53,6 +60,9 @@ func startNodes(t *testing.T, etcdMembers, n int) *nodes {
 			jdir: filepath.Join(dir, fmt.Sprintf("j%d", i)), addr: fstest.FreeAddr(t), hooks: filepath.Join(dir, fmt.Sprintf("hooks%d", i))}
 		must(t, os.MkdirAll(nd.vol, 0o755))
 		must(t, os.MkdirAll(nd.hooks, 0o755))
+		if extra != nil {
+			nd.extra = extra(nd)
+		}
 		c.nodes = append(c.nodes, nd)
 		c.start(nd)
 	}
@@ -64,7 +74,8 @@ func (c *nodes) start(nd *node) {
 	nd.cmd = exec.Command(fstest.Binary(c.t), "node", "--coordinator", c.etcd.Endpoints(), "--name", nd.name,
 		"--listen", nd.addr, "--journal", nd.jdir, "--token", fstest.TestToken, "--seal-interval", "10ms",
 		"--on-promote", "echo promoted $PBFS_NODE $PBFS_EPOCH >> "+filepath.Join(nd.hooks, "promote"),
-		"--on-demote", "echo demoted $PBFS_NODE >> "+filepath.Join(nd.hooks, "demote"), nd.vol)
+		"--on-demote", "echo demoted $PBFS_NODE >> "+filepath.Join(nd.hooks, "demote"))
+	nd.cmd.Args = append(append(nd.cmd.Args, nd.extra...), nd.vol)
 	nd.cmd.Stdout, nd.cmd.Stderr = nd.out, nd.out
 	must(c.t, nd.cmd.Start())
 	cmd := nd.cmd
