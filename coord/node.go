@@ -57,7 +57,8 @@ type Node struct {
 
 	memberLease clientv3.LeaseID
 
-	won *won // the term this node won, for servePrimary
+	won       *won // the term this node won, for servePrimary
+	firstTerm bool // no term was decided before this node's backup role began
 
 	mu      sync.Mutex
 	mounted *mount.Mount // while primary
@@ -199,6 +200,10 @@ func (n *Node) serveBackup(ctx context.Context) (bool, error) {
 	bcfg := n.cfg.Backup
 	bcfg.Volume, bcfg.Journal = n.volume(), n.cfg.Mount.Journal
 	bcfg.Logger = n.log
+	if er, err := n.cli.Get(ctx, n.k.epoch()); err == nil && len(er.Kvs) == 0 {
+		bcfg.FirstTerm = true // a journal a pbfs mount left is the volume's copy
+	}
+	n.firstTerm = bcfg.FirstTerm
 	// A primary of this node killed before left its mount behind.
 	mount.ClearStaleMount(n.cfg.Mount.Mountpoint, n.log)
 	b, err := replicate.OpenBackup(bcfg)

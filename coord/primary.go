@@ -25,16 +25,23 @@ func (n *Node) servePrimary(ctx context.Context) error {
 	defer stopLease()
 	lost := make(chan error, 1)
 	go func() { lost <- w.lease.keep(lctx) }()
-	defer n.cli.Revoke(context.Background(), w.lease.id) // step down: the next term can start at once
+	defer func() { // step down: the next term can start at once
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n.cli.Revoke(rctx, w.lease.id)
+	}()
 
 	// Take over: everything the journal holds, applied; the new epoch.
 	p, err := replicate.Promote(ctx, replicate.PromoteConfig{Volume: n.volume(), Journal: n.cfg.Mount.Journal,
-		Checked: true, Epoch: w.epoch, Logger: n.log})
+		Checked: true, Epoch: w.epoch, FirstTerm: n.firstTerm, Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("take over: %w", err)
 	}
 	mcfg := n.cfg.Mount
-	mcfg.Backups, mcfg.Epoch, mcfg.Promoted, mcfg.Dynamic, mcfg.Lease = n.otherBackups(ctx), p.Epoch, true, true, w.lease.check
+	// In the first term the journal may be a pbfs mount's: its own open
+	// marker and fingerprint say whether the volume is ahead of it.
+	promoted := !n.firstTerm
+	mcfg.Backups, mcfg.Epoch, mcfg.Promoted, mcfg.Dynamic, mcfg.Lease = n.otherBackups(ctx), p.Epoch, promoted, true, w.lease.check
 	m, err := mount.Start(mcfg)
 	if err != nil {
 		return fmt.Errorf("take over: %w", err)

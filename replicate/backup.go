@@ -34,6 +34,10 @@ type BackupConfig struct {
 	Retain time.Duration
 	// TLS, if set, requires mutual TLS from primaries.
 	TLS TLSFiles
+	// FirstTerm: no coordinator ever decided a term for this cluster, so
+	// a journal that served a primary is not a deposed one (see
+	// OpenBackup).
+	FirstTerm bool
 	// JournalReserve is the space kept free on the journal's file system
 	// (0: journal.DefaultReserve); batches that would cut into it are
 	// refused, not acked.
@@ -168,7 +172,18 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	}
 	b.applied.Store(applied)
 	b.complete.Store(lastComplete(st))
-	if role, _ := st.Meta(RoleKey); string(role) == RolePrimary {
+	if role, _ := st.Meta(RoleKey); string(role) == RolePrimary && cfg.FirstTerm {
+		// The journal of a primary that ran before any coordinator (pbfs
+		// mount, then pbfs node): its volume is the authoritative copy,
+		// holding every batch (a crash of that mount shows in its open
+		// marker, which the next mount on it acts on).
+		b.log.Info("this journal served a primary before the coordinator's first term; its volume holds all of it", "seq", st.Last().Seq)
+		b.applied.Store(st.Last().Seq)
+		if err := st.SetMetaUint("applied", st.Last().Seq); err != nil {
+			b.Close()
+			return nil, err
+		}
+	} else if string(role) == RolePrimary {
 		// The journal last served a primary (a deposed one, rejoining):
 		// its volume holds what that primary applied, journaled or not,
 		// and its tail may not be in the new primary's history. Only a

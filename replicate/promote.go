@@ -28,7 +28,9 @@ type PromoteConfig struct {
 	// term; the peers are not asked.
 	Checked bool
 	Epoch   uint64
-	Logger  *slog.Logger
+	// FirstTerm: as BackupConfig's.
+	FirstTerm bool
+	Logger    *slog.Logger
 }
 
 // Promotion is what Promote did: the volume holds every batch up to Seq,
@@ -62,7 +64,7 @@ func Promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	b, err := OpenBackup(BackupConfig{Volume: cfg.Volume, Journal: cfg.Journal, Token: "promote", Logger: cfg.Logger, Retain: -1})
+	b, err := OpenBackup(BackupConfig{Volume: cfg.Volume, Journal: cfg.Journal, Token: "promote", Logger: cfg.Logger, Retain: -1, FirstTerm: cfg.FirstTerm})
 	if err != nil {
 		return Promotion{}, fmt.Errorf("promote: %w", err)
 	}

@@ -370,3 +370,34 @@ func (c *nodes) requireStatus(primary, old *node) {
 		c.t.Fatalf("status table: %s", text)
 	}
 }
+
+// TestNodesAdoptAMountsVolume: a volume served by a plain pbfs mount is
+// taken over by pbfs node without losing it: in the coordinator's first
+// term the node whose journal a mount left is the volume's copy (not a
+// deposed primary), it wins the first election over an empty node, and
+// the empty one is resynced from it.
+func TestNodesAdoptAMountsVolume(t *testing.T) {
+	fstest.RequireFUSE(t)
+	dir := t.TempDir()
+	vol, jdir := filepath.Join(dir, "vol"), filepath.Join(dir, "j")
+	must(t, os.Mkdir(vol, 0o755))
+	p := startMount(t, nil, vol, jdir)
+	must(t, os.WriteFile(filepath.Join(vol, "precious"), []byte("written under pbfs mount"), 0o644))
+	p.Barrier()
+	p.Stop()
+	var adopt *node
+	c := startNodesWith(t, 1, 2, func(nd *node) []string {
+		if nd.name == "n1" { // n0 sorts first: without the rule, it would win
+			nd.vol, nd.jdir, adopt = vol, jdir, nd
+		}
+		return nil
+	})
+	primary, _ := c.leader(60 * time.Second)
+	if primary != adopt {
+		t.Fatalf("%s took the first term over the node holding the mount's volume:\n%s", primary.name, c.logs())
+	}
+	if data, err := os.ReadFile(filepath.Join(vol, "precious")); err != nil || string(data) != "written under pbfs mount" {
+		t.Fatalf("the mount's volume lost its data: %q %v", data, err)
+	}
+	c.converge(primary)
+}
