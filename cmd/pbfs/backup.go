@@ -36,6 +36,10 @@ func backupCommand() *cli.Command {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}
 			log := logger(c)
+			// Caught from before the backup listens (see serveMount).
+			sig := make(chan os.Signal, 2)
+			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+			defer signal.Stop(sig)
 			reg := prometheus.NewRegistry()
 			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: c.Duration("retain"),
 				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Registry: reg})
@@ -60,8 +64,6 @@ func backupCommand() *cli.Command {
 			}
 			served := make(chan error, 1)
 			go func() { served <- b.Serve(ln) }()
-			sig := make(chan os.Signal, 2)
-			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 			select {
 			case s := <-sig:
 				log.Info("signal received; stopping", "signal", s.String())

@@ -92,6 +92,11 @@ func mountConfig(c *cli.Context) (mount.Config, error) {
 // backups) or until the mount goes away.
 func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 	log := cfg.Logger
+	// Caught from before the mount answers: a signal the moment it does
+	// must stop it cleanly, not kill it.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	m, err := mount.Start(cfg)
 	if err != nil {
 		if errors.Is(err, mount.ErrJournalInVolume) {
@@ -102,8 +107,6 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 		}
 		return cli.Exit(cmd+": "+err.Error(), 1)
 	}
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case s := <-sig:
 		log.Info("signal received; unmounting", "signal", s.String())
