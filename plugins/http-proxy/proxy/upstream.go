@@ -13,12 +13,23 @@ import (
 // while the pool has an idle one, and the proxy always asks the upstream
 // for keep-alive; an upstream that closes anyway (it answered
 // "Connection: close") is redialed, still within the bound.
+//
+// The transport counts a connection gone just before it closes it, and may
+// dial its replacement in between; open holds a dial until the old socket
+// is really closed, so the bound holds for sockets too.
 func newTransport(pool int, headerTimeout time.Duration, m *metrics, log *logLimiter) *http.Transport {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	open := make(chan struct{}, pool)
 	return &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			select {
+			case open <- struct{}{}:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 			c, err := d.DialContext(ctx, network, addr)
 			if err != nil {
+				<-open
 				reason := errReason(err)
 				m.dialErrors.WithLabelValues(reason).Inc()
 				log.warn("dial-"+reason, "dial upstream failed", "addr", addr, "err", err)
@@ -26,7 +37,7 @@ func newTransport(pool int, headerTimeout time.Duration, m *metrics, log *logLim
 			}
 			m.dials.Inc()
 			m.upstreamConns.Inc()
-			return &countedConn{Conn: c, m: m}, nil
+			return &countedConn{Conn: c, m: m, open: open}, nil
 		},
 		MaxConnsPerHost:       pool,
 		MaxIdleConnsPerHost:   pool,
@@ -51,12 +62,17 @@ func (e *dialError) Unwrap() error { return e.err }
 type countedConn struct {
 	net.Conn
 	m    *metrics
+	open chan struct{}
 	once sync.Once
 }
 
 func (c *countedConn) Close() error {
-	c.once.Do(func() { c.m.upstreamConns.Dec() })
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.m.upstreamConns.Dec()
+		<-c.open
+	})
+	return err
 }
 
 // slots bounds the requests using upstream connections: a request waits
