@@ -80,17 +80,7 @@ func (c *nodes) start(nd *node) {
 	must(c.t, nd.cmd.Start())
 	cmd := nd.cmd
 	c.t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Signal(syscall.SIGINT)
-			done := make(chan struct{})
-			go func() { cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				cmd.Process.Signal(syscall.SIGINT) // force
-				<-done
-			}
-		}
+		fstest.StopProcess(cmd, syscall.SIGINT, 20*time.Second)
 		if fstest.Mounted(nd.vol) {
 			syscall.Unmount(nd.vol, syscall.MNT_DETACH)
 		}

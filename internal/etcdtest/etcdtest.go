@@ -5,7 +5,6 @@ package etcdtest
 
 import (
 	"fmt"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -29,15 +28,6 @@ type member struct {
 	out                     *fstest.Buffer
 }
 
-func freePort(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // Start runs an n-member cluster and waits until every member serves.
 // It is stopped in Cleanup.
 func Start(t testing.TB, n int) *Cluster {
@@ -47,7 +37,7 @@ func Start(t testing.TB, n int) *Cluster {
 	var initial []string
 	for i := 0; i < n; i++ {
 		m := &member{name: fmt.Sprintf("etcd%d", i), dir: filepath.Join(dir, fmt.Sprint(i)),
-			client: "http://" + freePort(t), peer: "http://" + freePort(t)}
+			client: "http://" + fstest.FreeAddr(t), peer: "http://" + fstest.FreeAddr(t)}
 		initial = append(initial, m.name+"="+m.peer)
 		c.members = append(c.members, m)
 	}
@@ -116,16 +106,5 @@ func (c *Cluster) Restart(members ...int) {
 
 // Stop stops member i.
 func (c *Cluster) Stop(i int) {
-	m := c.members[i]
-	if m.cmd != nil && m.cmd.ProcessState == nil {
-		m.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { m.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			m.cmd.Process.Kill()
-			<-done
-		}
-	}
+	fstest.StopProcess(c.members[i].cmd, syscall.SIGTERM, 10*time.Second)
 }

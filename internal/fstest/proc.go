@@ -298,3 +298,22 @@ func ScrapeSum(t testing.TB, url, name, label string) float64 {
 	}
 	return MetricSum(string(text), name, label)
 }
+
+// StopProcess sends sig to cmd's process and waits up to wait for it to
+// exit, then kills it. It reports whether the process exited on its own.
+func StopProcess(cmd *exec.Cmd, sig os.Signal, wait time.Duration) bool {
+	if cmd == nil || cmd.Process == nil || cmd.ProcessState != nil {
+		return true
+	}
+	cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(wait):
+		cmd.Process.Kill()
+		<-done
+		return false
+	}
+}
