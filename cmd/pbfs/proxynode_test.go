@@ -21,7 +21,8 @@ import (
 // while the primary is killed with -9 (its service and plugin with it, as
 // a machine loss would). The backups forward to the primary, and after the
 // failover the same address serves again, through the new primary; every
-// POST the client saw succeed is there.
+// POST the client saw succeed is there, and the lost node, back, rejoins
+// and converges.
 func TestProxyFollowsThePrimary(t *testing.T) {
 	proxyBin := fstest.Build(t, "github.com/pbfs/pbfs/plugins/http-proxy")
 	serviceBin := fstest.Build(t, "github.com/pbfs/pbfs/benchmarks/http/service")
@@ -93,6 +94,9 @@ func TestProxyFollowsThePrimary(t *testing.T) {
 		post(j)
 	}
 	next, _ := c.leader(10 * time.Second)
+	// The lost machine comes back: it rejoins as a backup and converges.
+	c.start(primary)
+	c.converge(next)
 	mu.Lock()
 	defer mu.Unlock()
 	for key, body := range acked {

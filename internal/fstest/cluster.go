@@ -3,6 +3,7 @@ package fstest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -16,8 +17,24 @@ import (
 // TestToken is the replication token test clusters use.
 const TestToken = "test-token-0123456789"
 
-// FreeAddr returns a loopback address nobody listens on.
+// FreeAddr returns a loopback address nobody listens on. It picks a
+// random port below the kernel's ephemeral range: a port from that range
+// (what listening on port 0 gives) can be taken, between this call and
+// the listen that follows it, as the source port of any outgoing
+// connection of the tests running in parallel, and the listen then fails
+// with EADDRINUSE.
 func FreeAddr(t testing.TB) string {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		fmt.Sscan(string(b), &low)
+	}
+	for try := 0; try < 200 && low > 12000; try++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(low-10000))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
