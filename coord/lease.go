@@ -59,24 +59,24 @@ func (l *lease) check() error {
 	return nil
 }
 
-// keep renews the lease every TTL/4 until ctx ends or etcd says it is
-// gone; it returns why it stopped. A renewal that fails is retried; the
-// deadline keeps running meanwhile.
+// keep renews the lease every TTL/6 until ctx ends or etcd says it is
+// gone; it returns why it stopped. A renewal that fails (etcd electing a
+// new leader, the client moving to another member) is retried every
+// 100 ms; the deadline keeps running meanwhile.
 func (l *lease) keep(ctx context.Context) error {
-	t := time.NewTicker(l.ttl / 4)
-	defer t.Stop()
 	for {
 		sent := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, l.ttl/4)
 		resp, err := l.cli.KeepAliveOnce(rctx, l.id)
 		cancel()
+		wait := l.ttl / 6
 		switch {
 		case err == nil && resp.TTL > 0:
 			l.renewed(sent)
-		case err != nil && ctx.Err() == nil && !isLeaseGone(err):
-			// etcd unreachable: keep trying until the deadline passes.
 		case ctx.Err() != nil:
 			return ctx.Err()
+		case err != nil && !isLeaseGone(err):
+			wait = 100 * time.Millisecond // etcd unreachable for now
 		default:
 			l.mu.Lock()
 			l.lost = true
@@ -89,10 +89,8 @@ func (l *lease) keep(ctx context.Context) error {
 			l.mu.Unlock()
 			return fmt.Errorf("lease %x not renewed in time: %w", l.id, ErrLeaseLost)
 		}
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, wait) {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 }

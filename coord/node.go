@@ -24,7 +24,7 @@ type Config struct {
 	Name      string        // unique in the cluster
 	Listen    string        // where the backup role listens
 	Advertise string        // where the others reach it (default Listen)
-	TTL       time.Duration // the primary's lease (default 2 s; etcd allows no less than about 1.5 s)
+	TTL       time.Duration // the primary's lease (default 3 s; etcd allows no less than about 1.5 s)
 	// Mount is the primary role's configuration (the volume, the journal,
 	// the ack policy, plugins); Backups, Epoch and Lease are filled in.
 	Mount mount.Config
@@ -42,6 +42,11 @@ type Config struct {
 	OnPromote, OnDemote string
 	Logger              *slog.Logger
 }
+
+// DefaultTTL is the primary's lease unless configured: long enough to
+// ride out etcd electing a new leader (about a second with etcd's
+// defaults) without a failover, short enough to fail over in seconds.
+const DefaultTTL = 3 * time.Second
 
 // publishEvery is how often a node republishes its member record; the
 // election waits a few of these for every node to report after the
@@ -71,7 +76,7 @@ func (cfg *Config) defaults() error {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.TTL == 0 {
-		cfg.TTL = 2 * time.Second
+		cfg.TTL = DefaultTTL
 	}
 	if cfg.TTL < 1500*time.Millisecond {
 		return fmt.Errorf("lease TTL %v: etcd grants no lease under 1.5 s", cfg.TTL)

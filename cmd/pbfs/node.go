@@ -7,7 +7,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -23,7 +22,7 @@ func nodeCommand() *cli.Command {
 		&cli.StringFlag{Name: "listen", Required: true, Usage: "address the backup role accepts the primary on (host:port)"},
 		&cli.StringFlag{Name: "advertise", Usage: "address the others reach this node's backup at (default: --listen)"},
 		&cli.StringFlag{Name: "cluster", Value: "default", Usage: "the cluster's name: its keys in etcd live under /pbfs/NAME"},
-		&cli.DurationFlag{Name: "lease-ttl", Value: 2 * time.Second, Usage: "the primary's lease in etcd: a dead primary is replaced about this long after its last renewal"},
+		&cli.DurationFlag{Name: "lease-ttl", Value: coord.DefaultTTL, Usage: "the primary's lease in etcd: a dead primary is replaced about this long after its last renewal"},
 		&cli.StringFlag{Name: "on-promote", Usage: "shell command to run once this node serves as the primary (start the service)"},
 		&cli.StringFlag{Name: "on-demote", Usage: "shell command to run before this node stops serving as the primary (stop the service)"},
 		&cli.StringFlag{Name: "proxy-advertise", Usage: "where the other nodes reach this node's http-proxy (default: --advertise's host, the plugin's listen port)"},
