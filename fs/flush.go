@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"bazil.org/fuse"
 	"golang.org/x/sys/unix"
@@ -24,9 +25,10 @@ import (
 // syncfs(2) starts the write-back: when it returns, a WRITE for every page
 // that was dirty is queued to the FUSE connection. Since Linux 6.15 it no
 // longer waits for a FUSE file system's WRITEs to be answered, so Flush
-// then sends itself a fence: it closes the descriptor of the mount's root
-// it ran syncfs on, and the RELEASEDIR that queues travels behind those
-// WRITEs (the kernel queues background requests, write-back and releases
+// then sends itself a fence: the descriptor of the mount's root it ran
+// syncfs on is closed (by the helper process that does both, never by the
+// daemon itself: flushhelper.go), and the RELEASEDIR that queues travels
+// behind those WRITEs (the kernel queues background requests, write-back and releases
 // alike, first in first out). Readers take requests off the queue one at a
 // time and note the WRITEs and truncating SETATTRs they serve (loop.go), so
 // once the fence is read, every WRITE queued before it is known, and Flush
@@ -53,6 +55,7 @@ type flusher struct {
 	err  error      // that round's result
 
 	closed atomic.Bool
+	helper flushHelper // does a round's syscalls on the mount (flushhelper.go)
 
 	fences sync.Map                    // handle id of a fence opendir -> struct{}
 	passed atomic.Pointer[chan uint64] // gets the kernel id of the fence's RELEASEDIR
@@ -134,15 +137,10 @@ func (s *Server) syncAndFence() (uint64, error) {
 	}
 	passed := make(chan uint64, 1)
 	s.flush.passed.Store(&passed)
-	// Opened by the daemon itself: the request loop answers its OPENDIR
-	// like any caller's, and marks the handle a fence (openedDir).
-	fd, err := unix.Open(s.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, fmt.Errorf("flush: open the mount's root: %w", err)
-	}
-	err = unix.Syncfs(fd)
-	unix.Close(fd) // queues the fence RELEASEDIR
-	if err != nil {
+	// Done by the helper process (flushhelper.go): the request loop
+	// answers its OPENDIR like any caller's, and marks the handle a fence
+	// (openedDir).
+	if err := s.flush.helper.round(s.dir); err != nil {
 		return 0, fmt.Errorf("flush: write back the mount's dirty pages: %w", err)
 	}
 	select {
@@ -153,12 +151,19 @@ func (s *Server) syncAndFence() (uint64, error) {
 	}
 }
 
-// openedDir marks an OPENDIR of the root by the daemon itself as a fence.
+// openedDir marks an OPENDIR of the root by the flush helper as a fence.
 func (s *Server) openedDir(n *capture.Node, h *capture.Handle, hdr *fuse.Header) {
-	if n.ID() == capture.RootID && ownThread(hdr.Pid) {
+	if n.ID() == capture.RootID && s.flush.helper.owns(hdr.Pid) {
 		s.flush.fences.Store(h.ID(), struct{}{})
+		if fenceDelay > 0 {
+			time.Sleep(fenceDelay) // failpoint: hold the fence's OPENDIR unanswered
+		}
 	}
 }
+
+// fenceDelay (PBFS_FAILPOINT_FENCE_DELAY, a duration) holds every fence's
+// OPENDIR unanswered that long, for tests that kill the daemon meanwhile.
+var fenceDelay, _ = time.ParseDuration(os.Getenv("PBFS_FAILPOINT_FENCE_DELAY"))
 
 // releasedDir notes that a fence's RELEASEDIR has been read.
 func (s *Server) releasedDir(handle uint64, id fuse.RequestID) {
@@ -173,11 +178,9 @@ func (s *Server) releasedDir(handle uint64, id fuse.RequestID) {
 	}
 }
 
-// ownThread reports whether tid is a thread of this process.
-func ownThread(tid uint32) bool {
-	return unix.Access("/proc/self/task/"+strconv.FormatUint(uint64(tid), 10), unix.F_OK) == nil
+// closeFlush refuses further rounds and ends the helper before unmounting
+// (a round holds the mount's root open for a moment).
+func (s *Server) closeFlush() {
+	s.flush.closed.Store(true)
+	go s.flush.helper.stop() // it may be waiting for a round in flight
 }
-
-// closeFlush refuses further rounds before unmounting (a round holds the
-// mount's root open for a moment).
-func (s *Server) closeFlush() { s.flush.closed.Store(true) }

@@ -243,3 +243,45 @@ func TestJournalReadableAfterCrash(t *testing.T) {
 		t.Fatal("the replay lacks the last acknowledged write")
 	}
 }
+
+// TestKill9DuringBarriersExits: a daemon killed with -9 while barriers
+// write back shared mappings exits at once, every time. Such a round makes
+// requests of the mount; made by a thread of the daemon itself, a request
+// in flight when the kill came left that thread waiting for an answer
+// nobody would give, in D state, the process unable to exit and the FUSE
+// connection (and the service) hung behind it.
+func TestKill9DuringBarriersExits(t *testing.T) {
+	// Each round's fence OPENDIR is held unanswered a while: a kill lands
+	// in the middle of one.
+	os.Setenv("PBFS_FAILPOINT_FENCE_DELAY", "300ms")
+	defer os.Unsetenv("PBFS_FAILPOINT_FENCE_DELAY")
+	for round := 0; round < 5; round++ {
+		vol, _, jdir := layout(t)
+		d := startMount(t, nil, vol, jdir)
+		fd, err := unix.Open(filepath.Join(vol, "held"), unix.O_CREAT|unix.O_RDWR, 0o644) // a round per barrier
+		must(t, err)
+		stop := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					run(t, "barrier", "--journal", jdir)
+				}
+			}
+		}()
+		time.Sleep(time.Duration(400+round*37) * time.Millisecond)
+		d.Cmd.Process.Kill()
+		exited := make(chan struct{})
+		go func() { d.Cmd.Wait(); close(exited) }()
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the daemon killed with -9 did not exit", round)
+		}
+		close(stop)
+		unix.Close(fd)
+		syscall.Unmount(vol, syscall.MNT_DETACH)
+	}
+}
