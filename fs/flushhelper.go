@@ -101,7 +101,8 @@ func (h *flushHelper) start(dir string) error {
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), helperEnv+"="+dir)
-	cmd.Stderr = os.Stderr
+	// No stderr: the helper reports on its pipe, and must not keep the
+	// daemon's own stderr (a supervisor's pipe) open after the daemon.
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return err
