@@ -16,10 +16,12 @@ import (
 // write also clears setuid, setgid and file capabilities, as a local
 // filesystem would; pbfs writes as root, so the backing file never does.
 func (f *FS) Write(h *Handle, off int64, data []byte, killPriv bool) (int, error) {
-	if err := f.beginGrow("write"); err != nil {
+	n := h.node
+	if n.localNode() {
+		f.begin() // nothing for the journal to take
+	} else if err := f.beginGrow("write"); err != nil {
 		return 0, err
 	}
-	n := h.node
 	defer f.end()
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -47,7 +49,7 @@ func (f *FS) Write(h *Handle, off int64, data []byte, killPriv bool) (int, error
 	if err := checkExtent(uint64(off), uint64(len(data))); err != nil {
 		return 0, err
 	}
-	if !f.opts.Capture {
+	if !f.captures(n) {
 		k, err := pwriteFull(h.fd, data, off)
 		return k, f.fail("write", err)
 	}
@@ -99,11 +101,11 @@ func (f *FS) killPriv(n *Node, fd int) (bool, error) {
 		if err := unix.Fchmod(fd, kill); err != nil {
 			return false, f.fail("killpriv", err)
 		}
-		if f.opts.Capture {
+		if f.captures(n) {
 			f.metaLog(n, journal.Op{Kind: journal.KindChmod, Mode: kill})
 		}
 	}
-	if err := unix.Fremovexattr(fd, capsXattr); err == nil && f.opts.Capture {
+	if err := unix.Fremovexattr(fd, capsXattr); err == nil && f.captures(n) {
 		f.metaLog(n, journal.Op{Kind: journal.KindRemovexattr, Name: capsXattr})
 	}
 	return kill != mode, nil
@@ -166,19 +168,19 @@ func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64) error {
 	if err := checkFallocate(mode, off, length); err != nil {
 		return err
 	}
-	if mode&unix.FALLOC_FL_PUNCH_HOLE != 0 {
+	n := h.node
+	if mode&unix.FALLOC_FL_PUNCH_HOLE != 0 || n.localNode() {
 		f.begin()
 	} else if err := f.beginGrow("fallocate"); err != nil {
 		return err
 	}
-	n := h.node
 	defer f.end()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if err := unix.Fallocate(h.fd, mode, int64(off), int64(length)); err != nil {
 		return f.fail("fallocate", err)
 	}
-	if f.opts.Capture {
+	if f.captures(n) {
 		f.dataLog(n).Fallocate(mode, off, length)
 		f.m.op(journal.KindFallocate)
 		f.mtimeLogFd(n, h.fd)
@@ -227,7 +229,7 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 		if err := f.truncate(fd, p, *in.Size); err != nil {
 			return Attr{}, f.fail("truncate", err)
 		}
-		if f.opts.Capture {
+		if f.captures(n) {
 			f.truncateLog(n, *in.Size)
 		}
 	}
@@ -248,7 +250,7 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 		if err != nil {
 			return Attr{}, f.fail("chown", err)
 		}
-		if f.opts.Capture {
+		if f.captures(n) {
 			f.metaLog(n, journal.Op{Kind: journal.KindChown, UID: uid, GID: gid})
 		}
 	}
@@ -263,7 +265,7 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 		if err != nil {
 			return Attr{}, f.fail("chmod", err)
 		}
-		if f.opts.Capture {
+		if f.captures(n) {
 			f.metaLog(n, journal.Op{Kind: journal.KindChmod, Mode: mode})
 		}
 	}
@@ -280,7 +282,7 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 		if err != nil {
 			return Attr{}, f.fail("utimens", err)
 		}
-		if f.opts.Capture {
+		if f.captures(n) {
 			f.metaLog(n, journal.Op{Kind: journal.KindUtimens, Atime: at, Mtime: mt})
 		}
 	}

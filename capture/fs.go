@@ -38,9 +38,12 @@ type Options struct {
 	// an error refuses the write with that error. The mount refuses writes
 	// the journal's file system could not take on top of those bytes
 	// without going below its reserve.
-	Space   func(unjournaled int64) error
-	Logger  *slog.Logger
-	Metrics *Metrics
+	Space func(unjournaled int64) error
+	// Classify, if set, names local-only paths and fsync policies
+	// (local.go). Only while capturing.
+	Classify Classifier
+	Logger   *slog.Logger
+	Metrics  *Metrics
 }
 
 // FS is a captured view of one backing directory.
@@ -91,6 +94,9 @@ func New(rootFd int, o Options) (*FS, error) {
 		return nil, fmt.Errorf("backing root: not a directory")
 	}
 	f := &FS{root: rootFd, opts: o, log: o.Logger, m: o.Metrics, table: newTable(st.Ino), sealSig: make(chan struct{}, 1)}
+	if o.Capture {
+		f.table.local = o.Classify
+	}
 	f.flowCond = sync.NewCond(&f.flowMu)
 	return f, nil
 }
@@ -266,6 +272,10 @@ func (f *FS) end() { f.sealMu.RUnlock() }
 // recordNS appends a namespace op; the caller holds table.mu exclusively.
 func (f *FS) recordNS(op journal.Op) {
 	if !f.opts.Capture {
+		return
+	}
+	if f.keptLocal(&op) {
+		f.touched(&op) // a replicated parent's mtime changed all the same
 		return
 	}
 	f.ns = append(f.ns, op)

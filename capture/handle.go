@@ -127,7 +127,7 @@ func (f *FS) open(n *Node, flags int) (*Handle, error) {
 	if flags&unix.O_TRUNC != 0 && flags&unix.O_ACCMODE != unix.O_RDONLY {
 		n.mu.Lock()
 		err := unix.Ftruncate(fd, 0)
-		if err == nil && f.opts.Capture {
+		if err == nil && f.captures(n) {
 			f.truncateLog(n, 0)
 			f.mtimeLogFd(n, fd)
 		}

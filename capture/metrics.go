@@ -15,6 +15,8 @@ type Metrics struct {
 	Refused       prometheus.Counter
 	LostNames     prometheus.Counter
 	Seals         *prometheus.CounterVec
+	LocalOps      prometheus.Counter
+	CrossRefused  prometheus.Counter
 
 	byKind map[journal.Kind]prometheus.Counter // Ops children, resolved once
 }
@@ -47,12 +49,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pbfs_capture_seals_total", Help: "Batches sealed, by trigger.",
 		}, []string{"trigger"}),
 	}
+	m.LocalOps = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pbfs_capture_local_ops_total", Help: "Namespace ops on local-only paths, kept on the primary's disk and not journaled.",
+	})
+	m.CrossRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pbfs_capture_cross_class_refused_total", Help: "Renames and links refused with EXDEV because they would move a file between a local-only and a replicated path.",
+	})
 	m.byKind = map[journal.Kind]prometheus.Counter{}
 	for _, k := range journal.Kinds() {
 		m.byKind[k] = m.Ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.Ops, m.WriteBytes, m.BackingErrors, m.Throttled, m.Refused, m.LostNames, m.Seals)
+		reg.MustRegister(m.Ops, m.WriteBytes, m.BackingErrors, m.Throttled, m.Refused, m.LostNames, m.Seals, m.LocalOps, m.CrossRefused)
 	}
 	return m
 }

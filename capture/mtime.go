@@ -25,14 +25,14 @@ import (
 
 // mtimeLog records st's mtime for n; the caller holds n.mu and sealMu.
 func (f *FS) mtimeLog(n *Node, st *unix.Stat_t) {
-	if f.opts.Capture {
+	if f.captures(n) {
 		f.metaLog(n, journal.Op{Kind: journal.KindUtimens, Atime: journal.OmitTime, Mtime: st.Mtim.Nano()})
 	}
 }
 
 // mtimeLogFd records the mtime of the open file fd for n.
 func (f *FS) mtimeLogFd(n *Node, fd int) {
-	if !f.opts.Capture {
+	if !f.captures(n) {
 		return
 	}
 	var st unix.Stat_t
@@ -82,7 +82,7 @@ func (f *FS) rereadTimes(dirs map[uint64]struct{}) []journal.Op {
 	var out []journal.Op
 	for id := range dirs {
 		n := f.table.byID[id]
-		if n == nil {
+		if n == nil || n.localNode() {
 			continue
 		}
 		p, ok := f.table.pathLocked(n)

@@ -215,6 +215,9 @@ func (f *FS) Link(n, newParent *Node, newName string) (Attr, error) {
 		return Attr{}, err
 	}
 	np := childPath(pp, newName)
+	if err := f.checkCross(op, np, false); err != nil {
+		return Attr{}, err
+	}
 	if err := unix.Linkat(f.root, op, f.root, np, 0); err != nil {
 		return Attr{}, f.fail("link", err)
 	}
@@ -301,6 +304,14 @@ func (f *FS) Rename(oldParent *Node, oldName string, newParent *Node, newName st
 	destExists := unix.Fstatat(f.root, np, &dst, unix.AT_SYMLINK_NOFOLLOW) == nil
 	if err := f.checkMoveDepth(op, np, &sst); err != nil {
 		return err
+	}
+	if err := f.checkCross(op, np, sst.Mode&unix.S_IFMT == unix.S_IFDIR); err != nil {
+		return err
+	}
+	if destExists && flags&unix.RENAME_EXCHANGE != 0 && dst.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if err := f.checkCross(np, op, true); err != nil {
+			return err
+		}
 	}
 	if destExists && flags&unix.RENAME_EXCHANGE != 0 {
 		if err := f.checkMoveDepth(np, op, &dst); err != nil {

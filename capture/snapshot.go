@@ -86,6 +86,9 @@ func (f *FS) walk() ([]Entry, error) {
 		}
 		for _, d := range ents {
 			p := childPath(dir, d.Name)
+			if f.opts.Classify != nil && f.Local(p) {
+				continue // never shipped; nor is anything below it
+			}
 			e := Entry{Path: p}
 			if err := unix.Fstatat(f.root, p, &e.Stat, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				return err

@@ -26,6 +26,9 @@ type Node struct {
 	// noCaps: this mount created the file and never set its
 	// security.capability, so it has none (see Getxattr).
 	noCaps atomic.Bool
+	// local: the file is local-only (local.go); set when the node is
+	// made, never changed (renames do not cross classes).
+	local atomic.Bool
 
 	// Guarded by table.mapMu.
 	links     []dentry
@@ -62,6 +65,7 @@ type table struct {
 	root  *Node
 	// longest bounds the length of every known node's path (depth.go).
 	longest atomic.Int64
+	local   Classifier // nil: nothing is local-only (local.go)
 }
 
 func newTable(rootIno uint64) *table {
@@ -127,6 +131,7 @@ func (t *table) bind(parent *Node, name string, ino uint64, typ uint32, lookups 
 	if n == nil {
 		n = &Node{id: t.next.Add(1), ino: ino, typ: typ}
 		t.byID[n.id], t.byIno[ino] = n, n
+		t.classifyNew(n, parent, name)
 	}
 	if old := t.names[key]; old != n {
 		if old != nil {

@@ -79,7 +79,7 @@ func (f *FS) xattrOp(n *Node, op journal.Op) error {
 	if err != nil {
 		return f.quiet(err)
 	}
-	if f.opts.Capture {
+	if f.captures(n) {
 		f.metaLog(n, op)
 	}
 	return nil

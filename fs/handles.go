@@ -71,12 +71,7 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 		// a round trip on every close.
 		return syscall.ENOSYS
 	case *fuse.FsyncRequest:
-		if h := s.fs.Handle(uint64(r.Handle)); h != nil && !r.Dir {
-			if err := s.fs.Fsync(h, r.Flags&1 != 0); err != nil {
-				return err
-			}
-		}
-		r.Respond()
+		return s.fsync(r)
 	case *fuse.ReleaseRequest:
 		if r.Dir {
 			s.releasedDir(uint64(r.Handle), r.ID)

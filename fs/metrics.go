@@ -110,6 +110,8 @@ func reqKind(req fuse.Request) int {
 type metrics struct {
 	requests      [nReqKinds]prometheus.Counter
 	flushFailures prometheus.Counter
+	fsyncBarrier  prometheus.Histogram
+	fsyncFailures prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -119,11 +121,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{flushFailures: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pbfs_fs_flush_failures_total", Help: "Barriers that could not have the kernel write back the mount's dirty pages first.",
 	})}
+	m.fsyncBarrier, m.fsyncFailures = fsyncMetrics()
 	for k, name := range reqNames {
 		m.requests[k] = vec.WithLabelValues(name)
 	}
 	if reg != nil {
-		reg.MustRegister(vec, m.flushFailures)
+		reg.MustRegister(vec, m.flushFailures, m.fsyncBarrier, m.fsyncFailures)
 	}
 	return m
 }

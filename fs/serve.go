@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,6 +31,10 @@ type Options struct {
 	Logger                 *slog.Logger
 	// Registry, if set, gets the mount's request counters.
 	Registry prometheus.Registerer
+	// Barrier, if set, makes everything written before the call durable
+	// on the ack set; fsyncs of files whose policy is replicated or both
+	// take one (fsync.go).
+	Barrier func(context.Context) error
 }
 
 // Server is one mounted pbfs filesystem.
@@ -43,6 +48,7 @@ type Server struct {
 
 	loop    // the request loop's state (loop.go)
 	flush   flusher
+	fsyncs  fsyncer
 	wg      sync.WaitGroup
 	connID  string // the kernel's id of the connection (/sys/fs/fuse/connections)
 	errOnce sync.Once
@@ -102,6 +108,7 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 	s := &Server{conn: conn, dir: dir, fs: cfs, opts: o, log: o.Logger, m: newMetrics(o.Registry), done: make(chan struct{}),
 		connID: connectionID(abs)}
 	s.loop.init()
+	s.initFsync()
 	for i := 0; i < o.MinReaders; i++ {
 		s.spawn()
 	}
@@ -130,6 +137,7 @@ func (s *Server) Unmount() error {
 		}
 	}
 	<-s.done
+	s.endFsyncs()
 	return s.conn.Close()
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/pbfs/pbfs/fs"
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/plugins/sdk"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
 )
@@ -103,6 +104,12 @@ type Config struct {
 	// unmounts; PluginLogLevel is the level they log at.
 	Plugins        []host.Spec
 	PluginLogLevel string
+
+	// Rules classify paths before any hint plugin's (hints.go): local-only
+	// paths and fsync policies. Fsync is the policy of every path no rule
+	// gives one (default: local).
+	Rules []sdk.Rule
+	Fsync sdk.FsyncPolicy
 }
 
 // Mount is a running pbfs primary.
@@ -126,6 +133,8 @@ type Mount struct {
 	aborted   atomic.Bool
 	acked     atomic.Uint64  // the newest seq a barrier returned
 	bg        sync.WaitGroup // goroutines that use the store (retention)
+	rulesSum  []byte         // the local-only rules in force (hints.go)
+	findings  *prometheus.CounterVec
 }
 
 // Start mounts and starts serving. Close undoes it. Everything that can
@@ -150,6 +159,10 @@ func Start(cfg Config) (*Mount, error) {
 		return nil, err
 	}
 	m := &Mount{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), runDone: make(chan struct{}), ctlDone: make(chan error, 1)}
+	m.findings = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pbfs_plugin_findings_total", Help: "Findings hint plugins reported about the service's settings at start, by plugin and severity.",
+	}, []string{"plugin", "severity"})
+	m.reg.MustRegister(m.findings)
 	if err := m.start(); err != nil {
 		m.undo()
 		return nil, err

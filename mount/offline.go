@@ -35,7 +35,7 @@ func (m *Mount) recordOffline() error {
 		return nil
 	}
 	start := time.Now()
-	sum, n, err := fingerprint(m.fs.RootFd())
+	sum, n, err := m.fingerprint(m.fs.RootFd())
 	if err != nil {
 		m.store.SetMeta(fingerprintKey, nil) // a stale one must not pass
 		return err
@@ -57,7 +57,7 @@ func (m *Mount) checkOffline(rootFd int) (bool, error) {
 		return m.store.Last().Seq > 0, nil
 	}
 	start := time.Now()
-	got, n, err := fingerprint(rootFd)
+	got, n, err := m.fingerprint(rootFd)
 	if err != nil {
 		return false, fmt.Errorf("fingerprint the volume: %w", err)
 	}
@@ -66,8 +66,21 @@ func (m *Mount) checkOffline(rootFd int) (bool, error) {
 	return !bytes.Equal(got, want), nil
 }
 
-// fingerprint hashes the tree under the directory open as rootFd.
-func fingerprint(rootFd int) ([]byte, int, error) {
+// fingerprint hashes the volume's tree and the local-only rules in force:
+// a start with other rules ships other files, and resyncs (hints.go).
+func (m *Mount) fingerprint(rootFd int) ([]byte, int, error) {
+	sum, n, err := fingerprintTree(rootFd)
+	if err != nil || m.rulesSum == nil {
+		return sum, n, err
+	}
+	h := sha256.New()
+	h.Write(sum)
+	h.Write(m.rulesSum)
+	return h.Sum(nil), n, nil
+}
+
+// fingerprintTree hashes the tree under the directory open as rootFd.
+func fingerprintTree(rootFd int) ([]byte, int, error) {
 	h := sha256.New()
 	n := 0
 	var rec []byte

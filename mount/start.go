@@ -56,10 +56,15 @@ func (m *Mount) start() error {
 	if !cfg.NoCapture {
 		space = m.store.Writable
 	}
+	rules, err := m.loadHints(context.Background())
+	if err != nil {
+		return err
+	}
+	m.rulesSum = localRulesSum(rules)
 	m.reg.MustRegister(m.store.SpaceCollectors()...)
 	m.fs, err = capture.New(rootFd, capture.Options{
 		Capture: !cfg.NoCapture, WriteDiff: cfg.WriteDiff, MaxBatchBytes: cfg.MaxBatchBytes,
-		Logger: cfg.Logger, Metrics: capture.NewMetrics(m.reg), Space: space,
+		Logger: cfg.Logger, Metrics: capture.NewMetrics(m.reg), Space: space, Classify: classifier(rules, cfg.Fsync),
 	})
 	if err != nil {
 		return err
@@ -80,7 +85,11 @@ func (m *Mount) start() error {
 		}
 		m.onUndo(m.primary.Close)
 	}
-	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger, Registry: m.reg})
+	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger, Registry: m.reg,
+		Barrier: func(ctx context.Context) error {
+			_, err := m.Barrier(ctx)
+			return err
+		}})
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func pluginCommand() *cli.Command {
 				Usage:     "start a plugin binary, check its handshake and protocol version, and print what it serves",
 				ArgsUsage: "PATH",
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "config", Usage: "for a hint plugin: key=value,... to ask its rules with"},
+					&cli.StringFlag{Name: "config", Usage: "for a hint plugin: key=value,... to ask its rules and checks with (mysql-hint: datadir=DIR,defaults-file=FILE)"},
 					&cli.StringFlag{Name: "volume", Usage: "for a hint plugin: the volume to ask its rules for"},
 				},
 				Action: func(c *cli.Context) error {
@@ -105,6 +105,20 @@ func checkPlugin(c *cli.Context, path string) error {
 	}
 	for _, r := range rules {
 		fmt.Fprintf(w, "rule: %s local_only=%v fsync=%s %s\n", r.Pattern, r.Hint.LocalOnly, r.Hint.Fsync, r.Hint.Reason)
+	}
+	findings, err := p.Remote().Check(ctx, "check", c.String("volume"), specs[0].Config)
+	if err != nil {
+		return cli.Exit("plugin check: "+err.Error(), 1)
+	}
+	bad := 0
+	for _, f := range findings {
+		fmt.Fprintf(w, "%s: %s = %s: %s\n", f.Severity, f.Setting, f.Value, f.Message)
+		if f.Severity == sdk.SeverityError {
+			bad++
+		}
+	}
+	if bad > 0 {
+		return cli.Exit(fmt.Sprintf("plugin check: %d setting(s) can lose acknowledged data under pbfs", bad), 1)
 	}
 	return nil
 }

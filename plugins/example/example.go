@@ -80,7 +80,7 @@ func (e *Example) Stop(ctx context.Context) error {
 	}
 }
 
-// Rules reads local=, barrier= and skip= (|-separated patterns).
+// Rules reads local=, both= and replicated= (|-separated patterns).
 func (e *Example) Rules(_ context.Context, env sdk.HintEnv) ([]sdk.Rule, error) {
 	var rules []sdk.Rule
 	for _, k := range []struct {
@@ -88,8 +88,8 @@ func (e *Example) Rules(_ context.Context, env sdk.HintEnv) ([]sdk.Rule, error) 
 		hint sdk.PathHint
 	}{
 		{"local", sdk.PathHint{LocalOnly: true, Reason: "example: local=" + env.Config.String("local", "")}},
-		{"barrier", sdk.PathHint{Fsync: sdk.FsyncBarrier, Reason: "example: barrier"}},
-		{"skip", sdk.PathHint{Fsync: sdk.FsyncSkip, Reason: "example: skip"}},
+		{"both", sdk.PathHint{Fsync: sdk.FsyncBoth, Reason: "example: both"}},
+		{"replicated", sdk.PathHint{Fsync: sdk.FsyncReplicated, Reason: "example: replicated"}},
 	} {
 		for _, pat := range strings.Split(env.Config.String(k.key, ""), "|") {
 			if pat == "" {

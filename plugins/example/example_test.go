@@ -70,7 +70,7 @@ func TestBadConfigRefusedAtStart(t *testing.T) {
 func TestHintRules(t *testing.T) {
 	p := sdktest.Serve(t, &Example{})
 	ctx := context.Background()
-	rules, err := p.Rules(ctx, "ex", "/vol", sdk.Config{"local": "tmp/|*.pid", "barrier": "log/redo*"})
+	rules, err := p.Rules(ctx, "ex", "/vol", sdk.Config{"local": "tmp/|*.pid", "both": "log/redo*"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestHintRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []sdk.PathHint{
-		{LocalOnly: true}, {LocalOnly: true}, {Fsync: sdk.FsyncBarrier}, {}, {},
+		{LocalOnly: true}, {LocalOnly: true}, {Fsync: sdk.FsyncBoth}, {}, {},
 	}
 	for i, h := range hints {
 		if h.LocalOnly != want[i].LocalOnly || h.Fsync != want[i].Fsync {

@@ -1,6 +1,8 @@
 package sdk
 
 import (
+	"errors"
+	"fmt"
 	"path"
 	"strings"
 )
@@ -27,6 +29,20 @@ func MatchAll(rules []Rule, paths []string) []PathHint {
 }
 
 func matches(pattern, p string) bool {
+	if rest, ok := strings.CutPrefix(pattern, "**/"); ok {
+		// At any depth: try the rest against p and against every path
+		// below one of p's directories.
+		for q := p; ; {
+			if matches(rest, q) {
+				return true
+			}
+			i := strings.IndexByte(q, '/')
+			if i < 0 {
+				return false
+			}
+			q = q[i+1:]
+		}
+	}
 	if dir, ok := strings.CutSuffix(pattern, "/"); ok {
 		// Everything below a directory: match the pattern against each
 		// ancestor of p.
@@ -44,3 +60,24 @@ func matches(pattern, p string) bool {
 	ok, _ := path.Match(pattern, p)
 	return ok
 }
+
+// CheckPattern reports whether pattern is a valid rule pattern: relative
+// to the volume, no "." or ".." elements, and valid path.Match syntax.
+func CheckPattern(pattern string) error {
+	body := strings.TrimSuffix(strings.TrimPrefix(pattern, "**/"), "/")
+	if body == "" || strings.HasPrefix(pattern, "/") {
+		return fmt.Errorf("%w: %q: want a pattern relative to the volume root", ErrPattern, pattern)
+	}
+	for _, el := range strings.Split(body, "/") {
+		if el == "" || el == "." || el == ".." || el == "**" {
+			return fmt.Errorf("%w: %q: empty, \".\", \"..\" or inner \"**\" element", ErrPattern, pattern)
+		}
+		if _, err := path.Match(el, ""); err != nil {
+			return fmt.Errorf("%w: %q: %v", ErrPattern, pattern, err)
+		}
+	}
+	return nil
+}
+
+// ErrPattern: a rule pattern pbfs cannot use.
+var ErrPattern = errors.New("bad rule pattern")

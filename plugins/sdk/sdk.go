@@ -8,6 +8,7 @@ package sdk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 )
 
@@ -96,7 +97,9 @@ type Hint interface {
 
 // Rule applies a hint to every path that matches Pattern: a
 // slash-separated path.Match pattern relative to the volume root; a
-// pattern ending in "/" matches everything below that directory.
+// pattern ending in "/" matches everything below that directory, and one
+// starting with "**/" matches at any depth ("**/*-shm"). The first rule
+// that matches decides.
 type Rule struct {
 	Pattern string
 	Hint    PathHint
@@ -109,28 +112,88 @@ type PathHint struct {
 	Reason    string // shown in logs and by `pbfs plugin check`
 }
 
-// FsyncPolicy says what a service's fsync of a file means.
+// FsyncPolicy says what a service's fsync of a file means
+// (docs/ARCHITECTURE.md, "Fsync policies").
 type FsyncPolicy int
 
 const (
-	// FsyncDefault leaves it to the host (today: sync the primary's disk).
+	// FsyncDefault leaves it to the host: the mount's --fsync policy,
+	// local unless the operator chose otherwise.
 	FsyncDefault FsyncPolicy = iota
-	// FsyncLocal syncs the primary's disk only.
+	// FsyncLocal syncs the primary's disk only, as a plain directory
+	// would; the backups hold the file once a later barrier covers it.
 	FsyncLocal
-	// FsyncBarrier also takes a barrier, so the file is durable on the
-	// ack set when fsync returns (a database's redo log).
-	FsyncBarrier
-	// FsyncSkip returns at once: the backups are the durability.
-	FsyncSkip
+	// FsyncBoth syncs the primary's disk and takes a barrier: when fsync
+	// returns, everything written before it is durable on the ack set
+	// and on the primary's disk.
+	FsyncBoth
+	// FsyncReplicated takes a barrier instead of syncing the primary's
+	// disk: when fsync returns, everything written before it is durable
+	// on the ack set (semi-synchronous replication's guarantee). The
+	// primary's own copy is rebuilt from a backup if it crashes.
+	FsyncReplicated
 )
 
-var fsyncNames = []string{"default", "local", "barrier", "skip"}
+var fsyncNames = []string{"default", "local", "both", "replicated"}
 
 func (p FsyncPolicy) String() string {
 	if p >= 0 && int(p) < len(fsyncNames) {
 		return fsyncNames[p]
 	}
 	return "unknown"
+}
+
+// ParseFsyncPolicy reads a policy's name (local, both, replicated or
+// default).
+func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
+	for i, n := range fsyncNames {
+		if s == n {
+			return FsyncPolicy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %q (want local, replicated or both)", ErrFsyncPolicy, s)
+}
+
+// ErrFsyncPolicy: a policy name pbfs does not know.
+var ErrFsyncPolicy = errors.New("unknown fsync policy")
+
+// Checker is implemented by hint plugins that can check a service's
+// settings against replication under pbfs (`pbfs plugin check`, and the
+// mount logs the findings at start).
+type Checker interface {
+	Check(ctx context.Context, env HintEnv) ([]Finding, error)
+}
+
+// Severity grades a Finding.
+type Severity int
+
+const (
+	// SeverityOK: the setting is right for pbfs.
+	SeverityOK Severity = iota
+	// SeverityInfo: worth knowing, nothing to change.
+	SeverityInfo
+	// SeverityWarning: works, but costs speed or a guarantee the operator
+	// may want.
+	SeverityWarning
+	// SeverityError: acknowledged data can be lost with this setting.
+	SeverityError
+)
+
+var severityNames = []string{"ok", "info", "warning", "error"}
+
+func (s Severity) String() string {
+	if s >= 0 && int(s) < len(severityNames) {
+		return severityNames[s]
+	}
+	return "unknown"
+}
+
+// Finding is one checked setting and what pbfs makes of it.
+type Finding struct {
+	Severity Severity
+	Setting  string // e.g. innodb_flush_log_at_trx_commit
+	Value    string // as the service will see it
+	Message  string // why, and what to do
 }
 
 // Info describes a plugin; implement Describer to set it.

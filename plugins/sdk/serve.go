@@ -186,6 +186,24 @@ func (s *hintServer) Rules(ctx context.Context, req *pluginpb.RulesRequest) (*pl
 	return out, nil
 }
 
+// Check answers Unimplemented for a hint that is not a Checker: the host
+// reads that as no findings.
+func (s *hintServer) Check(ctx context.Context, req *pluginpb.RulesRequest) (*pluginpb.CheckResponse, error) {
+	c, ok := s.p.hint.(Checker)
+	if !ok {
+		return s.UnimplementedHintServer.Check(ctx, req)
+	}
+	findings, err := c.Check(ctx, HintEnv{Name: req.Name, Volume: req.Volume, Config: Config(req.Config), Logger: s.p.log})
+	if err != nil {
+		return nil, err
+	}
+	out := &pluginpb.CheckResponse{}
+	for _, f := range findings {
+		out.Findings = append(out.Findings, &pluginpb.Finding{Severity: pluginpb.Severity(f.Severity), Setting: f.Setting, Value: f.Value, Message: f.Message})
+	}
+	return out, nil
+}
+
 func (s *hintServer) Classify(ctx context.Context, req *pluginpb.ClassifyRequest) (*pluginpb.ClassifyResponse, error) {
 	hints, err := s.p.hint.Classify(ctx, req.Paths)
 	if err != nil {

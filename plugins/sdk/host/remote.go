@@ -109,6 +109,26 @@ func (r *Remote) Rules(ctx context.Context, name, volume string, cfg map[string]
 	return out, nil
 }
 
+// Check asks a hint plugin to grade the service's settings; a plugin
+// that does not check anything has no findings.
+func (r *Remote) Check(ctx context.Context, name, volume string, cfg map[string]string) ([]sdk.Finding, error) {
+	if !r.info.Serves(wire.KindHint) {
+		return nil, fmt.Errorf("check %s: %w: hint", name, ErrKind)
+	}
+	resp, err := r.hint.Check(ctx, &pluginpb.RulesRequest{Name: name, Volume: volume, Config: cfg})
+	if status.Code(err) == codes.Unimplemented {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %s", name, status.Convert(err).Message())
+	}
+	var out []sdk.Finding
+	for _, f := range resp.Findings {
+		out = append(out, sdk.Finding{Severity: sdk.Severity(f.Severity), Setting: f.Setting, Value: f.Value, Message: f.Message})
+	}
+	return out, nil
+}
+
 // Classify asks a hint plugin about paths.
 func (r *Remote) Classify(ctx context.Context, paths []string) ([]sdk.PathHint, error) {
 	if !r.info.Serves(wire.KindHint) {

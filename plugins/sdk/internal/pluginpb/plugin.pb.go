@@ -34,13 +34,68 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type Severity int32
+
+const (
+	Severity_SEVERITY_OK      Severity = 0
+	Severity_SEVERITY_INFO    Severity = 1
+	Severity_SEVERITY_WARNING Severity = 2
+	Severity_SEVERITY_ERROR   Severity = 3 // acknowledged data can be lost
+)
+
+// Enum value maps for Severity.
+var (
+	Severity_name = map[int32]string{
+		0: "SEVERITY_OK",
+		1: "SEVERITY_INFO",
+		2: "SEVERITY_WARNING",
+		3: "SEVERITY_ERROR",
+	}
+	Severity_value = map[string]int32{
+		"SEVERITY_OK":      0,
+		"SEVERITY_INFO":    1,
+		"SEVERITY_WARNING": 2,
+		"SEVERITY_ERROR":   3,
+	}
+)
+
+func (x Severity) Enum() *Severity {
+	p := new(Severity)
+	*p = x
+	return p
+}
+
+func (x Severity) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Severity) Descriptor() protoreflect.EnumDescriptor {
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_enumTypes[0].Descriptor()
+}
+
+func (Severity) Type() protoreflect.EnumType {
+	return &file_plugins_sdk_internal_pluginpb_plugin_proto_enumTypes[0]
+}
+
+func (x Severity) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Severity.Descriptor instead.
+func (Severity) EnumDescriptor() ([]byte, []int) {
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{0}
+}
+
 type FsyncPolicy int32
 
 const (
-	FsyncPolicy_FSYNC_DEFAULT FsyncPolicy = 0 // the host's default: sync the primary's disk
+	FsyncPolicy_FSYNC_DEFAULT FsyncPolicy = 0 // the host's default (its --fsync policy)
 	FsyncPolicy_FSYNC_LOCAL   FsyncPolicy = 1 // sync the primary's disk only
-	FsyncPolicy_FSYNC_BARRIER FsyncPolicy = 2 // also take a barrier: durable on the ack set on return
-	FsyncPolicy_FSYNC_SKIP    FsyncPolicy = 3 // return at once; the backups are the durability
+	FsyncPolicy_FSYNC_BOTH    FsyncPolicy = 2 // sync the primary's disk and take a barrier
+	// take a barrier instead of syncing the primary's disk: durable on the
+	// ack set on return (until protocol 1.1 this value was FSYNC_SKIP,
+	// which no host implemented)
+	FsyncPolicy_FSYNC_REPLICATED FsyncPolicy = 3
 )
 
 // Enum value maps for FsyncPolicy.
@@ -48,14 +103,14 @@ var (
 	FsyncPolicy_name = map[int32]string{
 		0: "FSYNC_DEFAULT",
 		1: "FSYNC_LOCAL",
-		2: "FSYNC_BARRIER",
-		3: "FSYNC_SKIP",
+		2: "FSYNC_BOTH",
+		3: "FSYNC_REPLICATED",
 	}
 	FsyncPolicy_value = map[string]int32{
-		"FSYNC_DEFAULT": 0,
-		"FSYNC_LOCAL":   1,
-		"FSYNC_BARRIER": 2,
-		"FSYNC_SKIP":    3,
+		"FSYNC_DEFAULT":    0,
+		"FSYNC_LOCAL":      1,
+		"FSYNC_BOTH":       2,
+		"FSYNC_REPLICATED": 3,
 	}
 )
 
@@ -70,11 +125,11 @@ func (x FsyncPolicy) String() string {
 }
 
 func (FsyncPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_enumTypes[0].Descriptor()
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_enumTypes[1].Descriptor()
 }
 
 func (FsyncPolicy) Type() protoreflect.EnumType {
-	return &file_plugins_sdk_internal_pluginpb_plugin_proto_enumTypes[0]
+	return &file_plugins_sdk_internal_pluginpb_plugin_proto_enumTypes[1]
 }
 
 func (x FsyncPolicy) Number() protoreflect.EnumNumber {
@@ -83,7 +138,7 @@ func (x FsyncPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FsyncPolicy.Descriptor instead.
 func (FsyncPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{0}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{1}
 }
 
 type InfoRequest struct {
@@ -645,6 +700,118 @@ func (x *BackupStatus) GetStale() bool {
 	return false
 }
 
+type CheckResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Findings      []*Finding             `protobuf:"bytes,1,rep,name=findings,proto3" json:"findings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckResponse) Reset() {
+	*x = CheckResponse{}
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckResponse) ProtoMessage() {}
+
+func (x *CheckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
+func (*CheckResponse) Descriptor() ([]byte, []int) {
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CheckResponse) GetFindings() []*Finding {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
+}
+
+type Finding struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Severity      Severity               `protobuf:"varint,1,opt,name=severity,proto3,enum=pbfs.plugin.v1.Severity" json:"severity,omitempty"`
+	Setting       string                 `protobuf:"bytes,2,opt,name=setting,proto3" json:"setting,omitempty"`
+	Value         string                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Finding) Reset() {
+	*x = Finding{}
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Finding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Finding) ProtoMessage() {}
+
+func (x *Finding) ProtoReflect() protoreflect.Message {
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Finding.ProtoReflect.Descriptor instead.
+func (*Finding) Descriptor() ([]byte, []int) {
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Finding) GetSeverity() Severity {
+	if x != nil {
+		return x.Severity
+	}
+	return Severity_SEVERITY_OK
+}
+
+func (x *Finding) GetSetting() string {
+	if x != nil {
+		return x.Setting
+	}
+	return ""
+}
+
+func (x *Finding) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *Finding) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type RulesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -656,7 +823,7 @@ type RulesRequest struct {
 
 func (x *RulesRequest) Reset() {
 	*x = RulesRequest{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[11]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +835,7 @@ func (x *RulesRequest) String() string {
 func (*RulesRequest) ProtoMessage() {}
 
 func (x *RulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[11]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +848,7 @@ func (x *RulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesRequest.ProtoReflect.Descriptor instead.
 func (*RulesRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{11}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RulesRequest) GetName() string {
@@ -714,7 +881,7 @@ type RulesResponse struct {
 
 func (x *RulesResponse) Reset() {
 	*x = RulesResponse{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[12]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +893,7 @@ func (x *RulesResponse) String() string {
 func (*RulesResponse) ProtoMessage() {}
 
 func (x *RulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[12]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +906,7 @@ func (x *RulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesResponse.ProtoReflect.Descriptor instead.
 func (*RulesResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{12}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RulesResponse) GetRules() []*Rule {
@@ -761,7 +928,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[13]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +940,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[13]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +953,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{13}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Rule) GetPattern() string {
@@ -814,7 +981,7 @@ type PathHint struct {
 
 func (x *PathHint) Reset() {
 	*x = PathHint{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[14]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +993,7 @@ func (x *PathHint) String() string {
 func (*PathHint) ProtoMessage() {}
 
 func (x *PathHint) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[14]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +1006,7 @@ func (x *PathHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathHint.ProtoReflect.Descriptor instead.
 func (*PathHint) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{14}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PathHint) GetLocalOnly() bool {
@@ -872,7 +1039,7 @@ type ClassifyRequest struct {
 
 func (x *ClassifyRequest) Reset() {
 	*x = ClassifyRequest{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[15]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +1051,7 @@ func (x *ClassifyRequest) String() string {
 func (*ClassifyRequest) ProtoMessage() {}
 
 func (x *ClassifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[15]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +1064,7 @@ func (x *ClassifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyRequest.ProtoReflect.Descriptor instead.
 func (*ClassifyRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{15}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ClassifyRequest) GetPaths() []string {
@@ -916,7 +1083,7 @@ type ClassifyResponse struct {
 
 func (x *ClassifyResponse) Reset() {
 	*x = ClassifyResponse{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[16]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1095,7 @@ func (x *ClassifyResponse) String() string {
 func (*ClassifyResponse) ProtoMessage() {}
 
 func (x *ClassifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[16]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1108,7 @@ func (x *ClassifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyResponse.ProtoReflect.Descriptor instead.
 func (*ClassifyResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{16}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ClassifyResponse) GetHints() []*PathHint {
@@ -990,7 +1157,14 @@ const file_plugins_sdk_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\tacked_seq\x18\x03 \x01(\x04R\backedSeq\x12\x1f\n" +
 	"\vapplied_seq\x18\x04 \x01(\x04R\n" +
 	"appliedSeq\x12\x14\n" +
-	"\x05stale\x18\x05 \x01(\bR\x05stale\"\xb7\x01\n" +
+	"\x05stale\x18\x05 \x01(\bR\x05stale\"D\n" +
+	"\rCheckResponse\x123\n" +
+	"\bfindings\x18\x01 \x03(\v2\x17.pbfs.plugin.v1.FindingR\bfindings\"\x89\x01\n" +
+	"\aFinding\x124\n" +
+	"\bseverity\x18\x01 \x01(\x0e2\x18.pbfs.plugin.v1.SeverityR\bseverity\x12\x18\n" +
+	"\asetting\x18\x02 \x01(\tR\asetting\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xb7\x01\n" +
 	"\fRulesRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12@\n" +
 	"\x06config\x18\x02 \x03(\v2(.pbfs.plugin.v1.RulesRequest.ConfigEntryR\x06config\x12\x16\n" +
@@ -1011,13 +1185,18 @@ const file_plugins_sdk_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\x0fClassifyRequest\x12\x14\n" +
 	"\x05paths\x18\x01 \x03(\tR\x05paths\"B\n" +
 	"\x10ClassifyResponse\x12.\n" +
-	"\x05hints\x18\x01 \x03(\v2\x18.pbfs.plugin.v1.PathHintR\x05hints*T\n" +
+	"\x05hints\x18\x01 \x03(\v2\x18.pbfs.plugin.v1.PathHintR\x05hints*X\n" +
+	"\bSeverity\x12\x0f\n" +
+	"\vSEVERITY_OK\x10\x00\x12\x11\n" +
+	"\rSEVERITY_INFO\x10\x01\x12\x14\n" +
+	"\x10SEVERITY_WARNING\x10\x02\x12\x12\n" +
+	"\x0eSEVERITY_ERROR\x10\x03*W\n" +
 	"\vFsyncPolicy\x12\x11\n" +
 	"\rFSYNC_DEFAULT\x10\x00\x12\x0f\n" +
-	"\vFSYNC_LOCAL\x10\x01\x12\x11\n" +
-	"\rFSYNC_BARRIER\x10\x02\x12\x0e\n" +
+	"\vFSYNC_LOCAL\x10\x01\x12\x0e\n" +
 	"\n" +
-	"FSYNC_SKIP\x10\x032K\n" +
+	"FSYNC_BOTH\x10\x02\x12\x14\n" +
+	"\x10FSYNC_REPLICATED\x10\x032K\n" +
 	"\x06Plugin\x12A\n" +
 	"\x04Info\x12\x1b.pbfs.plugin.v1.InfoRequest\x1a\x1c.pbfs.plugin.v1.InfoResponse2\x93\x01\n" +
 	"\bFrontend\x12D\n" +
@@ -1025,10 +1204,11 @@ const file_plugins_sdk_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\x04Stop\x12\x1b.pbfs.plugin.v1.StopRequest\x1a\x1c.pbfs.plugin.v1.StopResponse2\x9b\x01\n" +
 	"\x04Host\x12J\n" +
 	"\aBarrier\x12\x1e.pbfs.plugin.v1.BarrierRequest\x1a\x1f.pbfs.plugin.v1.BarrierResponse\x12G\n" +
-	"\x06Status\x12\x1d.pbfs.plugin.v1.StatusRequest\x1a\x1e.pbfs.plugin.v1.StatusResponse2\x9b\x01\n" +
+	"\x06Status\x12\x1d.pbfs.plugin.v1.StatusRequest\x1a\x1e.pbfs.plugin.v1.StatusResponse2\xe1\x01\n" +
 	"\x04Hint\x12D\n" +
 	"\x05Rules\x12\x1c.pbfs.plugin.v1.RulesRequest\x1a\x1d.pbfs.plugin.v1.RulesResponse\x12M\n" +
-	"\bClassify\x12\x1f.pbfs.plugin.v1.ClassifyRequest\x1a .pbfs.plugin.v1.ClassifyResponseB4Z2github.com/pbfs/pbfs/plugins/sdk/internal/pluginpbb\x06proto3"
+	"\bClassify\x12\x1f.pbfs.plugin.v1.ClassifyRequest\x1a .pbfs.plugin.v1.ClassifyResponse\x12D\n" +
+	"\x05Check\x12\x1c.pbfs.plugin.v1.RulesRequest\x1a\x1d.pbfs.plugin.v1.CheckResponseB4Z2github.com/pbfs/pbfs/plugins/sdk/internal/pluginpbb\x06proto3"
 
 var (
 	file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescOnce sync.Once
@@ -1042,57 +1222,64 @@ func file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP() []byte {
 	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescData
 }
 
-var file_plugins_sdk_internal_pluginpb_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_plugins_sdk_internal_pluginpb_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_plugins_sdk_internal_pluginpb_plugin_proto_goTypes = []any{
-	(FsyncPolicy)(0),         // 0: pbfs.plugin.v1.FsyncPolicy
-	(*InfoRequest)(nil),      // 1: pbfs.plugin.v1.InfoRequest
-	(*InfoResponse)(nil),     // 2: pbfs.plugin.v1.InfoResponse
-	(*StartRequest)(nil),     // 3: pbfs.plugin.v1.StartRequest
-	(*StartResponse)(nil),    // 4: pbfs.plugin.v1.StartResponse
-	(*StopRequest)(nil),      // 5: pbfs.plugin.v1.StopRequest
-	(*StopResponse)(nil),     // 6: pbfs.plugin.v1.StopResponse
-	(*BarrierRequest)(nil),   // 7: pbfs.plugin.v1.BarrierRequest
-	(*BarrierResponse)(nil),  // 8: pbfs.plugin.v1.BarrierResponse
-	(*StatusRequest)(nil),    // 9: pbfs.plugin.v1.StatusRequest
-	(*StatusResponse)(nil),   // 10: pbfs.plugin.v1.StatusResponse
-	(*BackupStatus)(nil),     // 11: pbfs.plugin.v1.BackupStatus
-	(*RulesRequest)(nil),     // 12: pbfs.plugin.v1.RulesRequest
-	(*RulesResponse)(nil),    // 13: pbfs.plugin.v1.RulesResponse
-	(*Rule)(nil),             // 14: pbfs.plugin.v1.Rule
-	(*PathHint)(nil),         // 15: pbfs.plugin.v1.PathHint
-	(*ClassifyRequest)(nil),  // 16: pbfs.plugin.v1.ClassifyRequest
-	(*ClassifyResponse)(nil), // 17: pbfs.plugin.v1.ClassifyResponse
-	nil,                      // 18: pbfs.plugin.v1.StartRequest.ConfigEntry
-	nil,                      // 19: pbfs.plugin.v1.RulesRequest.ConfigEntry
+	(Severity)(0),            // 0: pbfs.plugin.v1.Severity
+	(FsyncPolicy)(0),         // 1: pbfs.plugin.v1.FsyncPolicy
+	(*InfoRequest)(nil),      // 2: pbfs.plugin.v1.InfoRequest
+	(*InfoResponse)(nil),     // 3: pbfs.plugin.v1.InfoResponse
+	(*StartRequest)(nil),     // 4: pbfs.plugin.v1.StartRequest
+	(*StartResponse)(nil),    // 5: pbfs.plugin.v1.StartResponse
+	(*StopRequest)(nil),      // 6: pbfs.plugin.v1.StopRequest
+	(*StopResponse)(nil),     // 7: pbfs.plugin.v1.StopResponse
+	(*BarrierRequest)(nil),   // 8: pbfs.plugin.v1.BarrierRequest
+	(*BarrierResponse)(nil),  // 9: pbfs.plugin.v1.BarrierResponse
+	(*StatusRequest)(nil),    // 10: pbfs.plugin.v1.StatusRequest
+	(*StatusResponse)(nil),   // 11: pbfs.plugin.v1.StatusResponse
+	(*BackupStatus)(nil),     // 12: pbfs.plugin.v1.BackupStatus
+	(*CheckResponse)(nil),    // 13: pbfs.plugin.v1.CheckResponse
+	(*Finding)(nil),          // 14: pbfs.plugin.v1.Finding
+	(*RulesRequest)(nil),     // 15: pbfs.plugin.v1.RulesRequest
+	(*RulesResponse)(nil),    // 16: pbfs.plugin.v1.RulesResponse
+	(*Rule)(nil),             // 17: pbfs.plugin.v1.Rule
+	(*PathHint)(nil),         // 18: pbfs.plugin.v1.PathHint
+	(*ClassifyRequest)(nil),  // 19: pbfs.plugin.v1.ClassifyRequest
+	(*ClassifyResponse)(nil), // 20: pbfs.plugin.v1.ClassifyResponse
+	nil,                      // 21: pbfs.plugin.v1.StartRequest.ConfigEntry
+	nil,                      // 22: pbfs.plugin.v1.RulesRequest.ConfigEntry
 }
 var file_plugins_sdk_internal_pluginpb_plugin_proto_depIdxs = []int32{
-	18, // 0: pbfs.plugin.v1.StartRequest.config:type_name -> pbfs.plugin.v1.StartRequest.ConfigEntry
-	11, // 1: pbfs.plugin.v1.StatusResponse.backups:type_name -> pbfs.plugin.v1.BackupStatus
-	19, // 2: pbfs.plugin.v1.RulesRequest.config:type_name -> pbfs.plugin.v1.RulesRequest.ConfigEntry
-	14, // 3: pbfs.plugin.v1.RulesResponse.rules:type_name -> pbfs.plugin.v1.Rule
-	15, // 4: pbfs.plugin.v1.Rule.hint:type_name -> pbfs.plugin.v1.PathHint
-	0,  // 5: pbfs.plugin.v1.PathHint.fsync:type_name -> pbfs.plugin.v1.FsyncPolicy
-	15, // 6: pbfs.plugin.v1.ClassifyResponse.hints:type_name -> pbfs.plugin.v1.PathHint
-	1,  // 7: pbfs.plugin.v1.Plugin.Info:input_type -> pbfs.plugin.v1.InfoRequest
-	3,  // 8: pbfs.plugin.v1.Frontend.Start:input_type -> pbfs.plugin.v1.StartRequest
-	5,  // 9: pbfs.plugin.v1.Frontend.Stop:input_type -> pbfs.plugin.v1.StopRequest
-	7,  // 10: pbfs.plugin.v1.Host.Barrier:input_type -> pbfs.plugin.v1.BarrierRequest
-	9,  // 11: pbfs.plugin.v1.Host.Status:input_type -> pbfs.plugin.v1.StatusRequest
-	12, // 12: pbfs.plugin.v1.Hint.Rules:input_type -> pbfs.plugin.v1.RulesRequest
-	16, // 13: pbfs.plugin.v1.Hint.Classify:input_type -> pbfs.plugin.v1.ClassifyRequest
-	2,  // 14: pbfs.plugin.v1.Plugin.Info:output_type -> pbfs.plugin.v1.InfoResponse
-	4,  // 15: pbfs.plugin.v1.Frontend.Start:output_type -> pbfs.plugin.v1.StartResponse
-	6,  // 16: pbfs.plugin.v1.Frontend.Stop:output_type -> pbfs.plugin.v1.StopResponse
-	8,  // 17: pbfs.plugin.v1.Host.Barrier:output_type -> pbfs.plugin.v1.BarrierResponse
-	10, // 18: pbfs.plugin.v1.Host.Status:output_type -> pbfs.plugin.v1.StatusResponse
-	13, // 19: pbfs.plugin.v1.Hint.Rules:output_type -> pbfs.plugin.v1.RulesResponse
-	17, // 20: pbfs.plugin.v1.Hint.Classify:output_type -> pbfs.plugin.v1.ClassifyResponse
-	14, // [14:21] is the sub-list for method output_type
-	7,  // [7:14] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	21, // 0: pbfs.plugin.v1.StartRequest.config:type_name -> pbfs.plugin.v1.StartRequest.ConfigEntry
+	12, // 1: pbfs.plugin.v1.StatusResponse.backups:type_name -> pbfs.plugin.v1.BackupStatus
+	14, // 2: pbfs.plugin.v1.CheckResponse.findings:type_name -> pbfs.plugin.v1.Finding
+	0,  // 3: pbfs.plugin.v1.Finding.severity:type_name -> pbfs.plugin.v1.Severity
+	22, // 4: pbfs.plugin.v1.RulesRequest.config:type_name -> pbfs.plugin.v1.RulesRequest.ConfigEntry
+	17, // 5: pbfs.plugin.v1.RulesResponse.rules:type_name -> pbfs.plugin.v1.Rule
+	18, // 6: pbfs.plugin.v1.Rule.hint:type_name -> pbfs.plugin.v1.PathHint
+	1,  // 7: pbfs.plugin.v1.PathHint.fsync:type_name -> pbfs.plugin.v1.FsyncPolicy
+	18, // 8: pbfs.plugin.v1.ClassifyResponse.hints:type_name -> pbfs.plugin.v1.PathHint
+	2,  // 9: pbfs.plugin.v1.Plugin.Info:input_type -> pbfs.plugin.v1.InfoRequest
+	4,  // 10: pbfs.plugin.v1.Frontend.Start:input_type -> pbfs.plugin.v1.StartRequest
+	6,  // 11: pbfs.plugin.v1.Frontend.Stop:input_type -> pbfs.plugin.v1.StopRequest
+	8,  // 12: pbfs.plugin.v1.Host.Barrier:input_type -> pbfs.plugin.v1.BarrierRequest
+	10, // 13: pbfs.plugin.v1.Host.Status:input_type -> pbfs.plugin.v1.StatusRequest
+	15, // 14: pbfs.plugin.v1.Hint.Rules:input_type -> pbfs.plugin.v1.RulesRequest
+	19, // 15: pbfs.plugin.v1.Hint.Classify:input_type -> pbfs.plugin.v1.ClassifyRequest
+	15, // 16: pbfs.plugin.v1.Hint.Check:input_type -> pbfs.plugin.v1.RulesRequest
+	3,  // 17: pbfs.plugin.v1.Plugin.Info:output_type -> pbfs.plugin.v1.InfoResponse
+	5,  // 18: pbfs.plugin.v1.Frontend.Start:output_type -> pbfs.plugin.v1.StartResponse
+	7,  // 19: pbfs.plugin.v1.Frontend.Stop:output_type -> pbfs.plugin.v1.StopResponse
+	9,  // 20: pbfs.plugin.v1.Host.Barrier:output_type -> pbfs.plugin.v1.BarrierResponse
+	11, // 21: pbfs.plugin.v1.Host.Status:output_type -> pbfs.plugin.v1.StatusResponse
+	16, // 22: pbfs.plugin.v1.Hint.Rules:output_type -> pbfs.plugin.v1.RulesResponse
+	20, // 23: pbfs.plugin.v1.Hint.Classify:output_type -> pbfs.plugin.v1.ClassifyResponse
+	13, // 24: pbfs.plugin.v1.Hint.Check:output_type -> pbfs.plugin.v1.CheckResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_plugins_sdk_internal_pluginpb_plugin_proto_init() }
@@ -1105,8 +1292,8 @@ func file_plugins_sdk_internal_pluginpb_plugin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_sdk_internal_pluginpb_plugin_proto_rawDesc), len(file_plugins_sdk_internal_pluginpb_plugin_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   19,
+			NumEnums:      2,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

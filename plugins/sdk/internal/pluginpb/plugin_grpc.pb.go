@@ -426,6 +426,7 @@ var Host_ServiceDesc = grpc.ServiceDesc{
 const (
 	Hint_Rules_FullMethodName    = "/pbfs.plugin.v1.Hint/Rules"
 	Hint_Classify_FullMethodName = "/pbfs.plugin.v1.Hint/Classify"
+	Hint_Check_FullMethodName    = "/pbfs.plugin.v1.Hint/Check"
 )
 
 // HintClient is the client API for Hint service.
@@ -437,6 +438,9 @@ type HintClient interface {
 	Rules(ctx context.Context, in *RulesRequest, opts ...grpc.CallOption) (*RulesResponse, error)
 	// Classify answers for individual paths (relative to the volume root).
 	Classify(ctx context.Context, in *ClassifyRequest, opts ...grpc.CallOption) (*ClassifyResponse, error)
+	// Check grades the service's settings for replication under pbfs. A
+	// plugin that does not implement it answers Unimplemented: no findings.
+	Check(ctx context.Context, in *RulesRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 }
 
 type hintClient struct {
@@ -467,6 +471,16 @@ func (c *hintClient) Classify(ctx context.Context, in *ClassifyRequest, opts ...
 	return out, nil
 }
 
+func (c *hintClient) Check(ctx context.Context, in *RulesRequest, opts ...grpc.CallOption) (*CheckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckResponse)
+	err := c.cc.Invoke(ctx, Hint_Check_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HintServer is the server API for Hint service.
 // All implementations must embed UnimplementedHintServer
 // for forward compatibility.
@@ -476,6 +490,9 @@ type HintServer interface {
 	Rules(context.Context, *RulesRequest) (*RulesResponse, error)
 	// Classify answers for individual paths (relative to the volume root).
 	Classify(context.Context, *ClassifyRequest) (*ClassifyResponse, error)
+	// Check grades the service's settings for replication under pbfs. A
+	// plugin that does not implement it answers Unimplemented: no findings.
+	Check(context.Context, *RulesRequest) (*CheckResponse, error)
 	mustEmbedUnimplementedHintServer()
 }
 
@@ -491,6 +508,9 @@ func (UnimplementedHintServer) Rules(context.Context, *RulesRequest) (*RulesResp
 }
 func (UnimplementedHintServer) Classify(context.Context, *ClassifyRequest) (*ClassifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Classify not implemented")
+}
+func (UnimplementedHintServer) Check(context.Context, *RulesRequest) (*CheckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Check not implemented")
 }
 func (UnimplementedHintServer) mustEmbedUnimplementedHintServer() {}
 func (UnimplementedHintServer) testEmbeddedByValue()              {}
@@ -549,6 +569,24 @@ func _Hint_Classify_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Hint_Check_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HintServer).Check(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Hint_Check_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HintServer).Check(ctx, req.(*RulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Hint_ServiceDesc is the grpc.ServiceDesc for Hint service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -563,6 +601,10 @@ var Hint_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Classify",
 			Handler:    _Hint_Classify_Handler,
+		},
+		{
+			MethodName: "Check",
+			Handler:    _Hint_Check_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Option files are read as the server reads them: its groups only, later
+// values winning, includes, '-' and '_' alike, skip-/loose-/enable-
+// prefixes, quotes and trailing comments.
+func TestReadOptions(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("conf.d/50-server.cnf", "[mysqld]\ninnodb-flush-log-at-trx-commit = 2\nskip-innodb-doublewrite\n[client]\nsocket=/nope\n")
+	write("conf.d/60-late.cnf", "[mariadb]\ninnodb_flush_log_at_trx_commit=1 # the last one wins\n")
+	write("conf.d/ignored.txt", "[mysqld]\nsync_binlog=7\n")
+	write("extra.cnf", "[server]\nloose-sync-binlog=1\nenable-log-bin\n[mariadb-10.11]\ntmpdir=\"/vol/tmp\"\n[mariadb-11.4]\ntmpdir=/other\n")
+	main := write("my.cnf", "# top\n[client-server]\nsocket = /run/mysqld/mysqld.sock\n!include "+filepath.Join(dir, "extra.cnf")+"\n!includedir "+filepath.Join(dir, "conf.d")+"\n")
+	o, err := readOptions(main, "10.11.19")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"socket": "/run/mysqld/mysqld.sock", "innodb_flush_log_at_trx_commit": "1", "innodb_doublewrite": "0",
+		"sync_binlog": "1", "log_bin": "1", "tmpdir": "/vol/tmp",
+	} {
+		if got := o[k]; got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if _, err := readOptions(filepath.Join(dir, "missing.cnf"), ""); err == nil {
+		t.Error("a missing option file was read")
+	}
+}
