@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrAborted: the mount was stopped by force (Abort) while the service
@@ -63,6 +65,12 @@ func (m *Mount) Close() error {
 // closeClean records a clean stop: the fingerprint of the volume as pbfs
 // leaves it (offline.go), then the journal marked closed.
 func (m *Mount) closeClean() error {
+	// What the service's fsyncs sent only to the backups (the replicated
+	// policy) reaches this disk now, before the journal says clean.
+	if err := unix.Syncfs(m.fs.RootFd()); err != nil {
+		m.log.Warn("could not sync the volume's file system; the next mount resyncs the backups", "err", err)
+		return fmt.Errorf("sync the volume: %w", err)
+	}
 	if err := m.recordOffline(); err != nil {
 		m.log.Warn("could not fingerprint the volume; the next mount resyncs the backups", "err", err)
 	}

@@ -110,6 +110,8 @@ type Config struct {
 	// gives one (default: local).
 	Rules []sdk.Rule
 	Fsync sdk.FsyncPolicy
+	// TrustVolume serves a volume ErrVolumeUntrusted would refuse.
+	TrustVolume bool
 }
 
 // Mount is a running pbfs primary.
@@ -134,6 +136,7 @@ type Mount struct {
 	acked     atomic.Uint64  // the newest seq a barrier returned
 	bg        sync.WaitGroup // goroutines that use the store (retention)
 	rulesSum  []byte         // the local-only rules in force (hints.go)
+	skipsSync bool           // some fsync skips the primary's disk (boot.go)
 	findings  *prometheus.CounterVec
 }
 

@@ -61,6 +61,7 @@ func (m *Mount) start() error {
 		return err
 	}
 	m.rulesSum = localRulesSum(rules)
+	m.skipsSync = skipsLocalSync(rules, cfg.Fsync)
 	m.reg.MustRegister(m.store.SpaceCollectors()...)
 	m.fs, err = capture.New(rootFd, capture.Options{
 		Capture: !cfg.NoCapture, WriteDiff: cfg.WriteDiff, MaxBatchBytes: cfg.MaxBatchBytes,
@@ -165,6 +166,9 @@ func (m *Mount) markOpen(rootFd int) error {
 			m.store.MarkClosed()
 		}
 	})
+	if err := m.checkBoot(unclean, m.skipsSync); err != nil {
+		return err
+	}
 	switch {
 	case unclean:
 		// The volume may hold changes made after the last sealed batch

@@ -15,6 +15,7 @@ var hintFlags = []cli.Flag{
 	&cli.StringFlag{Name: "fsync", Value: "local", Usage: "what a fsync on the volume means where no rule says: local (sync the primary's disk), " +
 		"replicated (return once everything written before it is durable on the ack set) or both"},
 	&cli.StringSliceFlag{Name: "fsync-rule", Usage: "PATTERN=POLICY: fsyncs of matching paths mean POLICY (repeatable; patterns as in hint rules, e.g. ib_logfile*=replicated)"},
+	&cli.BoolFlag{Name: "trust-volume", Usage: "serve the volume even if the machine restarted after an unclean stop while fsyncs went to the backups only (it may lack acknowledged writes)"},
 	&cli.StringSliceFlag{Name: "local-only", Usage: "PATTERN: matching paths stay on the primary's disk and are never shipped (repeatable, e.g. '*.pid' or 'tmp/')"},
 }
 

@@ -51,7 +51,7 @@ func mountFlags() []cli.Flag {
 		&cli.Uint64Flag{Name: "epoch", Usage: "start a new term: raise the journal's epoch to this before shipping (backups then refuse older primaries)"},
 		&cli.DurationFlag{Name: "degrade-after", Usage: "drop a backup that has been behind this long from the ack set, marking it stale (default: barriers wait for it)"},
 		tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], pluginFlags[0], pluginFlags[1],
-		hintFlags[0], hintFlags[1], hintFlags[2],
+		hintFlags[0], hintFlags[1], hintFlags[2], hintFlags[3],
 	}
 }
 
@@ -88,7 +88,7 @@ func mountConfig(c *cli.Context) (mount.Config, error) {
 		NoXattrs: c.Bool("no-xattrs"), MaxBatchBytes: c.Int64("batch-bytes"), SealInterval: c.Duration("seal-interval"),
 		JournalReserve: c.Int64("journal-reserve"),
 		Logger:         logger(c), Plugins: plugins, PluginLogLevel: c.String("log-level"),
-		Rules: rules, Fsync: fsync,
+		Rules: rules, Fsync: fsync, TrustVolume: c.Bool("trust-volume"),
 	}, nil
 }
 

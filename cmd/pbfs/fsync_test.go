@@ -1,0 +1,126 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/journal"
+)
+
+// writeSync writes name and fsyncs it; the result arrives on the channel.
+func writeSync(p string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		f, err := os.Create(p)
+		if err == nil {
+			_, err = f.WriteString("committed")
+			if err == nil {
+				err = f.Sync()
+			}
+			f.Close()
+		}
+		done <- err
+	}()
+	return done
+}
+
+// The fsync policy per path, from the mount's flags: a fsync of a *.log
+// file (replicated) returns only once the backup holds it, so it waits
+// while the backup is stopped; a fsync of another file (local) does not;
+// a local-only file never reaches the backup.
+func TestFsyncPolicies(t *testing.T) {
+	c := fstest.NewCluster(t, 1, nil, "--fsync-rule", "*.log=replicated", "--local-only", "*.pid")
+	b := c.Backups[0]
+	must(t, os.WriteFile(filepath.Join(c.Vol, "x.pid"), []byte("1"), 0o644))
+	if err := b.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			b.Cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	if err := <-writeSync(filepath.Join(c.Vol, "table.dat")); err != nil {
+		t.Fatalf("local fsync: %v", err)
+	}
+	replicated := writeSync(filepath.Join(c.Vol, "redo.log"))
+	select {
+	case err := <-replicated:
+		t.Fatalf("a replicated fsync returned (%v) while the backup was stopped", err)
+	case <-time.After(time.Second):
+	}
+	b.Cmd.Process.Signal(syscall.SIGCONT)
+	stopped = false
+	select {
+	case err := <-replicated:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the replicated fsync did not return after the backup came back:\n%s", c.Primary.Out)
+	}
+	if got := c.Primary.Counter("pbfs_fs_fsync_barrier_seconds_count", ""); got < 1 {
+		t.Errorf("no replicated fsync counted")
+	}
+	// Durable on the backup when fsync returned: a kill -9 of the primary
+	// now loses nothing of it.
+	c.Primary.Kill()
+	syscall.Unmount(c.Vol, syscall.MNT_DETACH)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if data, err := os.ReadFile(filepath.Join(b.Vol, "redo.log")); err == nil && string(data) == "committed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backup did not apply what the replicated fsync covered:\n%s", b.Out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(b.Vol, "x.pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a local-only file reached the backup: %v", err)
+	}
+}
+
+// A primary that ran with the replicated policy and stopped uncleanly on
+// a machine that has rebooted since refuses its volume (it may lack
+// writes the backups hold); --trust-volume overrides. The reboot is
+// simulated by changing the boot id the journal recorded.
+func TestRebootedReplicatedPrimaryRefused(t *testing.T) {
+	fstest.RequireFUSE(t)
+	dir := t.TempDir()
+	vol, jdir := filepath.Join(dir, "vol"), filepath.Join(dir, "j")
+	must(t, os.Mkdir(vol, 0o755))
+	p := fstest.StartMount(t, nil, vol, jdir, "--fsync", "replicated")
+	must(t, os.WriteFile(filepath.Join(vol, "f"), []byte("x"), 0o644))
+	p.Barrier()
+	p.Kill()
+	syscall.Unmount(vol, syscall.MNT_DETACH)
+	s, err := journal.OpenStore(jdir, journal.StoreOptions{})
+	if err != nil && !errors.Is(err, journal.ErrNeedsRecovery) {
+		t.Fatal(err)
+	}
+	if s == nil {
+		t.Fatalf("open the journal: %v", err)
+	}
+	must(t, s.SetMeta("boot", []byte("another-boot")))
+	must(t, s.Close())
+	out, err := exec.Command(fstest.Binary(t), "mount", "--journal", jdir, "--fsync", "replicated", vol).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "machine restarted") {
+		t.Fatalf("mount after a simulated reboot: %v\n%s", err, out)
+	}
+	if fstest.Mounted(vol) {
+		t.Fatal("mounted anyway")
+	}
+	p = fstest.StartMount(t, nil, vol, jdir, "--fsync", "replicated", "--trust-volume")
+	if data, err := os.ReadFile(filepath.Join(vol, "f")); err != nil || string(data) != "x" {
+		t.Fatalf("volume after --trust-volume: %q %v", data, err)
+	}
+}
