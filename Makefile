@@ -9,6 +9,8 @@ build:
 	$(GO) build -o $(BIN) ./cmd/pbfs
 	$(GO) build -o bin/http-proxy ./plugins/http-proxy
 	$(GO) build -o bin/example ./plugins/example
+	$(GO) build -o bin/mysql-hint ./plugins/mysql-hint
+	$(GO) build -o bin/sqlite-hint ./plugins/sqlite-hint
 
 # The full suite: real FUSE mounts, real processes. Needs root and /dev/fuse.
 test: vet
@@ -35,6 +37,8 @@ fuzz:
 	$(GO) test ./replicate -run '^$$' -fuzz '^FuzzResyncMsg$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plugins/sdk/host -run '^$$' -fuzz '^FuzzParseSpecs$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plugins/http-proxy/proxy -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./plugins/mysql-hint -run '^$$' -fuzz '^FuzzReadOptions$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./plugins/sdk -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $(FUZZTIME)
 
 # Regenerate the gRPC code from the published .proto files.
 proto:

@@ -40,3 +40,34 @@ func TestReadOptions(t *testing.T) {
 		t.Error("a missing option file was read")
 	}
 }
+
+// Any option file, however broken (including one that includes itself),
+// reads without a panic or a hang, and rules and checks follow from it.
+func FuzzReadOptions(f *testing.F) {
+	f.Add([]byte("[mysqld]\ninnodb_flush_log_at_trx_commit=2\nskip-innodb-doublewrite\n"))
+	f.Add([]byte("[mariadb-10.11]\ntmpdir='/vol/t'\n!includedir /nonexistent\n"))
+	f.Add([]byte("[server]\nlog-bin=/vol/db/bin.log # x\nsocket=\"a b\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), "my.cnf")
+		if err := os.WriteFile(p, append(data, []byte("\n!include "+p+"\n")...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o, err := readOptions(p, "10.11")
+		if err == nil {
+			t.Fatal("a file including itself forever was read")
+		}
+		_ = o
+		s := &server{volume: "/vol", datadir: "/vol", opts: Options{}}
+		// Also the rules and checks of what one level of it says.
+		os.WriteFile(p, data, 0o644)
+		if o, err := readOptions(p, ""); err == nil {
+			s.opts = o
+			for _, r := range s.rules() {
+				if r.Pattern == "" {
+					t.Fatalf("empty pattern from %q", data)
+				}
+			}
+			s.check()
+		}
+	})
+}
