@@ -3,6 +3,7 @@ package mount
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -27,12 +28,22 @@ import (
 
 // loadHints asks every hint plugin for its rules and for its checks of
 // the service's settings, whose findings it logs. A hint plugin that
-// cannot answer stops the start: without its rules, local-only files
-// would be shipped and fsyncs would not mean what the operator chose.
+// refuses its configuration stops the start: without its rules,
+// local-only files would be shipped and fsyncs would not mean what the
+// operator chose. A plugin that cannot be launched at all is not known to
+// be a hint: as any plugin's failure, it does not stop the mount (the
+// supervisor keeps trying it), and the log says that its rules, if it has
+// any, are not in force until the next start.
 func (m *Mount) loadHints(ctx context.Context) ([]sdk.Rule, error) {
 	rules := append([]sdk.Rule(nil), m.cfg.Rules...)
 	for _, sp := range m.cfg.Plugins {
 		got, err := m.askHint(ctx, sp)
+		var launch *launchError
+		if errors.As(err, &launch) {
+			m.log.Error("plugin could not be launched before mounting; if it is a hint plugin, its rules are not in force until the next start",
+				"plugin", sp.Name, "err", launch.err)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("hint plugin %s: %w", sp.Name, err)
 		}
@@ -41,12 +52,18 @@ func (m *Mount) loadHints(ctx context.Context) ([]sdk.Rule, error) {
 	return rules, nil
 }
 
+// launchError: the plugin could not be started or spoke no protocol this
+// host knows.
+type launchError struct{ err error }
+
+func (e *launchError) Error() string { return e.err.Error() }
+
 func (m *Mount) askHint(ctx context.Context, sp host.Spec) ([]sdk.Rule, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	p, err := host.Launch(ctx, sp.Path, host.Options{Logger: m.log.With("plugin", sp.Name), LogLevel: m.cfg.PluginLogLevel})
 	if err != nil {
-		return nil, err
+		return nil, &launchError{err}
 	}
 	defer p.Kill()
 	if !p.Info().Serves("hint") {

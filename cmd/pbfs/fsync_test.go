@@ -124,3 +124,37 @@ func TestRebootedReplicatedPrimaryRefused(t *testing.T) {
 		t.Fatalf("volume after --trust-volume: %q %v", data, err)
 	}
 }
+
+// A hint plugin that refuses its configuration stops the start, naming
+// the plugin and the reason, and leaves nothing mounted; the same plugin
+// configured right mounts, and its rules keep the pid file home.
+func TestHintPluginConfigRefused(t *testing.T) {
+	fstest.RequireFUSE(t)
+	hint := fstest.Build(t, "github.com/pbfs/pbfs/plugins/mysql-hint")
+	dir := t.TempDir()
+	vol, jdir := filepath.Join(dir, "vol"), filepath.Join(dir, "j")
+	must(t, os.Mkdir(vol, 0o755))
+	out, err := exec.Command(fstest.Binary(t), "mount", "--journal", jdir, "--plugin", "mysql="+hint,
+		"--plugin-config", "mysql:datadir=/elsewhere", vol).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "hint plugin mysql") || !strings.Contains(string(out), "not on the volume") {
+		t.Fatalf("mount with a refused hint config: %v\n%s", err, out)
+	}
+	if fstest.Mounted(vol) {
+		t.Fatal("mounted anyway")
+	}
+	p := fstest.StartMount(t, nil, vol, jdir, "--plugin", "mysql="+hint)
+	must(t, os.WriteFile(filepath.Join(vol, "host.pid"), []byte("1"), 0o644))
+	must(t, os.WriteFile(filepath.Join(vol, "ibdata1"), []byte("data"), 0o644))
+	p.Barrier()
+	replay := t.TempDir()
+	out, err = exec.Command(fstest.Binary(t), "journal", "replay", "--journal", jdir, replay).CombinedOutput()
+	if err != nil {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(replay, "ibdata1")); err != nil {
+		t.Errorf("replicated file missing from the journal: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(replay, "host.pid")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the pid file was journaled: %v", err)
+	}
+}
