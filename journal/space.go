@@ -1,7 +1,9 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -135,3 +137,37 @@ func (s *Store) SpaceCollectors() []prometheus.Collector {
 		}, func() float64 { return float64(s.Refusals()) }),
 	}
 }
+
+// ErrReserveTooLarge: the journal's file system is no larger than the
+// space it must keep free, so no append could ever be admitted.
+var ErrReserveTooLarge = errors.New("the journal's file system is too small for its reserve")
+
+// CheckReserve refuses a journal directory (or, if it does not exist yet,
+// the directory it would be made in) whose file system leaves no room for
+// a journal above the reserve (0: DefaultReserve), before anything is
+// made there.
+func CheckReserve(dir string, reserve int64) error {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		var st unix.Statfs_t
+		err := unix.Statfs(d, &st)
+		if errors.Is(err, unix.ENOENT) && d != filepath.Dir(d) {
+			continue
+		}
+		if err != nil {
+			return nil // the open that follows reports it
+		}
+		size := int64(st.Blocks) * st.Bsize
+		if reserve == 0 {
+			reserve = DefaultReserve(size)
+		}
+		if size <= reserve+minJournalRoom {
+			return fmt.Errorf("%w: %s is on a file system of %d MiB and must keep %d MiB free (--journal-reserve): give the journal a larger file system, or a smaller reserve",
+				ErrReserveTooLarge, dir, size>>20, reserve>>20)
+		}
+		return nil
+	}
+}
+
+// minJournalRoom is the least room above the reserve a journal needs:
+// Badger's first memtable and value log.
+const minJournalRoom = 16 << 20

@@ -79,6 +79,9 @@ func (cfg *Config) check() error {
 	if err := pathcheck.Outside(cfg.Journal, cfg.Backing); err != nil {
 		return err
 	}
+	if err := journal.CheckReserve(cfg.Journal, cfg.JournalReserve); err != nil {
+		return err
+	}
 	if cfg.Backing != cfg.Mountpoint {
 		if err := pathcheck.Outside(cfg.Journal, cfg.Mountpoint); err != nil {
 			return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/signal"
@@ -12,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pbfs/pbfs/internal/pathcheck"
+	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -33,6 +35,16 @@ func backupCommand() *cli.Command {
 			}
 			token, err := replicate.LoadToken(c.String("token"), c.String("token-file"))
 			if err != nil {
+				return cli.Exit("backup: "+err.Error(), 2)
+			}
+			for _, f := range []string{"listen", "metrics-listen"} {
+				if a := c.String(f); a != "" {
+					if err := checkListen(a); err != nil {
+						return cli.Exit(fmt.Sprintf("backup: --%s: %v", f, err), 2)
+					}
+				}
+			}
+			if err := journal.CheckReserve(c.String("journal"), c.Int64("journal-reserve")); err != nil {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}
 			log := logger(c)
@@ -64,17 +76,21 @@ func backupCommand() *cli.Command {
 			}
 			served := make(chan error, 1)
 			go func() { served <- b.Serve(ln) }()
+			var serr error
 			select {
 			case s := <-sig:
 				log.Info("signal received; stopping", "signal", s.String())
-			case err := <-served:
-				log.Error("serving stopped", "err", err)
+			case serr = <-served:
+				log.Error("serving stopped", "err", serr)
 			}
 			st := b.Status()
 			if err := b.Close(); err != nil {
 				return cli.Exit("backup: "+err.Error(), 1)
 			}
 			log.Info("backup stopped", "durable_seq", st.DurableSeq, "applied_seq", st.AppliedSeq)
+			if serr != nil {
+				return cli.Exit("backup: serving stopped: "+serr.Error(), 1)
+			}
 			return nil
 		},
 	}

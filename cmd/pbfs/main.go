@@ -17,6 +17,8 @@ func main() {
 		// Repeatable flags take one value each: --plugin-config values
 		// are comma-separated key=value lists themselves.
 		DisableSliceFlagSeparator: true,
+		Version:                   appVersion(),
+		Before:                    checkGlobal,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"PBFS_LOG_LEVEL"}},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
@@ -33,11 +35,11 @@ func main() {
 			pluginCommand(),
 		},
 	}
+	usageErrors(app)
 	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "pbfs:", err)
-		if ec, ok := err.(cli.ExitCoder); ok {
-			os.Exit(ec.ExitCode())
+		if _, ok := err.(cli.ExitCoder); !ok {
+			fmt.Fprintln(os.Stderr, "pbfs:", err)
 		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }

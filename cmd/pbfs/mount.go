@@ -44,7 +44,7 @@ func mountFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "batch-bytes", Value: 64 << 20, Usage: "seal the open batch once it holds this many bytes"},
 		&cli.DurationFlag{Name: "seal-interval", Value: 50e6, Usage: "seal the open batch at least this often"},
 		journalReserveFlag,
-		&cli.StringSliceFlag{Name: "backup", Usage: "address of a `pbfs backup` to replicate to (repeatable)"},
+		&cli.StringSliceFlag{Name: "backup", Usage: "HOST:PORT of a pbfs backup to replicate to (repeatable)"},
 		&cli.StringFlag{Name: "ack", Value: "all", Usage: "backups that must hold a batch before its barrier returns: all, majority, none or a number"},
 		&cli.DurationFlag{Name: "retain", Usage: "trim batches every backup holds once they are this old (default with backups: 10m; 0 keeps everything)"},
 		&cli.DurationFlag{Name: "retain-max", Usage: "trim any batch this old, acked or not (default with backups: 24h; 0 sets no age limit)"},

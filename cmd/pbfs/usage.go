@@ -1,0 +1,125 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"strconv"
+	"runtime/debug"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes, the same for every command: 2 for a usage error (a flag or
+// argument pbfs refuses before touching anything), 1 for a failure.
+
+// version is set at link time (-ldflags "-X main.version=v1.2.3"); a
+// plain go build reports the VCS revision it was built from.
+var version = ""
+
+func appVersion() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		if info.Main.Version == "" || info.Main.Version == "(devel)" {
+			return "devel (built without version control information)"
+		}
+		return info.Main.Version
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return "dev-" + rev
+}
+
+// checkGlobal refuses global flags pbfs does not know the meaning of.
+func checkGlobal(c *cli.Context) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return cli.Exit(fmt.Sprintf("pbfs: --log-level %q: want debug, info, warn or error", c.String("log-level")), 2)
+	}
+	if f := c.String("log-format"); f != "text" && f != "json" {
+		return cli.Exit(fmt.Sprintf("pbfs: --log-format %q: want text or json", f), 2)
+	}
+	return nil
+}
+
+// usageErrors makes every command's flag-parsing errors usage errors.
+func usageErrors(app *cli.App) {
+	app.OnUsageError = onUsage("pbfs")
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			name := prefix + " " + c.Name
+			c.OnUsageError = onUsage(name)
+			walk(name, c.Subcommands)
+		}
+	}
+	walk("pbfs", app.Commands)
+}
+
+func onUsage(name string) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		return cli.Exit(fmt.Sprintf("%s: %v (see %s --help)", name, err, name), 2)
+	}
+}
+
+// exitCode is the code for an error Run returned.
+func exitCode(err error) int {
+	if ec, ok := err.(cli.ExitCoder); ok {
+		return ec.ExitCode()
+	}
+	if strings.HasPrefix(err.Error(), "Required flag") || strings.HasPrefix(err.Error(), "Required flags") {
+		return 2
+	}
+	return 1
+}
+
+// A flag whose usage sentence gives its default already, or a boolean
+// (false unless given), shows no second "(default: ...)".
+var defaultSuffix = regexp.MustCompile(`\s*\(default: [^()]*\)$`)
+
+func init() {
+	plain := cli.FlagStringer
+	cli.FlagStringer = func(f cli.Flag) string {
+		s := plain(f)
+		df, ok := f.(cli.DocGenerationFlag)
+		_, isBool := f.(*cli.BoolFlag)
+		if ok && (isBool || strings.Contains(df.GetUsage(), "(default")) {
+			s = defaultSuffix.ReplaceAllString(s, "")
+		}
+		return s
+	}
+}
+
+// checkListen refuses a listen address net.Listen would refuse for its
+// form (not for being taken).
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: want HOST:PORT", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/pbfs/pbfs/internal/fstest"
+)
+
+// Every usage mistake is refused with exit code 2 and a message naming
+// the value, before anything is touched; a failure is 1.
+func TestUsageErrorsExitTwo(t *testing.T) {
+	dir := t.TempDir()
+	vol, jdir := filepath.Join(dir, "vol"), filepath.Join(dir, "j")
+	os.Mkdir(vol, 0o755)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--log-level", "loud", "barrier", "--journal", jdir}, `--log-level "loud"`},
+		{[]string{"--log-format", "xml", "barrier", "--journal", jdir}, `--log-format "xml"`},
+		{[]string{"mount", "--bogus", vol}, "bogus"},
+		{[]string{"mount", vol}, `"journal"`},
+		{[]string{"mount", "--journal", jdir, "--ack", "1", vol}, `"1"`},
+		{[]string{"mount", "--journal", jdir, "--fsync", "sometimes", vol}, `"sometimes"`},
+		{[]string{"mount", "--journal", jdir, "--fsync-rule", "*.log", vol}, `*.log`},
+		{[]string{"mount", "--journal", jdir, "--local-only", "/abs", vol}, `/abs`},
+		{[]string{"mount", "--journal", jdir, "--token", "t", "--backup", "nohost", vol}, "nohost"},
+		{[]string{"mount", "--journal", filepath.Join(vol, "j"), vol}, "outside the volume"},
+		{[]string{"backup", "--listen", "127.0.0.1:1", "--journal", jdir}, "VOLUME"},
+		{[]string{"journal", "ls", "--bogus"}, "bogus"},
+		{[]string{"plugin", "check"}, "PATH"},
+	} {
+		out, code := run(t, c.args...)
+		if code != 2 || !strings.Contains(out, c.want) {
+			t.Errorf("pbfs %s: exit %d, want 2 and %q in:\n%s", strings.Join(c.args, " "), code, c.want, out)
+		}
+	}
+	if _, err := os.Stat(jdir); err == nil {
+		t.Error("a refused command created the journal")
+	}
+	if out, code := run(t, "barrier", "--journal", jdir); code != 1 {
+		t.Errorf("barrier with no mount: exit %d, want 1:\n%s", code, out)
+	}
+	if out, code := run(t, "--version"); code != 0 || !strings.HasPrefix(out, "pbfs version ") {
+		t.Errorf("--version: exit %d:\n%s", code, out)
+	}
+}
+
+// The help texts give each default once and name placeholders sensibly,
+// and every flag the README mentions exists.
+func TestHelpTexts(t *testing.T) {
+	var all strings.Builder
+	for _, cmd := range [][]string{{}, {"mount"}, {"backup"}, {"promote"}, {"node"}, {"status"}, {"resync"}, {"barrier"},
+		{"journal", "ls"}, {"journal", "replay"}, {"plugin", "check"}} {
+		out, code := run(t, append(cmd, "--help")...)
+		if code != 0 {
+			t.Fatalf("%v --help: exit %d", cmd, code)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Count(line, "(default") > 1 {
+				t.Errorf("pbfs %v --help: two defaults: %s", cmd, strings.TrimSpace(line))
+			}
+			if strings.Contains(line, "--backup pbfs") {
+				t.Errorf("pbfs %v --help: placeholder from a quoted word: %s", cmd, strings.TrimSpace(line))
+			}
+		}
+		all.WriteString(out)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range regexp.MustCompile("`(--[a-z][a-z-]+)").FindAllStringSubmatch(string(readme), -1) {
+		if !strings.Contains(all.String(), f[1]+" ") && !strings.Contains(all.String(), f[1]+",") {
+			t.Errorf("README mentions %s, which no command's help has", f[1])
+		}
+	}
+}
+
+// A journal on a file system no larger than its reserve could never take
+// an append: mount and backup refuse it up front (it used to start and
+// then refuse every write); a bad listen address is refused too.
+func TestJournalTooSmallRefused(t *testing.T) {
+	disk := fstest.SmallFS(t, 40<<20)
+	dir := t.TempDir()
+	vol := filepath.Join(dir, "vol")
+	os.Mkdir(vol, 0o755)
+	jdir := filepath.Join(disk, "j")
+	for _, args := range [][]string{
+		{"mount", "--journal", jdir, vol},
+		{"backup", "--listen", "127.0.0.1:0", "--token", "t", "--journal", jdir, vol},
+	} {
+		out, code := run(t, args...)
+		if code != 2 || !strings.Contains(out, "too small for its reserve") {
+			t.Errorf("pbfs %s: exit %d:\n%s", args[0], code, out)
+		}
+	}
+	if _, err := os.Stat(jdir); err == nil {
+		t.Error("the journal was created anyway")
+	}
+	if out, code := run(t, "backup", "--listen", "nohost", "--token", "t", "--journal", filepath.Join(dir, "j"), vol); code != 2 || !strings.Contains(out, "nohost") {
+		t.Errorf("backup --listen nohost: exit %d:\n%s", code, out)
+	}
+}
