@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
-	"strconv"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
