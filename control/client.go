@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/pbfs/pbfs/journal"
 )
@@ -51,14 +52,22 @@ func (c *Client) do(ctx context.Context, method, path string) (*http.Response, e
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("%s %s: %s", method, path, strings.TrimSpace(string(msg)))
+		return nil, errors.New(strings.TrimSpace(string(msg)))
 	}
 	return resp, nil
 }
 
-// Barrier asks the mount for a barrier and returns its seq.
+// Barrier asks the mount for a barrier and returns its seq. With a
+// deadline on ctx, the mount gives up a little before it and says why
+// (which backups are missing, in what state) instead of the client
+// seeing only its own timeout.
 func (c *Client) Barrier(ctx context.Context) (uint64, error) {
-	resp, err := c.do(ctx, http.MethodPost, "/v1/barrier")
+	path := "/v1/barrier"
+	if d, ok := ctx.Deadline(); ok {
+		left := time.Until(d)
+		path += "?timeout=" + (left - min(time.Second, left/10)).String()
+	}
+	resp, err := c.do(ctx, http.MethodPost, path)
 	if err != nil {
 		return 0, fmt.Errorf("barrier: %w", err)
 	}

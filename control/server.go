@@ -98,10 +98,16 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 	p := ln.Addr().String()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/barrier", func(w http.ResponseWriter, r *http.Request) {
-		seq, err := b.Barrier(r.Context())
+		ctx := r.Context()
+		if t, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && t > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, t)
+			defer cancel()
+		}
+		seq, err := b.Barrier(ctx)
 		if err != nil {
 			log.Warn("barrier failed", "err", err)
-			http.Error(w, "barrier: "+err.Error(), http.StatusServiceUnavailable)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		writeJSON(w, map[string]uint64{"seq": seq})

@@ -188,10 +188,25 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("wait for %d of %d backups to hold seq %d: %w", p.needOf(len(shippers)-degraded), len(shippers), seq, ctx.Err())
+			return 0, p.missing(seq, have, p.needOf(len(shippers)-degraded), shippers, ctx.Err())
 		case <-ch:
 		}
 	}
+}
+
+// missing explains, in one line, a barrier that gave up waiting: how many
+// backups hold seq, how many it needed, and what state each of the
+// others is in.
+func (p *Primary) missing(seq uint64, have, need int, shippers []*Shipper, cause error) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seq %d is on %d of %d backups, %d needed (--ack %s)", seq, have, len(shippers), need, p.policy)
+	for _, s := range shippers {
+		if s.acked.Load() >= seq && s.counts() && !s.degraded.Load() && !s.joining.Load() {
+			continue
+		}
+		fmt.Fprintf(&b, "; %s: %s", s.addr, s.describe(seq))
+	}
+	return fmt.Errorf("%s: %w", b.String(), cause)
 }
 
 // needOf is how many acks a barrier needs when n backups are in the ack set.
@@ -279,6 +294,7 @@ type BackupStatus struct {
 	Stale      bool   `json:"stale"`
 	Degraded   bool   `json:"degraded"` // dropped from the ack set by the degrade policy
 	Stalled    bool   `json:"stalled"`  // the backup cannot apply what it holds
+	State      string `json:"state"`    // in words: "up, holds seq 12", "unreachable since 12:03:04 (...)", "resyncing 43 %"
 }
 
 // Status lists the backups.
@@ -286,7 +302,8 @@ func (p *Primary) Status() []BackupStatus {
 	var out []BackupStatus
 	for _, s := range p.list() {
 		out = append(out, BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(),
-			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load() || s.joining.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load()})
+			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load() || s.joining.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load(),
+			State: s.describe(0)})
 	}
 	return out
 }

@@ -65,6 +65,9 @@ func (s *Shipper) resync(ctx context.Context) error {
 	}
 	var done, sent uint64
 	lastLog := time.Now()
+	s.resyncPct.Store(0)
+	s.resyncing.Store(true)
+	defer s.resyncing.Store(false)
 	for i := range entries {
 		n, err := s.resyncEntry(stream, &entries[i])
 		if err != nil {
@@ -73,6 +76,7 @@ func (s *Shipper) resync(ctx context.Context) error {
 		sent += n
 		if entries[i].Stat.Mode&unix.S_IFMT == unix.S_IFREG && entries[i].LinkTo == "" {
 			done += uint64(entries[i].Stat.Size) // counted as total was
+			s.resyncPct.Store(uint32(1000 * float64(done) / float64(max(total, 1))))
 		}
 		if time.Since(lastLog) >= time.Second {
 			lastLog = time.Now()

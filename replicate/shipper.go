@@ -53,6 +53,7 @@ type Shipper struct {
 	// onResync, if set, runs once after the first resync completes.
 	onResync func()
 	cancel   atomic.Pointer[context.CancelFunc]
+	shipperState // in words, for operators (condition.go)
 }
 
 func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *journal.Store, snaps Snapshotter, m *shipMetrics, notify func(), log *slog.Logger) (*Shipper, error) {
@@ -109,6 +110,7 @@ func (s *Shipper) run(ctx context.Context) {
 			}
 		}
 		s.up.Store(false)
+		s.streamDown(err)
 		s.m.state.WithLabelValues(s.addr).Set(0)
 		s.notify()
 		if ctx.Err() != nil {
@@ -171,6 +173,7 @@ func (s *Shipper) session(parent context.Context) error {
 	s.applied.Store(w.AppliedSeq)
 	s.setStalled(w.Stalled)
 	s.up.Store(true)
+	s.streamUp()
 	s.m.state.WithLabelValues(s.addr).Set(1)
 	s.m.acked.WithLabelValues(s.addr).Set(float64(w.DurableSeq))
 	s.notify()

@@ -158,3 +158,19 @@ func TestHintPluginConfigRefused(t *testing.T) {
 		t.Errorf("the pid file was journaled: %v", err)
 	}
 }
+
+// A barrier that cannot complete says why in one line: which backups are
+// missing and what state each is in, not the client's own timeout.
+func TestFailedBarrierSaysWhy(t *testing.T) {
+	c := fstest.NewCluster(t, 2, nil)
+	down := c.Backups[1]
+	down.Cmd.Process.Signal(syscall.SIGINT)
+	down.Cmd.Wait()
+	must(t, os.WriteFile(filepath.Join(c.Vol, "f"), []byte("x"), 0o644))
+	out, code := run(t, "barrier", "--journal", c.Jdir, "--timeout", "3s")
+	line := strings.TrimSpace(out)
+	if code != 1 || strings.Count(line, "\n") != 0 || !strings.Contains(line, down.Addr+": unreachable since") ||
+		!strings.Contains(line, "1 of 2 backups, 2 needed (--ack all)") || strings.Contains(line, c.Backups[0].Addr) {
+		t.Fatalf("barrier with a backup down: exit %d:\n%s", code, out)
+	}
+}

@@ -1,0 +1,82 @@
+package replicate
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// What an operator needs to know of one backup, in words: why it is not
+// acknowledging (unreachable since when and why, refused and why,
+// resyncing how far, stale, stalled, degraded, joining) or how far behind
+// it is. It goes into a failed barrier's error, the mount's status and
+// `pbfs status`.
+
+// downState is why a backup's stream is down, and since when.
+type downState struct {
+	err   string
+	since time.Time
+}
+
+// shipperState is the part of a Shipper's state only describe reads.
+type shipperState struct {
+	down      atomic.Pointer[downState]
+	resyncing atomic.Bool
+	resyncPct atomic.Uint32 // tenths of a percent
+}
+
+// streamDown records why the stream went down; the first error of an
+// outage keeps its time.
+func (st *shipperState) streamDown(err error) {
+	msg := "stream ended"
+	if err != nil {
+		msg = err.Error()
+	}
+	since := time.Now()
+	if d := st.down.Load(); d != nil {
+		since = d.since
+	}
+	st.down.Store(&downState{err: msg, since: since})
+}
+
+// streamUp clears the outage.
+func (st *shipperState) streamUp() { st.down.Store(nil) }
+
+// describe says, in a few words, what state the backup is in for a
+// barrier that waits for seq (0: none).
+func (s *Shipper) describe(seq uint64) string {
+	var parts []string
+	switch {
+	case s.resyncing.Load():
+		parts = append(parts, fmt.Sprintf("resyncing %.0f %%", float64(s.resyncPct.Load())/10))
+	case !s.up.Load():
+		if d := s.down.Load(); d != nil {
+			what := "unreachable"
+			if strings.Contains(d.err, "refused:") || strings.Contains(d.err, "token") || strings.Contains(d.err, "epoch") {
+				what = "refused"
+			}
+			parts = append(parts, fmt.Sprintf("%s since %s (%s)", what, d.since.Format("15:04:05"), d.err))
+		} else {
+			parts = append(parts, "connecting")
+		}
+	}
+	if s.stalled.Load() {
+		parts = append(parts, "stalled: cannot apply what it holds, needs a resync")
+	} else if s.stale.Load() {
+		parts = append(parts, "stale: its history differs, needs a resync")
+	}
+	if s.degraded.Load() {
+		parts = append(parts, "degraded: out of the ack set")
+	}
+	if s.joining.Load() {
+		parts = append(parts, "joining: out of the ack set until caught up")
+	}
+	acked := s.acked.Load()
+	if seq > 0 && acked < seq {
+		parts = append(parts, fmt.Sprintf("holds seq %d of %d", acked, seq))
+	} else if len(parts) == 0 {
+		parts = append(parts, fmt.Sprintf("up, holds seq %d", acked))
+	}
+	return strings.Join(parts, ", ")
+}
