@@ -51,8 +51,8 @@ type Shipper struct {
 	joining atomic.Bool
 	force   atomic.Bool // resync at the next session, asked by an operator
 	// onResync, if set, runs once after the first resync completes.
-	onResync func()
-	cancel   atomic.Pointer[context.CancelFunc]
+	onResync     func()
+	cancel       atomic.Pointer[context.CancelFunc]
 	shipperState // in words, for operators (condition.go)
 }
 
