@@ -37,6 +37,7 @@ var ErrNoMount = errors.New("no running mount for this journal")
 
 // Status describes a running mount.
 type Status struct {
+	Role         string `json:"role"` // primary or backup
 	Volume       string `json:"volume"`
 	VolumeID     string `json:"volume_id"`
 	Capture      bool   `json:"capture"`
@@ -51,6 +52,15 @@ type Status struct {
 	Backups []replicate.BackupStatus `json:"backups,omitempty"`
 	// Plugins, when the mount runs any.
 	Plugins []host.Status `json:"plugins,omitempty"`
+	// Backup, when this is a backup: how far it is.
+	Backup *BackupSide `json:"backup,omitempty"`
+}
+
+// BackupSide is a backup's own view of its progress.
+type BackupSide struct {
+	DurableSeq uint64 `json:"durable_seq"` // in its journal, synced
+	AppliedSeq uint64 `json:"applied_seq"` // applied to its volume
+	Stalled    bool   `json:"stalled"`     // cannot apply what it holds: needs a resync
 }
 
 // Backend is what the socket exposes.

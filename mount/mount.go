@@ -292,7 +292,7 @@ func (m *Mount) keepAcked(ctx context.Context) {
 // Status reports the mount's state.
 func (m *Mount) Status() control.Status {
 	pending, nodes := m.fs.Stats()
-	st := control.Status{Volume: m.cfg.Mountpoint, VolumeID: m.volumeID, Capture: !m.cfg.NoCapture, LastSeq: m.store.Last().Seq,
+	st := control.Status{Role: "primary", Volume: m.cfg.Mountpoint, VolumeID: m.volumeID, Capture: !m.cfg.NoCapture, LastSeq: m.store.Last().Seq,
 		Epoch: m.store.Epoch(), PendingBytes: pending, Nodes: nodes, UncleanStart: m.unclean}
 	if m.primary != nil {
 		st.Backups = m.primary.Status()

@@ -405,3 +405,7 @@ func (b *Backup) setApplied(seq uint64) {
 func reject(code replpb.Reject_Code, epoch uint64, format string, a ...any) *replpb.BackupMsg {
 	return &replpb.BackupMsg{Msg: &replpb.BackupMsg_Reject{Reject: &replpb.Reject{Code: code, Reason: fmt.Sprintf(format, a...), Epoch: epoch}}}
 }
+
+// Journal is the backup's journal store, for reading (the control
+// socket's journal listing).
+func (b *Backup) Journal() *journal.Store { return b.store }

@@ -1,17 +1,20 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate"
@@ -61,6 +64,20 @@ func backupCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit("backup: "+err.Error(), 1)
 			}
+			ctl, err := control.Listen(c.String("journal"))
+			if err != nil {
+				b.Close()
+				return cli.Exit("backup: "+err.Error(), 1)
+			}
+			ctlCtx, stopCtl := context.WithCancel(context.Background())
+			ctlDone := make(chan struct{})
+			go func() {
+				defer close(ctlDone)
+				control.Serve(ctlCtx, ctl, backupControl{b: b, volume: c.Args().First()}, reg, log)
+			}()
+			// Stopped before the backup closes its journal.
+			stopControl := sync.OnceFunc(func() { stopCtl(); <-ctlDone })
+			defer stopControl()
 			if addr := c.String("metrics-listen"); addr != "" {
 				stop, err := serveMetrics(addr, reg, log)
 				if err != nil {
@@ -83,6 +100,7 @@ func backupCommand() *cli.Command {
 			case serr = <-served:
 				log.Error("serving stopped", "err", serr)
 			}
+			stopControl()
 			st := b.Status()
 			if err := b.Close(); err != nil {
 				return cli.Exit("backup: "+err.Error(), 1)

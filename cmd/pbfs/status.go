@@ -14,13 +14,20 @@ import (
 func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "show every node of a cluster: role, epoch, durable and applied seq, lag, the leader's lease, the last failover",
+		Usage: "show a running primary or backup (--journal), or every node of a cluster (--coordinator): role, epoch, durable and applied seq, lag, state",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "coordinator", Required: true, Usage: "the cluster's etcd: etcd://HOST:PORT[,HOST:PORT...]"},
+			&cli.StringFlag{Name: "journal", Usage: "the journal directory of a running mount, backup or node"},
+			&cli.StringFlag{Name: "coordinator", Usage: "the cluster's etcd: etcd://HOST:PORT[,HOST:PORT...]"},
 			&cli.StringFlag{Name: "cluster", Value: "default", Usage: "the cluster's name"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON, for scripts"},
 		},
 		Action: func(c *cli.Context) error {
+			switch {
+			case c.IsSet("journal") == c.IsSet("coordinator"):
+				return cli.Exit("status: give --journal JDIR (one node) or --coordinator URL (the cluster)", 2)
+			case c.IsSet("journal"):
+				return localStatus(c)
+			}
 			endpoints, err := coordinatorEndpoints(c.String("coordinator"))
 			if err != nil {
 				return cli.Exit("status: "+err.Error(), 2)

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/replicate"
+)
+
+// backupControl is a running backup's control socket: its status, and
+// its journal for `pbfs journal` while it holds the journal's lock.
+type backupControl struct {
+	b      *replicate.Backup
+	volume string
+}
+
+var errBackupBarrier = errors.New("a backup takes no barriers and starts no resyncs: ask its primary")
+
+func (c backupControl) Barrier(context.Context) (uint64, error) { return 0, errBackupBarrier }
+func (c backupControl) Resync() error                          { return errBackupBarrier }
+
+func (c backupControl) Status() control.Status {
+	st := c.b.Status()
+	return control.Status{Role: "backup", Volume: c.volume, VolumeID: st.VolumeID, LastSeq: st.DurableSeq, Epoch: st.Epoch, Capture: false,
+		Backup: &control.BackupSide{DurableSeq: st.DurableSeq, AppliedSeq: st.AppliedSeq, Stalled: st.Stalled}}
+}
+
+func (c backupControl) Get(seq uint64) ([]byte, error) { return c.b.Journal().Get(seq) }
+
+func (c backupControl) Scan(from uint64, fn func(seq uint64, enc []byte) error) error {
+	return c.b.Journal().Scan(from, fn)
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/pbfs/pbfs/control"
+)
+
+// localStatus prints one running primary's or backup's status, from its
+// control socket.
+func localStatus(c *cli.Context) error {
+	cl, err := control.Dial(c.String("journal"))
+	if err != nil {
+		return cli.Exit("status: "+err.Error(), 1)
+	}
+	st, err := cl.Status(c.Context)
+	if err != nil {
+		return cli.Exit("status: "+err.Error(), 1)
+	}
+	w := c.App.Writer
+	if c.Bool("json") {
+		e := json.NewEncoder(w)
+		e.SetIndent("", "  ")
+		return e.Encode(st)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "role\t%s\nvolume\t%s\nvolume id\t%s\nepoch\t%d\n", st.Role, st.Volume, st.VolumeID, st.Epoch)
+	if b := st.Backup; b != nil {
+		state := "applying"
+		switch {
+		case b.Stalled:
+			state = "stalled: cannot apply what it holds; the primary resyncs it"
+		case b.AppliedSeq >= b.DurableSeq:
+			state = "caught up"
+		}
+		fmt.Fprintf(tw, "durable\tseq %d\napplied\tseq %d (%d behind)\nstate\t%s\n", b.DurableSeq, b.AppliedSeq, b.DurableSeq-min(b.AppliedSeq, b.DurableSeq), state)
+		return tw.Flush()
+	}
+	fmt.Fprintf(tw, "sealed\tseq %d\npending\t%s in %d files\n", st.LastSeq, humanBytes(st.PendingBytes), st.Nodes)
+	if st.UncleanStart {
+		fmt.Fprintf(tw, "started\tafter an unclean stop: backups are resynced from the volume\n")
+	}
+	if !st.Capture {
+		fmt.Fprintf(tw, "capture\toff (--no-capture)\n")
+	}
+	tw.Flush()
+	if len(st.Backups) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "BACKUP\tDURABLE\tAPPLIED\tLAG\tSTATE")
+		for _, b := range st.Backups {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", b.Addr, b.AckedSeq, b.AppliedSeq, st.LastSeq-min(b.AckedSeq, st.LastSeq), b.State)
+		}
+		tw.Flush()
+	}
+	if len(st.Plugins) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PLUGIN\tSTATE\tPID\tRESTARTS\tLAST ERROR")
+		for _, p := range st.Plugins {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", p.Name, p.State, p.Pid, p.Restarts, p.LastError)
+		}
+		tw.Flush()
+	}
+	return nil
+}
+
+// humanBytes writes a byte count for people: 1.5 MiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
