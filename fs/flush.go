@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,9 +160,6 @@ func (s *Server) openedDir(n *capture.Node, h *capture.Handle, hdr *fuse.Header)
 	}
 }
 
-// fenceDelay (PBFS_FAILPOINT_FENCE_DELAY, a duration) holds every fence's
-// OPENDIR unanswered that long, for tests that kill the daemon meanwhile.
-var fenceDelay, _ = time.ParseDuration(os.Getenv("PBFS_FAILPOINT_FENCE_DELAY"))
 
 // releasedDir notes that a fence's RELEASEDIR has been read.
 func (s *Server) releasedDir(handle uint64, id fuse.RequestID) {

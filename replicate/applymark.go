@@ -51,7 +51,7 @@ func (m *applyMark) write(seq uint64, index int, ino uint64) error {
 	binary.LittleEndian.PutUint64(rec[44:], seq)
 	binary.LittleEndian.PutUint64(rec[52:], uint64(index))
 	binary.LittleEndian.PutUint64(rec[60:], ino)
-	n := marksWritten.Add(1)
+	n := nextMark()
 	markFailpoint(n, false)
 	if _, err := unix.Pwrite(int(m.f.Fd()), rec[:], 0); err != nil {
 		return fmt.Errorf("write apply mark: %w", err)

@@ -1,3 +1,5 @@
+//go:build failpoints
+
 package replicate
 
 import (
@@ -27,6 +29,9 @@ func init() {
 		killAtMark, killAfterWrite = k, when == "after"
 	}
 }
+
+// nextMark counts the apply marks this process writes.
+func nextMark() int64 { return marksWritten.Add(1) }
 
 // markFailpoint kills the process if the failpoint is due at this mark;
 // written says whether the mark has been written yet.

@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	pbfsBin = filepath.Join(dir, "pbfs")
-	if out, err := exec.Command("go", "build", "-o", pbfsBin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-tags", "failpoints", "-o", pbfsBin, ".").CombinedOutput(); err != nil {
 		panic(fmt.Sprintf("build pbfs: %v\n%s", err, out))
 	}
 	code := fstest.Main(m)

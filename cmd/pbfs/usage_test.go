@@ -2,10 +2,12 @@ package main
 
 import (
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pbfs/pbfs/internal/fstest"
 )
@@ -104,5 +106,34 @@ func TestJournalTooSmallRefused(t *testing.T) {
 	}
 	if out, code := run(t, "backup", "--listen", "nohost", "--token", "t", "--journal", filepath.Join(dir, "j"), vol); code != 2 || !strings.Contains(out, "nohost") {
 		t.Errorf("backup --listen nohost: exit %d:\n%s", code, out)
+	}
+}
+
+// A release build (no -tags failpoints) ignores the failpoints the tests
+// use: PBFS_FAILPOINT_APPEND would fail every barrier of a test build.
+func TestReleaseBuildHasNoFailpoints(t *testing.T) {
+	fstest.RequireFUSE(t)
+	bin := filepath.Join(t.TempDir(), "pbfs")
+	if out, err := osexec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	vol, jdir := filepath.Join(dir, "vol"), filepath.Join(dir, "j")
+	os.Mkdir(vol, 0o755)
+	cmd := osexec.Command(bin, "mount", "--journal", jdir, vol)
+	cmd.Env = append(os.Environ(), "PBFS_FAILPOINT_APPEND=1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	}()
+	for i := 0; !fstest.Mounted(vol) && i < 200; i++ {
+		time.Sleep(25 * time.Millisecond)
+	}
+	os.WriteFile(filepath.Join(vol, "f"), []byte("x"), 0o644)
+	if out, code := run(t, "barrier", "--journal", jdir, "--timeout", "10s"); code != 0 {
+		t.Fatalf("barrier under PBFS_FAILPOINT_APPEND in a release build: exit %d:\n%s", code, out)
 	}
 }

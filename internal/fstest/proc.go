@@ -50,7 +50,7 @@ func Binary(t testing.TB) string {
 }
 
 // Build builds the command pkg once per test binary (with -race when the
-// tests run with it) and returns its path. The package's TestMain should
+// tests run with it, and with failpoints) and returns its path. The package's TestMain should
 // call Main, which removes it afterwards.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
@@ -64,7 +64,9 @@ func Build(t testing.TB, pkg string) string {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, filepath.Base(pkg))
-	args := []string{"build", "-o", path}
+	// The tests' binaries have failpoints (PBFS_FAILPOINT_*); release
+	// builds do not.
+	args := []string{"build", "-tags", "failpoints", "-o", path}
 	if raceEnabled {
 		args = append(args, "-race")
 	}

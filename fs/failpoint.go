@@ -1,0 +1,13 @@
+//go:build failpoints
+
+package fs
+
+import (
+	"os"
+	"time"
+)
+
+// fenceDelay (PBFS_FAILPOINT_FENCE_DELAY, a duration) holds every fence's
+// OPENDIR unanswered that long, for tests that kill the daemon meanwhile.
+// Only in builds with -tags failpoints, as the tests build pbfs.
+var fenceDelay, _ = time.ParseDuration(os.Getenv("PBFS_FAILPOINT_FENCE_DELAY"))

@@ -1,0 +1,8 @@
+//go:build !failpoints
+
+package fs
+
+import "time"
+
+// fenceDelay is a failpoint of test builds (failpoint.go).
+const fenceDelay time.Duration = 0
