@@ -160,7 +160,6 @@ func (s *Server) openedDir(n *capture.Node, h *capture.Handle, hdr *fuse.Header)
 	}
 }
 
-
 // releasedDir notes that a fence's RELEASEDIR has been read.
 func (s *Server) releasedDir(handle uint64, id fuse.RequestID) {
 	if _, ok := s.flush.fences.LoadAndDelete(handle); !ok {
