@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -65,10 +67,11 @@ type Node struct {
 	won       *won // the term this node won, for servePrimary
 	firstTerm bool // no term was decided before this node's backup role began
 
-	mu      sync.Mutex
-	mounted *mount.Mount // while primary
-	backup  *replicate.Backup
-	role    string
+	mu        sync.Mutex
+	mounted   *mount.Mount // while primary
+	backup    *replicate.Backup
+	backupReg *prometheus.Registry // the backup's metrics, while backup
+	role      string
 }
 
 func (cfg *Config) defaults() error {
@@ -205,6 +208,8 @@ func (n *Node) serveBackup(ctx context.Context) (bool, error) {
 	bcfg := n.cfg.Backup
 	bcfg.Volume, bcfg.Journal = n.volume(), n.cfg.Mount.Journal
 	bcfg.Logger = n.log
+	reg := prometheus.NewRegistry()
+	bcfg.Registry = reg
 	if er, err := n.cli.Get(ctx, n.k.epoch()); err == nil && len(er.Kvs) == 0 {
 		bcfg.FirstTerm = true // a journal a pbfs mount left is the volume's copy
 	}
@@ -222,6 +227,9 @@ func (n *Node) serveBackup(ctx context.Context) (bool, error) {
 	}
 	go b.Serve(ln)
 	n.setRole("backup", nil, b)
+	n.mu.Lock()
+	n.backupReg = reg
+	n.mu.Unlock()
 	defer func() {
 		b.Close()
 		n.setRole("", nil, nil)
@@ -260,6 +268,22 @@ func (n *Node) setRole(role string, m *mount.Mount, b *replicate.Backup) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.role, n.mounted, n.backup = role, m, b
+}
+
+// Gather reports the metrics of the node's current role (a Prometheus
+// Gatherer, for the admin listener): the mount's while primary, the
+// backup's while backup.
+func (n *Node) Gather() ([]*dto.MetricFamily, error) {
+	n.mu.Lock()
+	m, b, reg := n.mounted, n.backup, n.backupReg
+	n.mu.Unlock()
+	switch {
+	case m != nil:
+		return m.Registry().Gather()
+	case b != nil && reg != nil:
+		return reg.Gather()
+	}
+	return nil, nil
 }
 
 // volume is the directory the volume lives in.

@@ -30,7 +30,7 @@ func backupCommand() *cli.Command {
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "the backup's own journal directory (outside VOLUME)"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics (pbfs_backup_*, pbfs_journal_*) over HTTP at this address (host:port), at /metrics"},
 			&cli.DurationFlag{Name: "retain", Value: 10 * time.Minute, Usage: "trim applied batches from the backup's journal once they are this old (negative keeps everything)"},
-			journalReserveFlag, tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2],
+			journalReserveFlag, tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], adminFlag,
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -50,6 +50,14 @@ func backupCommand() *cli.Command {
 			if err := journal.CheckReserve(c.String("journal"), c.Int64("journal-reserve")); err != nil {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}
+			if err := checkAdmin(c.String("admin"), token); err != nil {
+				return cli.Exit("backup: "+err.Error(), 2)
+			}
+			adm, err := listenAdmin(c.String("admin"), token)
+			if err != nil {
+				return cli.Exit("backup: "+err.Error(), 1)
+			}
+			defer adm.close()
 			log := logger(c)
 			// Caught from before the backup listens (see serveMount).
 			sig := make(chan os.Signal, 2)
@@ -78,6 +86,7 @@ func backupCommand() *cli.Command {
 			// Stopped before the backup closes its journal.
 			stopControl := sync.OnceFunc(func() { stopCtl(); <-ctlDone })
 			defer stopControl()
+			adm.serve(reg, log)
 			if addr := c.String("metrics-listen"); addr != "" {
 				stop, err := serveMetrics(addr, reg, log)
 				if err != nil {

@@ -51,7 +51,7 @@ func mountFlags() []cli.Flag {
 		&cli.Uint64Flag{Name: "epoch", Usage: "start a new term: raise the journal's epoch to this before shipping (backups then refuse older primaries)"},
 		&cli.DurationFlag{Name: "degrade-after", Usage: "drop a backup that has been behind this long from the ack set, marking it stale (default: barriers wait for it)"},
 		tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], pluginFlags[0], pluginFlags[1],
-		hintFlags[0], hintFlags[1], hintFlags[2], hintFlags[3],
+		hintFlags[0], hintFlags[1], hintFlags[2], hintFlags[3], adminFlag,
 	}
 }
 
@@ -63,6 +63,9 @@ func mountConfig(c *cli.Context) (mount.Config, error) {
 	}
 	rules, fsync, err := hintConfig(c)
 	if err != nil {
+		return mount.Config{}, err
+	}
+	if err := checkAdmin(c.String("admin"), adminToken(c)); err != nil {
 		return mount.Config{}, err
 	}
 	var token string
@@ -103,7 +106,15 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	adm, err := listenAdmin(c.String("admin"), adminToken(c))
+	if err != nil {
+		return cli.Exit(cmd+": "+err.Error(), 1)
+	}
+	defer adm.close()
 	m, err := mount.Start(cfg)
+	if err == nil {
+		adm.serve(m.Registry(), log)
+	}
 	if err != nil {
 		if errors.Is(err, mount.ErrJournalInVolume) {
 			return cli.Exit(cmd+": "+err.Error()+": put the journal outside the volume", 2)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/pbfs/pbfs/coord"
@@ -60,6 +61,11 @@ func nodeCommand() *cli.Command {
 			if err := mount.Check(check); err != nil {
 				return cli.Exit("node: "+err.Error(), 2)
 			}
+			adm, err := listenAdmin(c.String("admin"), adminToken(c))
+			if err != nil {
+				return cli.Exit("node: "+err.Error(), 1)
+			}
+			defer adm.close()
 			n, err := coord.Open(coord.Config{
 				Endpoints: endpoints, Cluster: c.String("cluster"), Name: c.String("name"),
 				Listen: c.String("listen"), Advertise: c.String("advertise"), TTL: c.Duration("lease-ttl"),
@@ -71,6 +77,7 @@ func nodeCommand() *cli.Command {
 				return cli.Exit("node: "+err.Error(), 2)
 			}
 			defer n.Close()
+			adm.serve(prometheus.GathererFunc(n.Gather), cfg.Logger)
 			ctx, cancel := context.WithCancel(context.Background())
 			sig := make(chan os.Signal, 2)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
