@@ -11,7 +11,24 @@ import (
 )
 
 func main() {
-	app := &cli.App{
+	app := newApp()
+	usageErrors(app)
+	argv, err := applyConfig(os.Args, app.Commands)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pbfs:", err)
+		os.Exit(2)
+	}
+	if err := app.Run(argv); err != nil {
+		if _, ok := err.(cli.ExitCoder); !ok {
+			fmt.Fprintln(os.Stderr, "pbfs:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// newApp builds the command line.
+func newApp() *cli.App {
+	return &cli.App{
 		Name:  "pbfs",
 		Usage: "storage-layer primary-backup replication for unmodified stateful services",
 		// Repeatable flags take one value each: --plugin-config values
@@ -22,6 +39,7 @@ func main() {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"PBFS_LOG_LEVEL"}},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},
+			&cli.StringFlag{Name: "config", Usage: "a YAML file of settings for mount, backup, promote and node (etc/pbfs.yaml); flags override it", EnvVars: []string{"PBFS_CONFIG"}},
 		},
 		Commands: []*cli.Command{
 			mountCommand(),
@@ -34,12 +52,5 @@ func main() {
 			journalCommand(),
 			pluginCommand(),
 		},
-	}
-	usageErrors(app)
-	if err := app.Run(os.Args); err != nil {
-		if _, ok := err.(cli.ExitCoder); !ok {
-			fmt.Fprintln(os.Stderr, "pbfs:", err)
-		}
-		os.Exit(exitCode(err))
 	}
 }
