@@ -508,6 +508,23 @@ func (s *Store) MetaUint(name string) (uint64, error) {
 	return binary.BigEndian.Uint64(v), nil
 }
 
+// SetMetaUints writes several metadata values written by SetMetaUint in
+// one transaction: one sync for all of them.
+func (s *Store) SetMetaUints(kv map[string]uint64) error {
+	err := s.update(func(txn *badger.Txn) error {
+		for name, v := range kv {
+			if err := txn.Set([]byte("m/"+name), binary.BigEndian.AppendUint64(nil, v)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("write metadata: %w", err)
+	}
+	return nil
+}
+
 // SetMetaUint durably writes a number.
 func (s *Store) SetMetaUint(name string, v uint64) error {
 	return s.SetMeta(name, binary.BigEndian.AppendUint64(nil, v))

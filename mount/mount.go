@@ -232,6 +232,22 @@ func (m *Mount) Barrier(ctx context.Context) (uint64, error) {
 	if err := m.srv.Flush(ctx); err != nil {
 		return 0, fmt.Errorf("barrier: %w", err)
 	}
+	return m.commit(ctx)
+}
+
+// fsyncBarrier is the barrier a replicated fsync takes. It skips the
+// flush round: the kernel has written the fsynced file's dirty pages back
+// (as WRITEs, answered) before it sends the FSYNC, and a mapping of
+// another file is no more durable after a local fsync of this one, so the
+// fsync means what it would on a plain directory, with the backups as
+// the disk.
+func (m *Mount) fsyncBarrier(ctx context.Context) error {
+	_, err := m.commit(ctx)
+	return err
+}
+
+// commit seals what was captured and waits until the ack set holds it.
+func (m *Mount) commit(ctx context.Context) (uint64, error) {
 	seq, err := m.committer.Barrier(ctx)
 	if err == nil && m.ahead.Load() {
 		err = ErrVolumeAhead

@@ -87,10 +87,7 @@ func (m *Mount) start() error {
 		m.onUndo(m.primary.Close)
 	}
 	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger, Registry: m.reg,
-		Barrier: func(ctx context.Context) error {
-			_, err := m.Barrier(ctx)
-			return err
-		}})
+		Barrier: m.fsyncBarrier})
 	if err != nil {
 		return err
 	}

@@ -69,16 +69,30 @@ func (b *Backup) applyOne(seq uint64, run func(*journal.Batch) error) error {
 	if err != nil {
 		return err
 	}
-	if err := b.store.SetMetaUint("applying", seq); err != nil {
-		return err
+	// The previous batch's "applied" may have said "applying" for this
+	// one already, in the same write (below).
+	if b.applyingNext.Load() != seq {
+		if err := b.store.SetMetaUint("applying", seq); err != nil {
+			return err
+		}
 	}
+	b.applyingNext.Store(0)
 	if err := run(batch); err != nil {
 		if _, ok := errors.AsType[*apply.OpError](err); ok {
 			return err // it names the batch and the op
 		}
 		return fmt.Errorf("apply batch %d: %w", seq, err)
 	}
-	if err := b.store.SetMetaUint("applied", seq); err != nil {
+	// When the next batch is ready, say it is being applied in the same
+	// write as this one's "applied": one journal sync per batch, not two.
+	// Recovery reads an "applying" whose batch never reached its first op
+	// as such (the apply mark names an earlier batch).
+	if next := seq + 1; next <= b.complete.Load() && !b.stalled.Load() {
+		if err := b.store.SetMetaUints(map[string]uint64{"applied": seq, "applying": next}); err != nil {
+			return err
+		}
+		b.applyingNext.Store(next)
+	} else if err := b.store.SetMetaUint("applied", seq); err != nil {
 		return err
 	}
 	b.setApplied(seq)

@@ -186,6 +186,7 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 			return err
 		}
 	}
+	b.applyingNext.Store(0)
 	for name, v := range map[string]uint64{"applied": start.Seq, "applying": 0, "stalled": 0} {
 		if err := b.store.SetMetaUint(name, v); err != nil {
 			return err
