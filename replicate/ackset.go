@@ -295,6 +295,10 @@ type BackupStatus struct {
 	Degraded   bool   `json:"degraded"` // dropped from the ack set by the degrade policy
 	Stalled    bool   `json:"stalled"`  // the backup cannot apply what it holds
 	State      string `json:"state"`    // in words: "up, holds seq 12", "unreachable since 12:03:04 (...)", "resyncing 43 %"
+	// Resyncing: a resync is under way, ResyncPercent of the volume's
+	// bytes compared so far.
+	Resyncing     bool    `json:"resyncing,omitempty"`
+	ResyncPercent float64 `json:"resync_percent,omitempty"`
 }
 
 // Status lists the backups.
@@ -303,7 +307,7 @@ func (p *Primary) Status() []BackupStatus {
 	for _, s := range p.list() {
 		out = append(out, BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(),
 			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load() || s.joining.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load(),
-			State: s.describe(0)})
+			State: s.describe(0), Resyncing: s.resyncing.Load(), ResyncPercent: float64(s.resyncPct.Load()) / 10})
 	}
 	return out
 }

@@ -159,8 +159,11 @@ func ratio(a, b uint64) string {
 func journalVerify(c *cli.Context) error {
 	return withSource(c, func(src source) error {
 		n := 0
+		p := newProgress(c.App.ErrWriter, "journal verify", "batches", int64(lastSeq(src)))
+		defer p.finish()
 		bad, err := journal.Walk(src, 0, 0, true, func(k journal.Checked) error {
 			n++
+			p.set(int64(k.Seq))
 			if k.Err != nil {
 				fmt.Fprintf(c.App.ErrWriter, "batch %d: %v\n", k.Seq, k.Err)
 			}
@@ -186,7 +189,13 @@ func journalReplay(c *cli.Context) error {
 		// Check the whole range before touching the target, so a corrupt
 		// batch in the middle never leaves it half replayed.
 		var batches []*journal.Batch
+		last := lastSeq(src)
+		if to > 0 {
+			last = min(last, to)
+		}
+		check := newProgress(c.App.ErrWriter, "journal replay: check", "batches", int64(last))
 		bad, err := journal.Walk(src, from, to, true, func(k journal.Checked) error {
+			check.set(int64(k.Seq))
 			if k.Err != nil {
 				fmt.Fprintf(c.App.ErrWriter, "batch %d: %v\n", k.Seq, k.Err)
 				return nil
@@ -220,7 +229,11 @@ func journalReplay(c *cli.Context) error {
 			return cli.Exit("journal replay: "+err.Error(), 1)
 		}
 		defer a.Close()
-		for _, b := range batches {
+		check.finish()
+		p := newProgress(c.App.ErrWriter, "journal replay: apply", "batches", int64(len(batches)))
+		defer p.finish()
+		for i, b := range batches {
+			p.set(int64(i))
 			if err := a.Apply(b); err != nil {
 				return cli.Exit(fmt.Sprintf("journal replay: %v (batches before %d are applied)", err, b.Seq), 1)
 			}
