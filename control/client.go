@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -77,6 +79,42 @@ func (c *Client) Barrier(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("barrier: %w", err)
 	}
 	return out.Seq, nil
+}
+
+// Manifest asks the mount for the volume's manifest (only paths, if
+// given).
+func (c *Client) Manifest(ctx context.Context, paths []string) (map[string]manifest.Entry, error) {
+	body, _ := json.Marshal(map[string][]string{"paths": paths})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://pbfs/v1/manifest", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("manifest: %s", strings.TrimSpace(string(msg)))
+	}
+	out := map[string]manifest.Entry{}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var line struct {
+			manifest.Entry
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&line); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("manifest: %w", err)
+		}
+		if line.Error != "" {
+			return nil, fmt.Errorf("manifest: %s", line.Error)
+		}
+		out[line.Path] = line.Entry
+	}
 }
 
 // Resync asks the mount to resync every backup now.

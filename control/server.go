@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
@@ -70,6 +72,9 @@ type Backend interface {
 	Status() Status
 	Get(seq uint64) ([]byte, error)
 	Scan(from uint64, fn func(seq uint64, enc []byte) error) error
+	// Manifest lists the volume as the backups should have it (local-only
+	// paths left out), or only paths (pbfs verify).
+	Manifest(paths []string, fn func(manifest.Entry) error) error
 }
 
 // SocketPath returns the control socket path for a journal directory.
@@ -121,6 +126,19 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 			return
 		}
 		writeJSON(w, map[string]uint64{"seq": seq})
+	})
+	mux.HandleFunc("POST /v1/manifest", func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Paths []string }
+		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&req); err != nil {
+			http.Error(w, "manifest: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		// One JSON entry per line; a last line {"error": ...} if the walk failed.
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		enc := json.NewEncoder(w)
+		if err := b.Manifest(req.Paths, func(e manifest.Entry) error { return enc.Encode(e) }); err != nil {
+			enc.Encode(map[string]string{"error": err.Error()})
+		}
 	})
 	mux.HandleFunc("POST /v1/resync", func(w http.ResponseWriter, r *http.Request) {
 		if err := b.Resync(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -24,6 +25,10 @@ func (c backupControl) Status() control.Status {
 	st := c.b.Status()
 	return control.Status{Role: "backup", Volume: c.volume, VolumeID: st.VolumeID, LastSeq: st.DurableSeq, Epoch: st.Epoch, Capture: false,
 		Backup: &control.BackupSide{DurableSeq: st.DurableSeq, AppliedSeq: st.AppliedSeq, Stalled: st.Stalled}}
+}
+
+func (c backupControl) Manifest([]string, func(manifest.Entry) error) error {
+	return errors.New("manifest: ask the primary's control socket (pbfs verify)")
 }
 
 func (c backupControl) Get(seq uint64) ([]byte, error) { return c.b.Journal().Get(seq) }

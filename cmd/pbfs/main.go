@@ -48,6 +48,7 @@ func newApp() *cli.App {
 			nodeCommand(),
 			statusCommand(),
 			resyncCommand(),
+			verifyCommand(),
 			barrierCommand(),
 			journalCommand(),
 			pluginCommand(),

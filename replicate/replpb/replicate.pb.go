@@ -89,7 +89,7 @@ func (x Reject_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Reject_Code.Descriptor instead.
 func (Reject_Code) EnumDescriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{15, 0}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{17, 0}
 }
 
 type ReportRequest struct {
@@ -128,6 +128,158 @@ func (*ReportRequest) Descriptor() ([]byte, []int) {
 	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{0}
 }
 
+type ManifestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MinSeq        uint64                 `protobuf:"varint,1,opt,name=min_seq,json=minSeq,proto3" json:"min_seq,omitempty"`
+	Paths         []string               `protobuf:"bytes,2,rep,name=paths,proto3" json:"paths,omitempty"` // empty: the whole volume
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestRequest) Reset() {
+	*x = ManifestRequest{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestRequest) ProtoMessage() {}
+
+func (x *ManifestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestRequest.ProtoReflect.Descriptor instead.
+func (*ManifestRequest) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ManifestRequest) GetMinSeq() uint64 {
+	if x != nil {
+		return x.MinSeq
+	}
+	return 0
+}
+
+func (x *ManifestRequest) GetPaths() []string {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
+}
+
+type ManifestEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Mode          uint32                 `protobuf:"varint,2,opt,name=mode,proto3" json:"mode,omitempty"` // type and permission bits, as stat(2) gives them
+	Uid           uint32                 `protobuf:"varint,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid           uint32                 `protobuf:"varint,4,opt,name=gid,proto3" json:"gid,omitempty"`
+	Size          int64                  `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256        []byte                 `protobuf:"bytes,6,opt,name=sha256,proto3" json:"sha256,omitempty"`    // regular files
+	Target        string                 `protobuf:"bytes,7,opt,name=target,proto3" json:"target,omitempty"`    // symlinks
+	Missing       bool                   `protobuf:"varint,8,opt,name=missing,proto3" json:"missing,omitempty"` // asked for by path, and not there
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestEntry) Reset() {
+	*x = ManifestEntry{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestEntry) ProtoMessage() {}
+
+func (x *ManifestEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestEntry.ProtoReflect.Descriptor instead.
+func (*ManifestEntry) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ManifestEntry) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ManifestEntry) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *ManifestEntry) GetUid() uint32 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *ManifestEntry) GetGid() uint32 {
+	if x != nil {
+		return x.Gid
+	}
+	return 0
+}
+
+func (x *ManifestEntry) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ManifestEntry) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *ManifestEntry) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *ManifestEntry) GetMissing() bool {
+	if x != nil {
+		return x.Missing
+	}
+	return false
+}
+
 type ResyncPrimaryMsg struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -143,7 +295,7 @@ type ResyncPrimaryMsg struct {
 
 func (x *ResyncPrimaryMsg) Reset() {
 	*x = ResyncPrimaryMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -155,7 +307,7 @@ func (x *ResyncPrimaryMsg) String() string {
 func (*ResyncPrimaryMsg) ProtoMessage() {}
 
 func (x *ResyncPrimaryMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[1]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -168,7 +320,7 @@ func (x *ResyncPrimaryMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncPrimaryMsg.ProtoReflect.Descriptor instead.
 func (*ResyncPrimaryMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{1}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ResyncPrimaryMsg) GetMsg() isResyncPrimaryMsg_Msg {
@@ -257,7 +409,7 @@ type ResyncStart struct {
 
 func (x *ResyncStart) Reset() {
 	*x = ResyncStart{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -269,7 +421,7 @@ func (x *ResyncStart) String() string {
 func (*ResyncStart) ProtoMessage() {}
 
 func (x *ResyncStart) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[2]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -282,7 +434,7 @@ func (x *ResyncStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncStart.ProtoReflect.Descriptor instead.
 func (*ResyncStart) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{2}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ResyncStart) GetVolumeId() string {
@@ -342,7 +494,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -354,7 +506,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[3]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -367,7 +519,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{3}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Entry) GetPath() string {
@@ -458,7 +610,7 @@ type BlockData struct {
 
 func (x *BlockData) Reset() {
 	*x = BlockData{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +622,7 @@ func (x *BlockData) String() string {
 func (*BlockData) ProtoMessage() {}
 
 func (x *BlockData) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[4]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +635,7 @@ func (x *BlockData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockData.ProtoReflect.Descriptor instead.
 func (*BlockData) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{4}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BlockData) GetPath() string {
@@ -515,7 +667,7 @@ type ResyncDone struct {
 
 func (x *ResyncDone) Reset() {
 	*x = ResyncDone{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +679,7 @@ func (x *ResyncDone) String() string {
 func (*ResyncDone) ProtoMessage() {}
 
 func (x *ResyncDone) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +692,7 @@ func (x *ResyncDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncDone.ProtoReflect.Descriptor instead.
 func (*ResyncDone) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{5}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{7}
 }
 
 type ResyncBackupMsg struct {
@@ -556,7 +708,7 @@ type ResyncBackupMsg struct {
 
 func (x *ResyncBackupMsg) Reset() {
 	*x = ResyncBackupMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +720,7 @@ func (x *ResyncBackupMsg) String() string {
 func (*ResyncBackupMsg) ProtoMessage() {}
 
 func (x *ResyncBackupMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +733,7 @@ func (x *ResyncBackupMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncBackupMsg.ProtoReflect.Descriptor instead.
 func (*ResyncBackupMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{6}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ResyncBackupMsg) GetMsg() isResyncBackupMsg_Msg {
@@ -636,7 +788,7 @@ type Want struct {
 
 func (x *Want) Reset() {
 	*x = Want{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +800,7 @@ func (x *Want) String() string {
 func (*Want) ProtoMessage() {}
 
 func (x *Want) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +813,7 @@ func (x *Want) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Want.ProtoReflect.Descriptor instead.
 func (*Want) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{7}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Want) GetPath() string {
@@ -689,7 +841,7 @@ type ResyncResult struct {
 
 func (x *ResyncResult) Reset() {
 	*x = ResyncResult{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +853,7 @@ func (x *ResyncResult) String() string {
 func (*ResyncResult) ProtoMessage() {}
 
 func (x *ResyncResult) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +866,7 @@ func (x *ResyncResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncResult.ProtoReflect.Descriptor instead.
 func (*ResyncResult) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{8}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ResyncResult) GetFilesChanged() uint64 {
@@ -751,7 +903,7 @@ type PrimaryMsg struct {
 
 func (x *PrimaryMsg) Reset() {
 	*x = PrimaryMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +915,7 @@ func (x *PrimaryMsg) String() string {
 func (*PrimaryMsg) ProtoMessage() {}
 
 func (x *PrimaryMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +928,7 @@ func (x *PrimaryMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrimaryMsg.ProtoReflect.Descriptor instead.
 func (*PrimaryMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{9}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PrimaryMsg) GetMsg() isPrimaryMsg_Msg {
@@ -841,7 +993,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +1005,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +1018,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{10}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Hello) GetVolumeId() string {
@@ -922,7 +1074,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1086,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1099,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{11}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Batch) GetSeq() uint64 {
@@ -978,7 +1130,7 @@ type BackupMsg struct {
 
 func (x *BackupMsg) Reset() {
 	*x = BackupMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1142,7 @@ func (x *BackupMsg) String() string {
 func (*BackupMsg) ProtoMessage() {}
 
 func (x *BackupMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1155,7 @@ func (x *BackupMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupMsg.ProtoReflect.Descriptor instead.
 func (*BackupMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{12}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BackupMsg) GetMsg() isBackupMsg_Msg {
@@ -1087,7 +1239,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1251,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1264,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{13}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Welcome) GetVolumeId() string {
@@ -1189,7 +1341,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1353,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1366,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{14}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Ack) GetDurableSeq() uint64 {
@@ -1249,7 +1401,7 @@ type Reject struct {
 
 func (x *Reject) Reset() {
 	*x = Reject{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1413,7 @@ func (x *Reject) String() string {
 func (*Reject) ProtoMessage() {}
 
 func (x *Reject) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1426,7 @@ func (x *Reject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reject.ProtoReflect.Descriptor instead.
 func (*Reject) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{15}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Reject) GetCode() Reject_Code {
@@ -1303,7 +1455,19 @@ var File_replicate_replpb_replicate_proto protoreflect.FileDescriptor
 const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\n" +
 	" replicate/replpb/replicate.proto\x12\x11pbfs.replicate.v1\"\x0f\n" +
-	"\rReportRequest\"\xee\x01\n" +
+	"\rReportRequest\"@\n" +
+	"\x0fManifestRequest\x12\x17\n" +
+	"\amin_seq\x18\x01 \x01(\x04R\x06minSeq\x12\x14\n" +
+	"\x05paths\x18\x02 \x03(\tR\x05paths\"\xb9\x01\n" +
+	"\rManifestEntry\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\rR\x03uid\x12\x10\n" +
+	"\x03gid\x18\x04 \x01(\rR\x03gid\x12\x12\n" +
+	"\x04size\x18\x05 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x06 \x01(\fR\x06sha256\x12\x16\n" +
+	"\x06target\x18\a \x01(\tR\x06target\x12\x18\n" +
+	"\amissing\x18\b \x01(\bR\amissing\"\xee\x01\n" +
 	"\x10ResyncPrimaryMsg\x126\n" +
 	"\x05start\x18\x01 \x01(\v2\x1e.pbfs.replicate.v1.ResyncStartH\x00R\x05start\x120\n" +
 	"\x05entry\x18\x02 \x01(\v2\x18.pbfs.replicate.v1.EntryH\x00R\x05entry\x124\n" +
@@ -1400,11 +1564,12 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\x03GAP\x10\x03\x12\v\n" +
 	"\aCORRUPT\x10\x04\x12\f\n" +
 	"\bDIVERGED\x10\x05\x12\v\n" +
-	"\aSTORAGE\x10\x062\xf7\x01\n" +
+	"\aSTORAGE\x10\x062\xcb\x02\n" +
 	"\vReplication\x12I\n" +
 	"\x06Stream\x12\x1d.pbfs.replicate.v1.PrimaryMsg\x1a\x1c.pbfs.replicate.v1.BackupMsg(\x010\x01\x12U\n" +
 	"\x06Resync\x12#.pbfs.replicate.v1.ResyncPrimaryMsg\x1a\".pbfs.replicate.v1.ResyncBackupMsg(\x010\x01\x12F\n" +
-	"\x06Report\x12 .pbfs.replicate.v1.ReportRequest\x1a\x1a.pbfs.replicate.v1.WelcomeB'Z%github.com/pbfs/pbfs/replicate/replpbb\x06proto3"
+	"\x06Report\x12 .pbfs.replicate.v1.ReportRequest\x1a\x1a.pbfs.replicate.v1.Welcome\x12R\n" +
+	"\bManifest\x12\".pbfs.replicate.v1.ManifestRequest\x1a .pbfs.replicate.v1.ManifestEntry0\x01B'Z%github.com/pbfs/pbfs/replicate/replpbb\x06proto3"
 
 var (
 	file_replicate_replpb_replicate_proto_rawDescOnce sync.Once
@@ -1419,49 +1584,53 @@ func file_replicate_replpb_replicate_proto_rawDescGZIP() []byte {
 }
 
 var file_replicate_replpb_replicate_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_replicate_replpb_replicate_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_replicate_replpb_replicate_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_replicate_replpb_replicate_proto_goTypes = []any{
 	(Reject_Code)(0),         // 0: pbfs.replicate.v1.Reject.Code
 	(*ReportRequest)(nil),    // 1: pbfs.replicate.v1.ReportRequest
-	(*ResyncPrimaryMsg)(nil), // 2: pbfs.replicate.v1.ResyncPrimaryMsg
-	(*ResyncStart)(nil),      // 3: pbfs.replicate.v1.ResyncStart
-	(*Entry)(nil),            // 4: pbfs.replicate.v1.Entry
-	(*BlockData)(nil),        // 5: pbfs.replicate.v1.BlockData
-	(*ResyncDone)(nil),       // 6: pbfs.replicate.v1.ResyncDone
-	(*ResyncBackupMsg)(nil),  // 7: pbfs.replicate.v1.ResyncBackupMsg
-	(*Want)(nil),             // 8: pbfs.replicate.v1.Want
-	(*ResyncResult)(nil),     // 9: pbfs.replicate.v1.ResyncResult
-	(*PrimaryMsg)(nil),       // 10: pbfs.replicate.v1.PrimaryMsg
-	(*Hello)(nil),            // 11: pbfs.replicate.v1.Hello
-	(*Batch)(nil),            // 12: pbfs.replicate.v1.Batch
-	(*BackupMsg)(nil),        // 13: pbfs.replicate.v1.BackupMsg
-	(*Welcome)(nil),          // 14: pbfs.replicate.v1.Welcome
-	(*Ack)(nil),              // 15: pbfs.replicate.v1.Ack
-	(*Reject)(nil),           // 16: pbfs.replicate.v1.Reject
-	nil,                      // 17: pbfs.replicate.v1.Entry.XattrsEntry
+	(*ManifestRequest)(nil),  // 2: pbfs.replicate.v1.ManifestRequest
+	(*ManifestEntry)(nil),    // 3: pbfs.replicate.v1.ManifestEntry
+	(*ResyncPrimaryMsg)(nil), // 4: pbfs.replicate.v1.ResyncPrimaryMsg
+	(*ResyncStart)(nil),      // 5: pbfs.replicate.v1.ResyncStart
+	(*Entry)(nil),            // 6: pbfs.replicate.v1.Entry
+	(*BlockData)(nil),        // 7: pbfs.replicate.v1.BlockData
+	(*ResyncDone)(nil),       // 8: pbfs.replicate.v1.ResyncDone
+	(*ResyncBackupMsg)(nil),  // 9: pbfs.replicate.v1.ResyncBackupMsg
+	(*Want)(nil),             // 10: pbfs.replicate.v1.Want
+	(*ResyncResult)(nil),     // 11: pbfs.replicate.v1.ResyncResult
+	(*PrimaryMsg)(nil),       // 12: pbfs.replicate.v1.PrimaryMsg
+	(*Hello)(nil),            // 13: pbfs.replicate.v1.Hello
+	(*Batch)(nil),            // 14: pbfs.replicate.v1.Batch
+	(*BackupMsg)(nil),        // 15: pbfs.replicate.v1.BackupMsg
+	(*Welcome)(nil),          // 16: pbfs.replicate.v1.Welcome
+	(*Ack)(nil),              // 17: pbfs.replicate.v1.Ack
+	(*Reject)(nil),           // 18: pbfs.replicate.v1.Reject
+	nil,                      // 19: pbfs.replicate.v1.Entry.XattrsEntry
 }
 var file_replicate_replpb_replicate_proto_depIdxs = []int32{
-	3,  // 0: pbfs.replicate.v1.ResyncPrimaryMsg.start:type_name -> pbfs.replicate.v1.ResyncStart
-	4,  // 1: pbfs.replicate.v1.ResyncPrimaryMsg.entry:type_name -> pbfs.replicate.v1.Entry
-	5,  // 2: pbfs.replicate.v1.ResyncPrimaryMsg.block:type_name -> pbfs.replicate.v1.BlockData
-	6,  // 3: pbfs.replicate.v1.ResyncPrimaryMsg.done:type_name -> pbfs.replicate.v1.ResyncDone
-	17, // 4: pbfs.replicate.v1.Entry.xattrs:type_name -> pbfs.replicate.v1.Entry.XattrsEntry
-	8,  // 5: pbfs.replicate.v1.ResyncBackupMsg.want:type_name -> pbfs.replicate.v1.Want
-	9,  // 6: pbfs.replicate.v1.ResyncBackupMsg.result:type_name -> pbfs.replicate.v1.ResyncResult
-	11, // 7: pbfs.replicate.v1.PrimaryMsg.hello:type_name -> pbfs.replicate.v1.Hello
-	12, // 8: pbfs.replicate.v1.PrimaryMsg.batch:type_name -> pbfs.replicate.v1.Batch
-	14, // 9: pbfs.replicate.v1.BackupMsg.welcome:type_name -> pbfs.replicate.v1.Welcome
-	15, // 10: pbfs.replicate.v1.BackupMsg.ack:type_name -> pbfs.replicate.v1.Ack
-	16, // 11: pbfs.replicate.v1.BackupMsg.reject:type_name -> pbfs.replicate.v1.Reject
+	5,  // 0: pbfs.replicate.v1.ResyncPrimaryMsg.start:type_name -> pbfs.replicate.v1.ResyncStart
+	6,  // 1: pbfs.replicate.v1.ResyncPrimaryMsg.entry:type_name -> pbfs.replicate.v1.Entry
+	7,  // 2: pbfs.replicate.v1.ResyncPrimaryMsg.block:type_name -> pbfs.replicate.v1.BlockData
+	8,  // 3: pbfs.replicate.v1.ResyncPrimaryMsg.done:type_name -> pbfs.replicate.v1.ResyncDone
+	19, // 4: pbfs.replicate.v1.Entry.xattrs:type_name -> pbfs.replicate.v1.Entry.XattrsEntry
+	10, // 5: pbfs.replicate.v1.ResyncBackupMsg.want:type_name -> pbfs.replicate.v1.Want
+	11, // 6: pbfs.replicate.v1.ResyncBackupMsg.result:type_name -> pbfs.replicate.v1.ResyncResult
+	13, // 7: pbfs.replicate.v1.PrimaryMsg.hello:type_name -> pbfs.replicate.v1.Hello
+	14, // 8: pbfs.replicate.v1.PrimaryMsg.batch:type_name -> pbfs.replicate.v1.Batch
+	16, // 9: pbfs.replicate.v1.BackupMsg.welcome:type_name -> pbfs.replicate.v1.Welcome
+	17, // 10: pbfs.replicate.v1.BackupMsg.ack:type_name -> pbfs.replicate.v1.Ack
+	18, // 11: pbfs.replicate.v1.BackupMsg.reject:type_name -> pbfs.replicate.v1.Reject
 	0,  // 12: pbfs.replicate.v1.Reject.code:type_name -> pbfs.replicate.v1.Reject.Code
-	10, // 13: pbfs.replicate.v1.Replication.Stream:input_type -> pbfs.replicate.v1.PrimaryMsg
-	2,  // 14: pbfs.replicate.v1.Replication.Resync:input_type -> pbfs.replicate.v1.ResyncPrimaryMsg
+	12, // 13: pbfs.replicate.v1.Replication.Stream:input_type -> pbfs.replicate.v1.PrimaryMsg
+	4,  // 14: pbfs.replicate.v1.Replication.Resync:input_type -> pbfs.replicate.v1.ResyncPrimaryMsg
 	1,  // 15: pbfs.replicate.v1.Replication.Report:input_type -> pbfs.replicate.v1.ReportRequest
-	13, // 16: pbfs.replicate.v1.Replication.Stream:output_type -> pbfs.replicate.v1.BackupMsg
-	7,  // 17: pbfs.replicate.v1.Replication.Resync:output_type -> pbfs.replicate.v1.ResyncBackupMsg
-	14, // 18: pbfs.replicate.v1.Replication.Report:output_type -> pbfs.replicate.v1.Welcome
-	16, // [16:19] is the sub-list for method output_type
-	13, // [13:16] is the sub-list for method input_type
+	2,  // 16: pbfs.replicate.v1.Replication.Manifest:input_type -> pbfs.replicate.v1.ManifestRequest
+	15, // 17: pbfs.replicate.v1.Replication.Stream:output_type -> pbfs.replicate.v1.BackupMsg
+	9,  // 18: pbfs.replicate.v1.Replication.Resync:output_type -> pbfs.replicate.v1.ResyncBackupMsg
+	16, // 19: pbfs.replicate.v1.Replication.Report:output_type -> pbfs.replicate.v1.Welcome
+	3,  // 20: pbfs.replicate.v1.Replication.Manifest:output_type -> pbfs.replicate.v1.ManifestEntry
+	17, // [17:21] is the sub-list for method output_type
+	13, // [13:17] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -1472,21 +1641,21 @@ func file_replicate_replpb_replicate_proto_init() {
 	if File_replicate_replpb_replicate_proto != nil {
 		return
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[1].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[3].OneofWrappers = []any{
 		(*ResyncPrimaryMsg_Start)(nil),
 		(*ResyncPrimaryMsg_Entry)(nil),
 		(*ResyncPrimaryMsg_Block)(nil),
 		(*ResyncPrimaryMsg_Done)(nil),
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[6].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[8].OneofWrappers = []any{
 		(*ResyncBackupMsg_Want)(nil),
 		(*ResyncBackupMsg_Result)(nil),
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[9].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[11].OneofWrappers = []any{
 		(*PrimaryMsg_Hello)(nil),
 		(*PrimaryMsg_Batch)(nil),
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[12].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[14].OneofWrappers = []any{
 		(*BackupMsg_Welcome)(nil),
 		(*BackupMsg_Ack)(nil),
 		(*BackupMsg_Reject)(nil),
@@ -1497,7 +1666,7 @@ func file_replicate_replpb_replicate_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicate_replpb_replicate_proto_rawDesc), len(file_replicate_replpb_replicate_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

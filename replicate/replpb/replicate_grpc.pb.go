@@ -29,9 +29,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Replication_Stream_FullMethodName = "/pbfs.replicate.v1.Replication/Stream"
-	Replication_Resync_FullMethodName = "/pbfs.replicate.v1.Replication/Resync"
-	Replication_Report_FullMethodName = "/pbfs.replicate.v1.Replication/Report"
+	Replication_Stream_FullMethodName   = "/pbfs.replicate.v1.Replication/Stream"
+	Replication_Resync_FullMethodName   = "/pbfs.replicate.v1.Replication/Resync"
+	Replication_Report_FullMethodName   = "/pbfs.replicate.v1.Replication/Report"
+	Replication_Manifest_FullMethodName = "/pbfs.replicate.v1.Replication/Manifest"
 )
 
 // ReplicationClient is the client API for Replication service.
@@ -47,6 +48,10 @@ type ReplicationClient interface {
 	// Report says what the backup holds (as Welcome does), for a backup
 	// about to be promoted to compare itself with the others.
 	Report(ctx context.Context, in *ReportRequest, opts ...grpc.CallOption) (*Welcome, error)
+	// Manifest lists the backup's volume (or only the given paths), with a
+	// SHA-256 of every regular file, once it has applied at least min_seq:
+	// what `pbfs verify` compares with the primary's, online.
+	Manifest(ctx context.Context, in *ManifestRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ManifestEntry], error)
 }
 
 type replicationClient struct {
@@ -93,6 +98,25 @@ func (c *replicationClient) Report(ctx context.Context, in *ReportRequest, opts 
 	return out, nil
 }
 
+func (c *replicationClient) Manifest(ctx context.Context, in *ManifestRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ManifestEntry], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Replication_ServiceDesc.Streams[2], Replication_Manifest_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ManifestRequest, ManifestEntry]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Replication_ManifestClient = grpc.ServerStreamingClient[ManifestEntry]
+
 // ReplicationServer is the server API for Replication service.
 // All implementations must embed UnimplementedReplicationServer
 // for forward compatibility.
@@ -106,6 +130,10 @@ type ReplicationServer interface {
 	// Report says what the backup holds (as Welcome does), for a backup
 	// about to be promoted to compare itself with the others.
 	Report(context.Context, *ReportRequest) (*Welcome, error)
+	// Manifest lists the backup's volume (or only the given paths), with a
+	// SHA-256 of every regular file, once it has applied at least min_seq:
+	// what `pbfs verify` compares with the primary's, online.
+	Manifest(*ManifestRequest, grpc.ServerStreamingServer[ManifestEntry]) error
 	mustEmbedUnimplementedReplicationServer()
 }
 
@@ -124,6 +152,9 @@ func (UnimplementedReplicationServer) Resync(grpc.BidiStreamingServer[ResyncPrim
 }
 func (UnimplementedReplicationServer) Report(context.Context, *ReportRequest) (*Welcome, error) {
 	return nil, status.Error(codes.Unimplemented, "method Report not implemented")
+}
+func (UnimplementedReplicationServer) Manifest(*ManifestRequest, grpc.ServerStreamingServer[ManifestEntry]) error {
+	return status.Error(codes.Unimplemented, "method Manifest not implemented")
 }
 func (UnimplementedReplicationServer) mustEmbedUnimplementedReplicationServer() {}
 func (UnimplementedReplicationServer) testEmbeddedByValue()                     {}
@@ -178,6 +209,17 @@ func _Replication_Report_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Replication_Manifest_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ManifestRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ReplicationServer).Manifest(m, &grpc.GenericServerStream[ManifestRequest, ManifestEntry]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Replication_ManifestServer = grpc.ServerStreamingServer[ManifestEntry]
+
 // Replication_ServiceDesc is the grpc.ServiceDesc for Replication service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -202,6 +244,11 @@ var Replication_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Replication_Resync_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "Manifest",
+			Handler:       _Replication_Manifest_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "replicate/replpb/replicate.proto",

@@ -1,0 +1,82 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/pbfs/pbfs/internal/manifest"
+	"github.com/pbfs/pbfs/replicate/replpb"
+)
+
+// Online verify (`pbfs verify`): a backup lists its volume, with a hash
+// of every file, once it has applied the barrier the primary took for the
+// comparison. It goes on applying meanwhile, as the primary goes on
+// serving: a file written during the comparison can differ for a moment,
+// and pbfs verify compares those again (cmd/pbfs/verify.go).
+
+// manifestWait bounds how long a Manifest call waits for the backup to
+// apply the barrier it asks for.
+const manifestWait = 30 * time.Second
+
+// Manifest lists the volume for the primary's verify.
+func (b *Backup) Manifest(req *replpb.ManifestRequest, stream replpb.Replication_ManifestServer) error {
+	deadline := time.Now().Add(manifestWait)
+	for b.applied.Load() < req.MinSeq {
+		if b.stalled.Load() {
+			return status.Error(codes.FailedPrecondition, "this backup is stalled (it cannot apply what it holds): it needs a resync")
+		}
+		if time.Now().After(deadline) {
+			return status.Errorf(codes.DeadlineExceeded, "this backup has applied seq %d, not yet %d", b.applied.Load(), req.MinSeq)
+		}
+		select {
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return manifest.Walk(b.cfg.Volume, req.Paths, nil, func(e manifest.Entry) error {
+		return stream.Send(&replpb.ManifestEntry{Path: e.Path, Mode: e.Mode, Uid: e.UID, Gid: e.GID, Size: e.Size,
+			Sha256: e.SHA256, Target: e.Target, Missing: e.Missing})
+	})
+}
+
+// FetchManifest asks the backup at addr for its manifest once it has
+// applied minSeq (paths: only those).
+func FetchManifest(ctx context.Context, addr, token string, tlsFiles TLSFiles, minSeq uint64, paths []string) (map[string]manifest.Entry, error) {
+	creds := insecure.NewCredentials()
+	if tlsFiles.Enabled() {
+		var err error
+		if creds, err = tlsFiles.clientCreds(addr); err != nil {
+			return nil, err
+		}
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+		grpc.WithPerRPCCredentials(tokenCreds{token: token, secure: tlsFiles.Enabled()}))
+	if err != nil {
+		return nil, fmt.Errorf("manifest of %s: %w", addr, err)
+	}
+	defer conn.Close()
+	s, err := replpb.NewReplicationClient(conn).Manifest(ctx, &replpb.ManifestRequest{MinSeq: minSeq, Paths: paths})
+	if err != nil {
+		return nil, fmt.Errorf("manifest of %s: %w", addr, err)
+	}
+	out := map[string]manifest.Entry{}
+	for {
+		e, err := s.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("manifest of %s: %s", addr, status.Convert(err).Message())
+		}
+		out[e.Path] = manifest.Entry{Path: e.Path, Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, SHA256: e.Sha256, Target: e.Target, Missing: e.Missing}
+	}
+}
