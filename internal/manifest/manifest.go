@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,7 +34,15 @@ type Entry struct {
 // given, only those are listed (a path not there comes as Missing).
 // Regular files are opened with O_NOFOLLOW|O_NONBLOCK and never
 // special files, so a FIFO cannot block the walk.
-func Walk(root string, paths []string, skip func(string) bool, fn func(Entry) error) error {
+//
+// Every path is confined to root (os.Root): a path given with ".." or
+// through a symlink that leads out is refused, not followed.
+func Walk(rootDir string, paths []string, skip func(string) bool, fn func(Entry) error) error {
+	root, err := os.OpenRoot(rootDir)
+	if err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	defer root.Close()
 	if len(paths) > 0 {
 		for _, p := range paths {
 			e, err := stat(root, p)
@@ -51,7 +60,16 @@ func Walk(root string, paths []string, skip func(string) bool, fn func(Entry) er
 	}
 	var visit func(dir string) error
 	visit = func(dir string) error {
-		ents, err := os.ReadDir(filepath.Join(root, dir))
+		name := dir
+		if name == "" {
+			name = "."
+		}
+		d, err := root.Open(name)
+		if err != nil {
+			return err
+		}
+		ents, err := d.ReadDir(-1)
+		d.Close()
 		if err != nil {
 			return err
 		}
@@ -86,16 +104,22 @@ func Walk(root string, paths []string, skip func(string) bool, fn func(Entry) er
 }
 
 // stat describes one path, hashing a regular file's contents.
-func stat(root, p string) (Entry, error) {
-	full := filepath.Join(root, p)
-	var st unix.Stat_t
-	if err := unix.Lstat(full, &st); err != nil {
+func stat(root *os.Root, p string) (Entry, error) {
+	if !filepath.IsLocal(p) {
+		return Entry{}, fmt.Errorf("manifest %q: %w", p, errNotLocal)
+	}
+	fi, err := root.Lstat(p)
+	if err != nil {
 		return Entry{}, fmt.Errorf("manifest %s: %w", p, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return Entry{}, fmt.Errorf("manifest %s: no stat", p)
 	}
 	e := Entry{Path: p, Mode: st.Mode, UID: st.Uid, GID: st.Gid, Size: st.Size}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		f, err := os.OpenFile(full, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		f, err := root.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 		if err != nil {
 			return Entry{}, fmt.Errorf("manifest %s: %w", p, err)
 		}
@@ -107,7 +131,7 @@ func stat(root, p string) (Entry, error) {
 		}
 		e.Size, e.SHA256 = n, h.Sum(nil) // as read, should it have changed since the stat
 	case unix.S_IFLNK:
-		t, err := os.Readlink(full)
+		t, err := root.Readlink(p)
 		if err != nil {
 			return Entry{}, fmt.Errorf("manifest %s: %w", p, err)
 		}
@@ -117,6 +141,9 @@ func stat(root, p string) (Entry, error) {
 	}
 	return e, nil
 }
+
+// errNotLocal refuses a path that is not below the root.
+var errNotLocal = errors.New("not a path inside the volume")
 
 // Diff says how b differs from a (a's view first), or "" if it does not.
 func Diff(a, b Entry) string {
