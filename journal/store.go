@@ -417,8 +417,13 @@ func (s *Store) AppendEncoded(encs [][]byte) (Header, error) {
 	if err := wb.Flush(); err != nil {
 		return s.last, fmt.Errorf("append batches: %w", err)
 	}
-	if err := s.db.Sync(); err != nil {
-		return s.last, fmt.Errorf("append batches: sync: %w", err)
+	// With synced writes Badger has synced the value log and the
+	// memtable's log before Flush returns (DB.writeRequests); a lazy store
+	// flushes everything itself.
+	if s.lazy {
+		if err := s.flushAll(); err != nil {
+			return s.last, fmt.Errorf("append batches: sync: %w", err)
+		}
 	}
 	if last.Seq != s.last.Seq {
 		s.setLast(last)
