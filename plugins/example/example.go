@@ -23,6 +23,9 @@ func (e *Example) Info() sdk.Info { return sdk.Info{Name: "example", Version: "1
 
 // Start begins the heartbeat: a barrier every interval (default 1s).
 func (e *Example) Start(_ context.Context, env sdk.Env) error {
+	if err := env.Config.Only(exampleKeys...); err != nil {
+		return err
+	}
 	every, err := env.Config.Duration("interval", time.Second)
 	if err != nil {
 		return err
@@ -80,8 +83,15 @@ func (e *Example) Stop(ctx context.Context) error {
 	}
 }
 
+// exampleKeys are the settings the example knows, as a frontend and as a
+// hint (one configuration serves both).
+var exampleKeys = []string{"interval", "local", "both", "replicated"}
+
 // Rules reads local=, both= and replicated= (|-separated patterns).
 func (e *Example) Rules(_ context.Context, env sdk.HintEnv) ([]sdk.Rule, error) {
+	if err := env.Config.Only(exampleKeys...); err != nil {
+		return nil, err
+	}
 	var rules []sdk.Rule
 	for _, k := range []struct {
 		key  string

@@ -2,7 +2,10 @@ package sdk
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -64,4 +67,20 @@ func (c Config) Bool(key string, def bool) (bool, error) {
 		return false, fmt.Errorf("config: %s=%q: want true or false", key, v)
 	}
 	return b, nil
+}
+
+// Only refuses a key that is not one of keys: a misspelt setting must not
+// be ignored quietly.
+func (c Config) Only(keys ...string) error {
+	var unknown []string
+	for k := range c {
+		if !slices.Contains(keys, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	return fmt.Errorf("config: unknown key(s) %s (known: %s)", strings.Join(unknown, ", "), strings.Join(keys, ", "))
 }

@@ -1,6 +1,9 @@
 package sdk
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestMatch(t *testing.T) {
 	rules := []Rule{
@@ -50,4 +53,15 @@ func FuzzMatch(f *testing.F) {
 			t.Fatalf("%q vs %q under %q", p, "/"+p, pattern)
 		}
 	})
+}
+
+// A misspelt plugin setting is refused, naming it.
+func TestConfigOnly(t *testing.T) {
+	c := Config{"listen": ":1", "upstrem": "x"}
+	if err := c.Only("listen", "upstream"); err == nil || !strings.Contains(err.Error(), "upstrem") {
+		t.Fatalf("a misspelt key passed: %v", err)
+	}
+	if err := (Config{"listen": ":1"}).Only("listen", "upstream"); err != nil {
+		t.Fatal(err)
+	}
 }

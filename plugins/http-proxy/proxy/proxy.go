@@ -42,7 +42,11 @@ type Config struct {
 // ParseConfig reads the plugin configuration.
 func ParseConfig(c sdk.Config) (Config, error) {
 	var cfg Config
-	var err error
+	err := c.Only("listen", "upstream", "pool", "barriers", "max-inflight", "queue-timeout", "barrier-timeout",
+		"upstream-timeout", "idle-timeout", "spool-memory", "metrics", "max-conns", "durability", "sync", "none")
+	if err != nil {
+		return cfg, err
+	}
 	if cfg.Listen, err = c.Required("listen"); err != nil {
 		return cfg, err
 	}
