@@ -1,0 +1,47 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pbfs/pbfs/internal/fstest"
+)
+
+// The README's first command, exactly as written, from a clean clone of
+// this repository: it must set up and run a primary and a backup and end
+// with the backup equal to the primary. (Its second command is the suite
+// this test is part of.)
+func TestReadmeQuickstart(t *testing.T) {
+	fstest.RequireFUSE(t)
+	if testing.Short() {
+		t.Skip("builds the whole tree in a clean clone")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "```sh\n")
+	if !ok {
+		t.Fatal("README has no sh block")
+	}
+	first, _, _ := strings.Cut(block, "\n")
+	command, _, _ := strings.Cut(first, "#")
+	command = strings.TrimSpace(command)
+	if !strings.Contains(command, "make demo") {
+		t.Fatalf("the README's first command is %q; this test expects the demo", command)
+	}
+	clone := filepath.Join(t.TempDir(), "pbfs")
+	if out, err := exec.Command("git", "clone", "-q", "../..", clone).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	cmd := exec.Command("bash", "-c", command)
+	cmd.Dir = clone
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "the backup's volume equals the primary's") {
+		t.Fatalf("%s: %v\n%s", command, err, out)
+	}
+}
