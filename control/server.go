@@ -56,6 +56,15 @@ type Status struct {
 	Plugins []host.Status `json:"plugins,omitempty"`
 	// Backup, when this is a backup: how far it is.
 	Backup *BackupSide `json:"backup,omitempty"`
+	// The journal: bytes on disk, free bytes on its file system and the
+	// reserve kept free (appends stop at the reserve).
+	JournalBytes   int64 `json:"journal_bytes,omitempty"`
+	JournalFree    int64 `json:"journal_free_bytes,omitempty"`
+	JournalReserve int64 `json:"journal_reserve_bytes,omitempty"`
+	// Barrier latency over the last (up to 1024) barriers.
+	BarrierP50 time.Duration `json:"barrier_p50_ns,omitempty"`
+	BarrierP95 time.Duration `json:"barrier_p95_ns,omitempty"`
+	BarrierP99 time.Duration `json:"barrier_p99_ns,omitempty"`
 }
 
 // BackupSide is a backup's own view of its progress.

@@ -3,6 +3,7 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"syscall"
@@ -171,3 +172,22 @@ func CheckReserve(dir string, reserve int64) error {
 // minJournalRoom is the least room above the reserve a journal needs:
 // Badger's first memtable and value log.
 const minJournalRoom = 16 << 20
+
+// ReserveBytes is the reserve in bytes as of the last free-space read.
+func (s *Store) ReserveBytes() int64 { return s.space.reserveNow.Load() }
+
+// DiskBytes is what the journal's files take on disk.
+func (s *Store) DiskBytes() int64 {
+	var n int64
+	filepath.WalkDir(s.dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+					n += st.Blocks * 512 // sparse value logs count as allocated
+				}
+			}
+		}
+		return nil
+	})
+	return n
+}

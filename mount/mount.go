@@ -138,6 +138,7 @@ type Mount struct {
 	bg        sync.WaitGroup // goroutines that use the store (retention)
 	rulesSum  []byte         // the local-only rules in force (hints.go)
 	skipsSync bool           // some fsync skips the primary's disk (boot.go)
+	latency   latencies      // of the last barriers, for Status
 	findings  *prometheus.CounterVec
 }
 
@@ -249,6 +250,15 @@ func (m *Mount) fsyncBarrier(ctx context.Context) error {
 
 // commit seals what was captured and waits until the ack set holds it.
 func (m *Mount) commit(ctx context.Context) (uint64, error) {
+	start := time.Now()
+	seq, err := m.commitWait(ctx)
+	if err == nil {
+		m.latency.add(time.Since(start))
+	}
+	return seq, err
+}
+
+func (m *Mount) commitWait(ctx context.Context) (uint64, error) {
 	seq, err := m.committer.Barrier(ctx)
 	if err == nil && m.ahead.Load() {
 		err = ErrVolumeAhead
@@ -310,7 +320,9 @@ func (m *Mount) keepAcked(ctx context.Context) {
 func (m *Mount) Status() control.Status {
 	pending, nodes := m.fs.Stats()
 	st := control.Status{Role: "primary", Volume: m.cfg.Mountpoint, VolumeID: m.volumeID, Capture: !m.cfg.NoCapture, LastSeq: m.store.Last().Seq,
-		Epoch: m.store.Epoch(), PendingBytes: pending, Nodes: nodes, UncleanStart: m.unclean}
+		Epoch: m.store.Epoch(), PendingBytes: pending, Nodes: nodes, UncleanStart: m.unclean,
+		JournalBytes: m.store.DiskBytes(), JournalFree: m.store.FreeBytes(), JournalReserve: m.store.ReserveBytes()}
+	st.BarrierP50, st.BarrierP95, st.BarrierP99 = m.latency.percentiles()
 	if m.primary != nil {
 		st.Backups = m.primary.Status()
 	}

@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -237,6 +238,7 @@ func (p *Primary) watch(ctx context.Context) {
 				if s.acked.Load() >= last && !s.stalled.Load() {
 					lagSince[s] = time.Time{}
 					if s.degraded.Swap(false) {
+						s.degradedSince.Store(0)
 						p.log.Info("backup caught up; back in the ack set", "backup", s.addr, "seq", last)
 						p.notify()
 					}
@@ -247,6 +249,7 @@ func (p *Primary) watch(ctx context.Context) {
 				}
 				if !s.degraded.Load() && now.Sub(lagSince[s]) >= p.degradeAfter {
 					s.degraded.Store(true)
+					s.degradedSince.Store(now.UnixNano())
 					p.log.Warn("backup dropped from the ack set: it is stale and must not be promoted without a resync",
 						"backup", s.addr, "behind_for", now.Sub(lagSince[s]).Round(time.Millisecond), "acked_seq", s.acked.Load(), "last_seq", last)
 					p.notify()
@@ -299,15 +302,59 @@ type BackupStatus struct {
 	// bytes compared so far.
 	Resyncing     bool    `json:"resyncing,omitempty"`
 	ResyncPercent float64 `json:"resync_percent,omitempty"`
+	// Lag: batches the backup does not hold yet, their stored bytes
+	// (counted over at most lagScan batches; LagBytesAtLeast when more)
+	// and the age of the oldest of them.
+	LagBatches      uint64        `json:"lag_batches"`
+	LagBytes        int64         `json:"lag_bytes"`
+	LagBytesAtLeast bool          `json:"lag_bytes_at_least,omitempty"`
+	LagAge          time.Duration `json:"lag_age_ns"`
+	// DegradedFor: how long the degrade policy has kept it out of the ack
+	// set (0: it is in).
+	DegradedFor time.Duration `json:"degraded_for_ns,omitempty"`
 }
+
+// lagScan bounds the batches a status reads to add up a backup's lag.
+const lagScan = 2000
+
+// lag adds up what a backup that holds acked lacks of the journal.
+func (p *Primary) lag(acked uint64) (n uint64, bytes int64, atLeast bool, age time.Duration) {
+	last := p.store.Last().Seq
+	if acked >= last {
+		return 0, 0, false, 0
+	}
+	n = last - acked
+	scanned := 0
+	p.store.Scan(acked+1, func(seq uint64, enc []byte) error {
+		if scanned == 0 {
+			if h, err := journal.DecodeHeader(enc); err == nil {
+				age = time.Since(h.Created)
+			}
+		}
+		bytes += int64(len(enc))
+		if scanned++; scanned >= lagScan {
+			atLeast = seq < last
+			return errStopScan
+		}
+		return nil
+	})
+	return n, bytes, atLeast, age
+}
+
+var errStopScan = errors.New("enough")
 
 // Status lists the backups.
 func (p *Primary) Status() []BackupStatus {
 	var out []BackupStatus
 	for _, s := range p.list() {
-		out = append(out, BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(),
+		st := BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(),
 			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load() || s.joining.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load(),
-			State: s.describe(0), Resyncing: s.resyncing.Load(), ResyncPercent: float64(s.resyncPct.Load()) / 10})
+			State: s.describe(0), Resyncing: s.resyncing.Load(), ResyncPercent: float64(s.resyncPct.Load()) / 10}
+		st.LagBatches, st.LagBytes, st.LagBytesAtLeast, st.LagAge = p.lag(st.AckedSeq)
+		if since := s.degradedSince.Load(); since > 0 {
+			st.DegradedFor = time.Since(time.Unix(0, since))
+		}
+		out = append(out, st)
 	}
 	return out
 }

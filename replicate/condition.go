@@ -21,9 +21,10 @@ type downState struct {
 
 // shipperState is the part of a Shipper's state only describe reads.
 type shipperState struct {
-	down      atomic.Pointer[downState]
-	resyncing atomic.Bool
-	resyncPct atomic.Uint32 // tenths of a percent
+	down          atomic.Pointer[downState]
+	degradedSince atomic.Int64 // unix ns when the degrade policy dropped it; 0 while in the ack set
+	resyncing     atomic.Bool
+	resyncPct     atomic.Uint32 // tenths of a percent
 }
 
 // streamDown records why the stream went down; the first error of an

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -29,6 +30,10 @@ func localStatus(c *cli.Context) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "role\t%s\nvolume\t%s\nvolume id\t%s\nepoch\t%d\n", st.Role, st.Volume, st.VolumeID, st.Epoch)
+	if st.JournalBytes > 0 || st.JournalFree > 0 {
+		fmt.Fprintf(tw, "journal\t%s on disk; %s free on its file system, %s of it kept in reserve (room for %s more)\n",
+			humanBytes(st.JournalBytes), humanBytes(st.JournalFree), humanBytes(st.JournalReserve), humanBytes(max(0, st.JournalFree-st.JournalReserve)))
+	}
 	if b := st.Backup; b != nil {
 		state := "applying"
 		switch {
@@ -41,6 +46,10 @@ func localStatus(c *cli.Context) error {
 		return tw.Flush()
 	}
 	fmt.Fprintf(tw, "sealed\tseq %d\npending\t%s in %d files\n", st.LastSeq, humanBytes(st.PendingBytes), st.Nodes)
+	if st.BarrierP50 > 0 {
+		fmt.Fprintf(tw, "barriers\tp50 %v, p95 %v, p99 %v (the last ones, up to 1024)\n", st.BarrierP50.Round(time.Microsecond),
+			st.BarrierP95.Round(time.Microsecond), st.BarrierP99.Round(time.Microsecond))
+	}
 	if st.UncleanStart {
 		fmt.Fprintf(tw, "started\tafter an unclean stop: backups are resynced from the volume\n")
 	}
@@ -51,9 +60,18 @@ func localStatus(c *cli.Context) error {
 	if len(st.Backups) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "BACKUP\tDURABLE\tAPPLIED\tLAG\tSTATE")
+		fmt.Fprintln(tw, "BACKUP\tDURABLE\tAPPLIED\tLAG\tLAG BYTES\tLAG AGE\tDEGRADED FOR\tSTATE")
 		for _, b := range st.Backups {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", b.Addr, b.AckedSeq, b.AppliedSeq, st.LastSeq-min(b.AckedSeq, st.LastSeq), b.State)
+			lagBytes := humanBytes(b.LagBytes)
+			if b.LagBytesAtLeast {
+				lagBytes = "≥ " + lagBytes
+			}
+			degraded := "-"
+			if b.DegradedFor > 0 {
+				degraded = b.DegradedFor.Round(time.Second).String()
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%v\t%s\t%s\n", b.Addr, b.AckedSeq, b.AppliedSeq, b.LagBatches, lagBytes,
+				b.LagAge.Round(time.Millisecond), degraded, b.State)
 		}
 		tw.Flush()
 	}

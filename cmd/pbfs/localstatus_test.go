@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/fstest"
@@ -21,6 +22,9 @@ func TestLocalStatus(t *testing.T) {
 	down := c.Backups[1]
 	down.Cmd.Process.Signal(syscall.SIGINT)
 	down.Cmd.Wait()
+	// Sealed by the timer, held by one backup only: the other lags.
+	must(t, os.WriteFile(filepath.Join(c.Vol, "g"), []byte("lagging"), 0o644))
+	time.Sleep(300 * time.Millisecond)
 	out, code := run(t, "status", "--journal", c.Jdir)
 	if code != 0 || !strings.Contains(out, "role       primary") && !strings.Contains(out, "primary") ||
 		!strings.Contains(out, c.Backups[0].Addr) || !strings.Contains(out, down.Addr) {
@@ -35,6 +39,15 @@ func TestLocalStatus(t *testing.T) {
 		if b.Addr == down.Addr && !strings.Contains(b.State, "unreachable") && !strings.Contains(b.State, "connecting") {
 			t.Errorf("the stopped backup's state: %q", b.State)
 		}
+		if b.Addr == down.Addr && (b.LagBatches < 1 || b.LagBytes <= 0 || b.LagAge <= 0) {
+			t.Errorf("the stopped backup's lag: %+v", b)
+		}
+	}
+	if st.JournalBytes <= 0 || st.JournalFree <= 0 || st.JournalReserve <= 0 || st.BarrierP50 <= 0 || st.BarrierP99 < st.BarrierP50 {
+		t.Errorf("journal and barrier figures: %+v", st)
+	}
+	if out, _ := run(t, "status", "--journal", c.Jdir); !strings.Contains(out, "room for") || !strings.Contains(out, "LAG BYTES") || !strings.Contains(out, "p99") {
+		t.Errorf("status table:\n%s", out)
 	}
 	b := c.Backups[0]
 	out, code = run(t, "status", "--journal", b.Jdir, "--json")
