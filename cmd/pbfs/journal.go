@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,16 +18,17 @@ import (
 
 func journalCommand() *cli.Command {
 	jflag := &cli.StringFlag{Name: "journal", Required: true, Usage: "journal directory"}
+	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print JSON, for scripts"}
 	return &cli.Command{
 		Name:  "journal",
 		Usage: "inspect, verify and replay a journal (also while its mount runs)",
 		Subcommands: []*cli.Command{
-			{Name: "ls", Usage: "list batches", Flags: []cli.Flag{jflag}, Action: journalLs},
-			{Name: "show", Usage: "print one batch's ops", ArgsUsage: "SEQ", Flags: []cli.Flag{jflag}, Action: journalShow},
-			{Name: "stats", Usage: "totals: ops by kind; written, coalesced and compressed bytes", Flags: []cli.Flag{jflag}, Action: journalStats},
-			{Name: "verify", Usage: "check every checksum and the seq chain", Flags: []cli.Flag{jflag}, Action: journalVerify},
+			{Name: "ls", Usage: "list batches", Flags: []cli.Flag{jflag, jsonFlag}, Action: journalLs},
+			{Name: "show", Usage: "print one batch's ops", ArgsUsage: "SEQ", Flags: []cli.Flag{jflag, jsonFlag}, Action: journalShow},
+			{Name: "stats", Usage: "totals: ops by kind; written, coalesced and compressed bytes", Flags: []cli.Flag{jflag, jsonFlag}, Action: journalStats},
+			{Name: "verify", Usage: "check every checksum and the seq chain", Flags: []cli.Flag{jflag, jsonFlag}, Action: journalVerify},
 			{Name: "replay", Usage: "apply batches to TARGET, a copy of the volume's starting state", ArgsUsage: "TARGET",
-				Flags: []cli.Flag{jflag,
+				Flags: []cli.Flag{jflag, jsonFlag,
 					&cli.Uint64Flag{Name: "from", Value: 1, Usage: "first seq to apply"},
 					&cli.Uint64Flag{Name: "to", Usage: "last seq to apply (default: the newest)"},
 				}, Action: journalReplay},
@@ -78,9 +81,23 @@ func withSource(c *cli.Context, fn func(source) error) error {
 func journalLs(c *cli.Context) error {
 	return withSource(c, func(src source) error {
 		w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(w, "SEQ\tEPOCH\tCREATED\tOPS\tWRITTEN\tRAW\tSTORED\tCHECKSUM\t")
+		asJSON := c.Bool("json")
+		var rows []lsRow
+		if !asJSON {
+			fmt.Fprintln(w, "SEQ\tEPOCH\tCREATED\tOPS\tWRITTEN\tRAW\tSTORED\tCHECKSUM\t")
+		}
 		bad, err := journal.Walk(src, 0, 0, false, func(k journal.Checked) error {
 			h := k.Header
+			if asJSON {
+				r := lsRow{Seq: k.Seq, Stored: k.Size}
+				if k.Err != nil {
+					r.Error = k.Err.Error()
+				} else {
+					r.Epoch, r.Created, r.Ops, r.Written, r.Raw, r.Checksum = h.Epoch, h.Created.UTC(), h.OpCount, h.Written, h.RawLen, fmt.Sprintf("%08x", h.Checksum)
+				}
+				rows = append(rows, r)
+				return nil
+			}
 			if k.Err != nil {
 				fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\t%d\tBAD: %v\t\n", k.Seq, k.Size, k.Err)
 				return nil
@@ -92,6 +109,9 @@ func journalLs(c *cli.Context) error {
 		w.Flush()
 		if err != nil {
 			return cli.Exit("journal ls: "+err.Error(), 1)
+		}
+		if asJSON {
+			printJSON(c, rows)
 		}
 		if bad > 0 {
 			return cli.Exit(fmt.Sprintf("journal ls: %d corrupt batches (run journal verify)", bad), 1)
@@ -115,6 +135,15 @@ func journalShow(c *cli.Context) error {
 			return cli.Exit("journal show: "+err.Error(), 1)
 		}
 		h, _ := journal.DecodeHeader(enc)
+		if c.Bool("json") {
+			ops := make([]string, len(b.Ops))
+			for i := range b.Ops {
+				ops[i] = b.Ops[i].String()
+			}
+			return printJSON(c, map[string]any{"seq": b.Seq, "epoch": b.Epoch, "created": b.Created.UTC(), "written": b.Written,
+				"raw": h.RawLen, "stored": len(enc), "checksum": fmt.Sprintf("%08x", h.Checksum), "prev": fmt.Sprintf("%08x", b.Prev),
+				"more": h.More(), "ops": ops})
+		}
 		fmt.Fprintf(c.App.Writer, "batch %d epoch %d created %s ops %d written %d raw %d stored %d checksum %08x prev %08x\n",
 			b.Seq, b.Epoch, b.Created.UTC().Format("2006-01-02T15:04:05.000000Z"), len(b.Ops), b.Written, h.RawLen, len(enc), h.Checksum, b.Prev)
 		for i := range b.Ops {
@@ -131,6 +160,18 @@ func journalStats(c *cli.Context) error {
 			return cli.Exit("journal stats: "+err.Error(), 1)
 		}
 		w := c.App.Writer
+		if c.Bool("json") {
+			ops := map[string]int{}
+			for k, n := range s.Ops {
+				ops[k.String()] = n
+			}
+			printJSON(c, map[string]any{"batches": s.Batches, "first_seq": s.FirstSeq, "last_seq": s.LastSeq, "ops": ops,
+				"op_count": s.OpCount, "written": s.Written, "payload": s.Payload, "raw": s.Raw, "stored": s.Stored, "corrupt": s.Corrupt})
+			if s.Corrupt > 0 {
+				return cli.Exit("", 1)
+			}
+			return nil
+		}
 		fmt.Fprintf(w, "batches      %d (seq %d..%d)\n", s.Batches, s.FirstSeq, s.LastSeq)
 		fmt.Fprintf(w, "ops          %d\n", s.OpCount)
 		for _, k := range journal.Kinds() {
@@ -138,9 +179,9 @@ func journalStats(c *cli.Context) error {
 				fmt.Fprintf(w, "  %-12s %d\n", k, s.Ops[k])
 			}
 		}
-		fmt.Fprintf(w, "written      %d bytes (by the service)\n", s.Written)
-		fmt.Fprintf(w, "coalesced    %d bytes of payload, %d bytes encoded (%s of written)\n", s.Payload, s.Raw, ratio(s.Raw, s.Written))
-		fmt.Fprintf(w, "stored       %d bytes compressed (%s of encoded, %s of written)\n", s.Stored, ratio(s.Stored, s.Raw), ratio(s.Stored, s.Written))
+		fmt.Fprintf(w, "written      %s (by the service)\n", humanBytes(int64(s.Written)))
+		fmt.Fprintf(w, "coalesced    %s of payload, %s encoded (%s of written)\n", humanBytes(int64(s.Payload)), humanBytes(int64(s.Raw)), ratio(s.Raw, s.Written))
+		fmt.Fprintf(w, "stored       %s compressed (%s of encoded, %s of written)\n", humanBytes(int64(s.Stored)), ratio(s.Stored, s.Raw), ratio(s.Stored, s.Written))
 		if s.Corrupt > 0 {
 			fmt.Fprintf(w, "corrupt      %d batches (not counted above)\n", s.Corrupt)
 			return cli.Exit("", 1)
@@ -161,10 +202,12 @@ func journalVerify(c *cli.Context) error {
 		n := 0
 		p := newProgress(c.App.ErrWriter, "journal verify", "batches", int64(lastSeq(src)))
 		defer p.finish()
+		corrupt := map[uint64]string{}
 		bad, err := journal.Walk(src, 0, 0, true, func(k journal.Checked) error {
 			n++
 			p.set(int64(k.Seq))
 			if k.Err != nil {
+				corrupt[k.Seq] = k.Err.Error()
 				fmt.Fprintf(c.App.ErrWriter, "batch %d: %v\n", k.Seq, k.Err)
 			}
 			return nil
@@ -172,10 +215,16 @@ func journalVerify(c *cli.Context) error {
 		if err != nil {
 			return cli.Exit("journal verify: "+err.Error(), 1)
 		}
+		if c.Bool("json") {
+			p.finish()
+			printJSON(c, map[string]any{"batches": n, "corrupt": corrupt, "ok": bad == 0})
+		}
 		if bad > 0 {
 			return cli.Exit(fmt.Sprintf("journal verify: %d of %d batches are corrupt", bad, n), 1)
 		}
-		fmt.Fprintf(c.App.Writer, "ok: %d batches, checksums and seq chain intact\n", n)
+		if !c.Bool("json") {
+			fmt.Fprintf(c.App.Writer, "ok: %d batches, checksums and seq chain intact\n", n)
+		}
 		return nil
 	})
 }
@@ -238,7 +287,34 @@ func journalReplay(c *cli.Context) error {
 				return cli.Exit(fmt.Sprintf("journal replay: %v (batches before %d are applied)", err, b.Seq), 1)
 			}
 		}
+		if c.Bool("json") {
+			var from, to uint64
+			if len(batches) > 0 {
+				from, to = batches[0].Seq, batches[len(batches)-1].Seq
+			}
+			return printJSON(c, map[string]any{"replayed": len(batches), "from": from, "to": to, "partial": len(partial)})
+		}
 		fmt.Fprintf(c.App.Writer, "replayed %d batches\n", len(batches))
 		return nil
 	})
+}
+
+// lsRow is one batch in journal ls --json.
+type lsRow struct {
+	Seq      uint64    `json:"seq"`
+	Epoch    uint64    `json:"epoch,omitempty"`
+	Created  time.Time `json:"created,omitzero"`
+	Ops      uint32    `json:"ops,omitempty"`
+	Written  uint32    `json:"written,omitempty"`
+	Raw      uint32    `json:"raw,omitempty"`
+	Stored   int       `json:"stored"`
+	Checksum string    `json:"checksum,omitempty"`
+	Error    string    `json:"error,omitempty"`
+}
+
+// printJSON writes v indented, for scripts.
+func printJSON(c *cli.Context, v any) error {
+	e := json.NewEncoder(c.App.Writer)
+	e.SetIndent("", "  ")
+	return e.Encode(v)
 }

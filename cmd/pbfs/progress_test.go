@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,4 +36,36 @@ func TestProgressLines(t *testing.T) {
 		t.Fatalf("resync --wait: exit %d:\n%s", code, out)
 	}
 	c.RequireConverged()
+}
+
+// Every journal command speaks JSON with --json, and the JSON says what
+// the table does.
+func TestJournalJSON(t *testing.T) {
+	vol, _, jdir := layout(t)
+	p := startMount(t, nil, vol, jdir)
+	for i := 0; i < 3; i++ {
+		must(t, os.WriteFile(filepath.Join(vol, fmt.Sprint("j", i)), []byte("json"), 0o644))
+		p.Barrier()
+	}
+	for _, args := range [][]string{
+		{"journal", "ls"}, {"journal", "show"}, {"journal", "stats"}, {"journal", "verify"}, {"journal", "replay"},
+	} {
+		argv := append(args, "--json", "--journal", jdir)
+		switch args[1] {
+		case "show":
+			argv = append(argv, "2")
+		case "replay":
+			argv = append(argv, t.TempDir())
+		}
+		out, code := run(t, argv...)
+		var v any
+		if code != 0 || json.Unmarshal([]byte(out), &v) != nil {
+			t.Errorf("pbfs %s --json: exit %d, not JSON:\n%s", strings.Join(args, " "), code, out)
+		}
+		if args[1] == "ls" {
+			if rows, ok := v.([]any); !ok || len(rows) < 3 {
+				t.Errorf("journal ls --json: %v", v)
+			}
+		}
+	}
 }
