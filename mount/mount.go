@@ -198,8 +198,14 @@ func (m *Mount) startRetention(ctx context.Context) {
 	}
 	trimmed := prometheus.NewCounter(prometheus.CounterOpts{Name: "pbfs_journal_trimmed_batches_total", Help: "Batches retention deleted."})
 	m.reg.MustRegister(trimmed)
+	// A pass at least as often as the shorter limit, so neither is
+	// overstayed by more than itself (and never by more than 10 s).
+	every := min(10*time.Second, cfg.Retain)
+	if cfg.RetainMax > 0 {
+		every = min(every, cfg.RetainMax)
+	}
 	r := &journal.Retention{Store: m.store, Window: cfg.Retain, MaxAge: cfg.RetainMax, SafeSeq: safe,
-		Every: min(10*time.Second, cfg.Retain), Logger: m.log, Trimmed: func(n int) { trimmed.Add(float64(n)) }}
+		Every: every, Logger: m.log, Trimmed: func(n int) { trimmed.Add(float64(n)) }}
 	m.bg.Add(1)
 	go func() { defer m.bg.Done(); r.Run(ctx) }()
 }
