@@ -99,11 +99,11 @@ func journalLs(c *cli.Context) error {
 				return nil
 			}
 			if k.Err != nil {
-				fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\t%d\tBAD: %v\t\n", k.Seq, k.Size, k.Err)
+				fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\t%s\tBAD: %v\t\n", k.Seq, humanBytes(int64(k.Size)), k.Err)
 				return nil
 			}
-			fmt.Fprintf(w, "%d\t%d\t%s\t%d\t%d\t%d\t%d\t%08x\t\n", h.Seq, h.Epoch, h.Created.UTC().Format("2006-01-02T15:04:05.000Z"),
-				h.OpCount, h.Written, h.RawLen, k.Size, h.Checksum)
+			fmt.Fprintf(w, "%d\t%d\t%s\t%d\t%s\t%s\t%s\t%08x\t\n", h.Seq, h.Epoch, h.Created.UTC().Format("2006-01-02T15:04:05.000Z"),
+				h.OpCount, humanBytes(int64(h.Written)), humanBytes(int64(h.RawLen)), humanBytes(int64(k.Size)), h.Checksum)
 			return nil
 		})
 		w.Flush()
