@@ -44,6 +44,9 @@ func (m *Mount) loadHints(ctx context.Context) ([]sdk.Rule, error) {
 				"plugin", sp.Name, "err", launch.err)
 			continue
 		}
+		if ce, ok := errors.AsType[*ConfigError](err); ok {
+			return nil, &ConfigError{fmt.Errorf("plugin %s: %w", sp.Name, ce.Err)}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("hint plugin %s: %w", sp.Name, err)
 		}
@@ -66,6 +69,9 @@ func (m *Mount) askHint(ctx context.Context, sp host.Spec) ([]sdk.Rule, error) {
 		return nil, &launchError{err}
 	}
 	defer p.Kill()
+	if err := p.Remote().Validate(ctx, sp.Name, sp.Config); err != nil {
+		return nil, &ConfigError{err}
+	}
 	if !p.Info().Serves("hint") {
 		return nil, nil
 	}

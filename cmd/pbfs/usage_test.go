@@ -137,3 +137,21 @@ func TestReleaseBuildHasNoFailpoints(t *testing.T) {
 		t.Fatalf("barrier under PBFS_FAILPOINT_APPEND in a release build: exit %d:\n%s", code, out)
 	}
 }
+
+// A plugin configuration the plugin refuses (a misspelt key) stops the
+// mount before it mounts, with exit code 2 naming the key.
+func TestPluginConfigRefusedBeforeMount(t *testing.T) {
+	fstest.RequireFUSE(t)
+	proxy := fstest.Build(t, "github.com/pbfs/pbfs/plugins/http-proxy")
+	dir := t.TempDir()
+	vol := filepath.Join(dir, "vol")
+	os.Mkdir(vol, 0o755)
+	out, code := run(t, "mount", "--journal", filepath.Join(dir, "j"), "--plugin", "http-proxy="+proxy,
+		"--plugin-config", "http-proxy:listen=127.0.0.1:0,upstream=http://127.0.0.1:1,upstrem-timeout=5s", vol)
+	if code != 2 || !strings.Contains(out, "upstrem-timeout") || !strings.Contains(out, "plugin http-proxy") {
+		t.Fatalf("misspelt plugin key: exit %d:\n%s", code, out)
+	}
+	if fstest.Mounted(vol) {
+		t.Fatal("mounted anyway")
+	}
+}

@@ -83,6 +83,15 @@ func (e *Example) Stop(ctx context.Context) error {
 	}
 }
 
+// Validate checks the configuration (sdk.Validator).
+func (e *Example) Validate(c sdk.Config) error {
+	if err := c.Only(exampleKeys...); err != nil {
+		return err
+	}
+	_, err := c.Duration("interval", time.Second)
+	return err
+}
+
 // exampleKeys are the settings the example knows, as a frontend and as a
 // hint (one configuration serves both).
 var exampleKeys = []string{"interval", "local", "both", "replicated"}

@@ -164,6 +164,13 @@ func (s *server) rules() []sdk.Rule {
 	return out
 }
 
+// Validate checks the configuration (sdk.Validator): keys, policies, the
+// option file, where the data directory is.
+func (h *Hint) Validate(c sdk.Config) error {
+	_, err := load(sdk.HintEnv{Config: c, Volume: c.String("datadir", "/")})
+	return err
+}
+
 // Classify answers from the rules of the last Rules call.
 func (h *Hint) Classify(_ context.Context, paths []string) ([]sdk.PathHint, error) {
 	return sdk.MatchAll(h.rules, paths), nil

@@ -196,6 +196,14 @@ type Finding struct {
 	Message  string // why, and what to do
 }
 
+// Validator is implemented by plugins that can check their configuration
+// without acting on it: pbfs asks before it mounts, so a mistake (a
+// misspelt key, a bad value) stops the start with exit code 2 rather than
+// the plugin later.
+type Validator interface {
+	Validate(Config) error
+}
+
 // Info describes a plugin; implement Describer to set it.
 type Info struct {
 	Name    string

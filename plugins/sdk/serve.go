@@ -14,6 +14,8 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/pbfs/pbfs/plugins/sdk/internal/pluginpb"
 	"github.com/pbfs/pbfs/plugins/sdk/internal/wire"
@@ -110,6 +112,18 @@ func (p *serverPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.Cli
 type infoServer struct {
 	pluginpb.UnimplementedPluginServer
 	p *serverPlugin
+}
+
+// Validate asks a Validator, if the plugin is one.
+func (s *infoServer) Validate(ctx context.Context, req *pluginpb.ValidateRequest) (*pluginpb.ValidateResponse, error) {
+	v, ok := s.p.impl.(Validator)
+	if !ok {
+		return s.UnimplementedPluginServer.Validate(ctx, req)
+	}
+	if err := v.Validate(Config(req.Config)); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return &pluginpb.ValidateResponse{}, nil
 }
 
 func (s *infoServer) Info(context.Context, *pluginpb.InfoRequest) (*pluginpb.InfoResponse, error) {

@@ -47,6 +47,12 @@ func (h *Hint) Rules(_ context.Context, env sdk.HintEnv) ([]sdk.Rule, error) {
 	return h.rules, nil
 }
 
+// Validate checks the configuration (sdk.Validator).
+func (h *Hint) Validate(c sdk.Config) error {
+	_, err := (&Hint{}).Rules(context.Background(), sdk.HintEnv{Config: c})
+	return err
+}
+
 // Classify answers from the rules.
 func (h *Hint) Classify(_ context.Context, paths []string) ([]sdk.PathHint, error) {
 	return sdk.MatchAll(h.rules, paths), nil

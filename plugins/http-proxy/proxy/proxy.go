@@ -110,6 +110,12 @@ type Proxy struct {
 	state   *state
 }
 
+// Validate checks a configuration without starting (sdk.Validator).
+func (p *Proxy) Validate(c sdk.Config) error {
+	_, err := ParseConfig(c)
+	return err
+}
+
 // New returns an unstarted proxy.
 func New() *Proxy { return &Proxy{} }
 

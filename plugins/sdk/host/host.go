@@ -28,6 +28,8 @@ var (
 	ErrVersion = errors.New("plugin protocol version not supported")
 	// ErrKind: the plugin does not serve what it was asked for.
 	ErrKind = errors.New("plugin does not serve this kind")
+	// ErrConfig: the plugin refused its configuration.
+	ErrConfig = errors.New("plugin refused its configuration")
 )
 
 // Options tune how plugins are launched.

@@ -109,6 +109,16 @@ func (r *Remote) Rules(ctx context.Context, name, volume string, cfg map[string]
 	return out, nil
 }
 
+// Validate asks the plugin whether cfg is a configuration it accepts; a
+// plugin that does not validate accepts everything.
+func (r *Remote) Validate(ctx context.Context, name string, cfg map[string]string) error {
+	_, err := r.plugin.Validate(ctx, &pluginpb.ValidateRequest{Name: name, Config: cfg})
+	if status.Code(err) == codes.Unimplemented || err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrConfig, status.Convert(err).Message())
+}
+
 // Check asks a hint plugin to grade the service's settings; a plugin
 // that does not check anything has no findings.
 func (r *Remote) Check(ctx context.Context, name, volume string, cfg map[string]string) ([]sdk.Finding, error) {

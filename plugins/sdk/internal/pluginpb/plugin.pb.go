@@ -141,6 +141,94 @@ func (FsyncPolicy) EnumDescriptor() ([]byte, []int) {
 	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{1}
 }
 
+type ValidateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Config        map[string]string      `protobuf:"bytes,2,rep,name=config,proto3" json:"config,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateRequest) Reset() {
+	*x = ValidateRequest{}
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateRequest) ProtoMessage() {}
+
+func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateRequest.ProtoReflect.Descriptor instead.
+func (*ValidateRequest) Descriptor() ([]byte, []int) {
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ValidateRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ValidateRequest) GetConfig() map[string]string {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+type ValidateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateResponse) Reset() {
+	*x = ValidateResponse{}
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateResponse) ProtoMessage() {}
+
+func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateResponse.ProtoReflect.Descriptor instead.
+func (*ValidateResponse) Descriptor() ([]byte, []int) {
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{1}
+}
+
 type InfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -149,7 +237,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[0]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -161,7 +249,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[0]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -174,7 +262,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{0}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{2}
 }
 
 type InfoResponse struct {
@@ -192,7 +280,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[1]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -204,7 +292,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[1]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -217,7 +305,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{1}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *InfoResponse) GetName() string {
@@ -260,7 +348,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[2]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -272,7 +360,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[2]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -285,7 +373,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{2}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StartRequest) GetName() string {
@@ -324,7 +412,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[3]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -336,7 +424,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[3]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -349,7 +437,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{3}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{5}
 }
 
 type StopRequest struct {
@@ -360,7 +448,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[4]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -372,7 +460,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[4]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -385,7 +473,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{4}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{6}
 }
 
 type StopResponse struct {
@@ -396,7 +484,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[5]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +496,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[5]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +509,7 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{5}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 type BarrierRequest struct {
@@ -432,7 +520,7 @@ type BarrierRequest struct {
 
 func (x *BarrierRequest) Reset() {
 	*x = BarrierRequest{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[6]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +532,7 @@ func (x *BarrierRequest) String() string {
 func (*BarrierRequest) ProtoMessage() {}
 
 func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[6]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,7 +545,7 @@ func (x *BarrierRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierRequest.ProtoReflect.Descriptor instead.
 func (*BarrierRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{6}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 type BarrierResponse struct {
@@ -469,7 +557,7 @@ type BarrierResponse struct {
 
 func (x *BarrierResponse) Reset() {
 	*x = BarrierResponse{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[7]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +569,7 @@ func (x *BarrierResponse) String() string {
 func (*BarrierResponse) ProtoMessage() {}
 
 func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[7]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +582,7 @@ func (x *BarrierResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BarrierResponse.ProtoReflect.Descriptor instead.
 func (*BarrierResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{7}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BarrierResponse) GetSeq() uint64 {
@@ -512,7 +600,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[8]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +612,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[8]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +625,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{8}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 type StatusResponse struct {
@@ -554,7 +642,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[9]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +654,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[9]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +667,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{9}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StatusResponse) GetVolume() string {
@@ -637,7 +725,7 @@ type BackupStatus struct {
 
 func (x *BackupStatus) Reset() {
 	*x = BackupStatus{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[10]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +737,7 @@ func (x *BackupStatus) String() string {
 func (*BackupStatus) ProtoMessage() {}
 
 func (x *BackupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[10]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +750,7 @@ func (x *BackupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupStatus.ProtoReflect.Descriptor instead.
 func (*BackupStatus) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{10}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BackupStatus) GetAddr() string {
@@ -709,7 +797,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[11]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +809,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[11]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +822,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{11}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CheckResponse) GetFindings() []*Finding {
@@ -756,7 +844,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[12]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +856,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[12]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +869,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{12}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Finding) GetSeverity() Severity {
@@ -823,7 +911,7 @@ type RulesRequest struct {
 
 func (x *RulesRequest) Reset() {
 	*x = RulesRequest{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[13]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +923,7 @@ func (x *RulesRequest) String() string {
 func (*RulesRequest) ProtoMessage() {}
 
 func (x *RulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[13]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +936,7 @@ func (x *RulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesRequest.ProtoReflect.Descriptor instead.
 func (*RulesRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{13}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RulesRequest) GetName() string {
@@ -881,7 +969,7 @@ type RulesResponse struct {
 
 func (x *RulesResponse) Reset() {
 	*x = RulesResponse{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[14]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +981,7 @@ func (x *RulesResponse) String() string {
 func (*RulesResponse) ProtoMessage() {}
 
 func (x *RulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[14]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +994,7 @@ func (x *RulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RulesResponse.ProtoReflect.Descriptor instead.
 func (*RulesResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{14}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RulesResponse) GetRules() []*Rule {
@@ -928,7 +1016,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[15]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1028,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[15]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1041,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{15}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Rule) GetPattern() string {
@@ -981,7 +1069,7 @@ type PathHint struct {
 
 func (x *PathHint) Reset() {
 	*x = PathHint{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[16]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1081,7 @@ func (x *PathHint) String() string {
 func (*PathHint) ProtoMessage() {}
 
 func (x *PathHint) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[16]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1094,7 @@ func (x *PathHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PathHint.ProtoReflect.Descriptor instead.
 func (*PathHint) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{16}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PathHint) GetLocalOnly() bool {
@@ -1039,7 +1127,7 @@ type ClassifyRequest struct {
 
 func (x *ClassifyRequest) Reset() {
 	*x = ClassifyRequest{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[17]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1139,7 @@ func (x *ClassifyRequest) String() string {
 func (*ClassifyRequest) ProtoMessage() {}
 
 func (x *ClassifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[17]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1152,7 @@ func (x *ClassifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyRequest.ProtoReflect.Descriptor instead.
 func (*ClassifyRequest) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{17}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ClassifyRequest) GetPaths() []string {
@@ -1083,7 +1171,7 @@ type ClassifyResponse struct {
 
 func (x *ClassifyResponse) Reset() {
 	*x = ClassifyResponse{}
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[18]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1183,7 @@ func (x *ClassifyResponse) String() string {
 func (*ClassifyResponse) ProtoMessage() {}
 
 func (x *ClassifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[18]
+	mi := &file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1196,7 @@ func (x *ClassifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyResponse.ProtoReflect.Descriptor instead.
 func (*ClassifyResponse) Descriptor() ([]byte, []int) {
-	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{18}
+	return file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClassifyResponse) GetHints() []*PathHint {
@@ -1122,7 +1210,14 @@ var File_plugins_sdk_internal_pluginpb_plugin_proto protoreflect.FileDescriptor
 
 const file_plugins_sdk_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\n" +
-	"*plugins/sdk/internal/pluginpb/plugin.proto\x12\x0epbfs.plugin.v1\"\r\n" +
+	"*plugins/sdk/internal/pluginpb/plugin.proto\x12\x0epbfs.plugin.v1\"\xa5\x01\n" +
+	"\x0fValidateRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12C\n" +
+	"\x06config\x18\x02 \x03(\v2+.pbfs.plugin.v1.ValidateRequest.ConfigEntryR\x06config\x1a9\n" +
+	"\vConfigEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x12\n" +
+	"\x10ValidateResponse\"\r\n" +
 	"\vInfoRequest\"f\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -1196,9 +1291,10 @@ const file_plugins_sdk_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\vFSYNC_LOCAL\x10\x01\x12\x0e\n" +
 	"\n" +
 	"FSYNC_BOTH\x10\x02\x12\x14\n" +
-	"\x10FSYNC_REPLICATED\x10\x032K\n" +
+	"\x10FSYNC_REPLICATED\x10\x032\x9a\x01\n" +
 	"\x06Plugin\x12A\n" +
-	"\x04Info\x12\x1b.pbfs.plugin.v1.InfoRequest\x1a\x1c.pbfs.plugin.v1.InfoResponse2\x93\x01\n" +
+	"\x04Info\x12\x1b.pbfs.plugin.v1.InfoRequest\x1a\x1c.pbfs.plugin.v1.InfoResponse\x12M\n" +
+	"\bValidate\x12\x1f.pbfs.plugin.v1.ValidateRequest\x1a .pbfs.plugin.v1.ValidateResponse2\x93\x01\n" +
 	"\bFrontend\x12D\n" +
 	"\x05Start\x12\x1c.pbfs.plugin.v1.StartRequest\x1a\x1d.pbfs.plugin.v1.StartResponse\x12A\n" +
 	"\x04Stop\x12\x1b.pbfs.plugin.v1.StopRequest\x1a\x1c.pbfs.plugin.v1.StopResponse2\x9b\x01\n" +
@@ -1223,63 +1319,69 @@ func file_plugins_sdk_internal_pluginpb_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_plugins_sdk_internal_pluginpb_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_plugins_sdk_internal_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_plugins_sdk_internal_pluginpb_plugin_proto_goTypes = []any{
 	(Severity)(0),            // 0: pbfs.plugin.v1.Severity
 	(FsyncPolicy)(0),         // 1: pbfs.plugin.v1.FsyncPolicy
-	(*InfoRequest)(nil),      // 2: pbfs.plugin.v1.InfoRequest
-	(*InfoResponse)(nil),     // 3: pbfs.plugin.v1.InfoResponse
-	(*StartRequest)(nil),     // 4: pbfs.plugin.v1.StartRequest
-	(*StartResponse)(nil),    // 5: pbfs.plugin.v1.StartResponse
-	(*StopRequest)(nil),      // 6: pbfs.plugin.v1.StopRequest
-	(*StopResponse)(nil),     // 7: pbfs.plugin.v1.StopResponse
-	(*BarrierRequest)(nil),   // 8: pbfs.plugin.v1.BarrierRequest
-	(*BarrierResponse)(nil),  // 9: pbfs.plugin.v1.BarrierResponse
-	(*StatusRequest)(nil),    // 10: pbfs.plugin.v1.StatusRequest
-	(*StatusResponse)(nil),   // 11: pbfs.plugin.v1.StatusResponse
-	(*BackupStatus)(nil),     // 12: pbfs.plugin.v1.BackupStatus
-	(*CheckResponse)(nil),    // 13: pbfs.plugin.v1.CheckResponse
-	(*Finding)(nil),          // 14: pbfs.plugin.v1.Finding
-	(*RulesRequest)(nil),     // 15: pbfs.plugin.v1.RulesRequest
-	(*RulesResponse)(nil),    // 16: pbfs.plugin.v1.RulesResponse
-	(*Rule)(nil),             // 17: pbfs.plugin.v1.Rule
-	(*PathHint)(nil),         // 18: pbfs.plugin.v1.PathHint
-	(*ClassifyRequest)(nil),  // 19: pbfs.plugin.v1.ClassifyRequest
-	(*ClassifyResponse)(nil), // 20: pbfs.plugin.v1.ClassifyResponse
-	nil,                      // 21: pbfs.plugin.v1.StartRequest.ConfigEntry
-	nil,                      // 22: pbfs.plugin.v1.RulesRequest.ConfigEntry
+	(*ValidateRequest)(nil),  // 2: pbfs.plugin.v1.ValidateRequest
+	(*ValidateResponse)(nil), // 3: pbfs.plugin.v1.ValidateResponse
+	(*InfoRequest)(nil),      // 4: pbfs.plugin.v1.InfoRequest
+	(*InfoResponse)(nil),     // 5: pbfs.plugin.v1.InfoResponse
+	(*StartRequest)(nil),     // 6: pbfs.plugin.v1.StartRequest
+	(*StartResponse)(nil),    // 7: pbfs.plugin.v1.StartResponse
+	(*StopRequest)(nil),      // 8: pbfs.plugin.v1.StopRequest
+	(*StopResponse)(nil),     // 9: pbfs.plugin.v1.StopResponse
+	(*BarrierRequest)(nil),   // 10: pbfs.plugin.v1.BarrierRequest
+	(*BarrierResponse)(nil),  // 11: pbfs.plugin.v1.BarrierResponse
+	(*StatusRequest)(nil),    // 12: pbfs.plugin.v1.StatusRequest
+	(*StatusResponse)(nil),   // 13: pbfs.plugin.v1.StatusResponse
+	(*BackupStatus)(nil),     // 14: pbfs.plugin.v1.BackupStatus
+	(*CheckResponse)(nil),    // 15: pbfs.plugin.v1.CheckResponse
+	(*Finding)(nil),          // 16: pbfs.plugin.v1.Finding
+	(*RulesRequest)(nil),     // 17: pbfs.plugin.v1.RulesRequest
+	(*RulesResponse)(nil),    // 18: pbfs.plugin.v1.RulesResponse
+	(*Rule)(nil),             // 19: pbfs.plugin.v1.Rule
+	(*PathHint)(nil),         // 20: pbfs.plugin.v1.PathHint
+	(*ClassifyRequest)(nil),  // 21: pbfs.plugin.v1.ClassifyRequest
+	(*ClassifyResponse)(nil), // 22: pbfs.plugin.v1.ClassifyResponse
+	nil,                      // 23: pbfs.plugin.v1.ValidateRequest.ConfigEntry
+	nil,                      // 24: pbfs.plugin.v1.StartRequest.ConfigEntry
+	nil,                      // 25: pbfs.plugin.v1.RulesRequest.ConfigEntry
 }
 var file_plugins_sdk_internal_pluginpb_plugin_proto_depIdxs = []int32{
-	21, // 0: pbfs.plugin.v1.StartRequest.config:type_name -> pbfs.plugin.v1.StartRequest.ConfigEntry
-	12, // 1: pbfs.plugin.v1.StatusResponse.backups:type_name -> pbfs.plugin.v1.BackupStatus
-	14, // 2: pbfs.plugin.v1.CheckResponse.findings:type_name -> pbfs.plugin.v1.Finding
-	0,  // 3: pbfs.plugin.v1.Finding.severity:type_name -> pbfs.plugin.v1.Severity
-	22, // 4: pbfs.plugin.v1.RulesRequest.config:type_name -> pbfs.plugin.v1.RulesRequest.ConfigEntry
-	17, // 5: pbfs.plugin.v1.RulesResponse.rules:type_name -> pbfs.plugin.v1.Rule
-	18, // 6: pbfs.plugin.v1.Rule.hint:type_name -> pbfs.plugin.v1.PathHint
-	1,  // 7: pbfs.plugin.v1.PathHint.fsync:type_name -> pbfs.plugin.v1.FsyncPolicy
-	18, // 8: pbfs.plugin.v1.ClassifyResponse.hints:type_name -> pbfs.plugin.v1.PathHint
-	2,  // 9: pbfs.plugin.v1.Plugin.Info:input_type -> pbfs.plugin.v1.InfoRequest
-	4,  // 10: pbfs.plugin.v1.Frontend.Start:input_type -> pbfs.plugin.v1.StartRequest
-	6,  // 11: pbfs.plugin.v1.Frontend.Stop:input_type -> pbfs.plugin.v1.StopRequest
-	8,  // 12: pbfs.plugin.v1.Host.Barrier:input_type -> pbfs.plugin.v1.BarrierRequest
-	10, // 13: pbfs.plugin.v1.Host.Status:input_type -> pbfs.plugin.v1.StatusRequest
-	15, // 14: pbfs.plugin.v1.Hint.Rules:input_type -> pbfs.plugin.v1.RulesRequest
-	19, // 15: pbfs.plugin.v1.Hint.Classify:input_type -> pbfs.plugin.v1.ClassifyRequest
-	15, // 16: pbfs.plugin.v1.Hint.Check:input_type -> pbfs.plugin.v1.RulesRequest
-	3,  // 17: pbfs.plugin.v1.Plugin.Info:output_type -> pbfs.plugin.v1.InfoResponse
-	5,  // 18: pbfs.plugin.v1.Frontend.Start:output_type -> pbfs.plugin.v1.StartResponse
-	7,  // 19: pbfs.plugin.v1.Frontend.Stop:output_type -> pbfs.plugin.v1.StopResponse
-	9,  // 20: pbfs.plugin.v1.Host.Barrier:output_type -> pbfs.plugin.v1.BarrierResponse
-	11, // 21: pbfs.plugin.v1.Host.Status:output_type -> pbfs.plugin.v1.StatusResponse
-	16, // 22: pbfs.plugin.v1.Hint.Rules:output_type -> pbfs.plugin.v1.RulesResponse
-	20, // 23: pbfs.plugin.v1.Hint.Classify:output_type -> pbfs.plugin.v1.ClassifyResponse
-	13, // 24: pbfs.plugin.v1.Hint.Check:output_type -> pbfs.plugin.v1.CheckResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	23, // 0: pbfs.plugin.v1.ValidateRequest.config:type_name -> pbfs.plugin.v1.ValidateRequest.ConfigEntry
+	24, // 1: pbfs.plugin.v1.StartRequest.config:type_name -> pbfs.plugin.v1.StartRequest.ConfigEntry
+	14, // 2: pbfs.plugin.v1.StatusResponse.backups:type_name -> pbfs.plugin.v1.BackupStatus
+	16, // 3: pbfs.plugin.v1.CheckResponse.findings:type_name -> pbfs.plugin.v1.Finding
+	0,  // 4: pbfs.plugin.v1.Finding.severity:type_name -> pbfs.plugin.v1.Severity
+	25, // 5: pbfs.plugin.v1.RulesRequest.config:type_name -> pbfs.plugin.v1.RulesRequest.ConfigEntry
+	19, // 6: pbfs.plugin.v1.RulesResponse.rules:type_name -> pbfs.plugin.v1.Rule
+	20, // 7: pbfs.plugin.v1.Rule.hint:type_name -> pbfs.plugin.v1.PathHint
+	1,  // 8: pbfs.plugin.v1.PathHint.fsync:type_name -> pbfs.plugin.v1.FsyncPolicy
+	20, // 9: pbfs.plugin.v1.ClassifyResponse.hints:type_name -> pbfs.plugin.v1.PathHint
+	4,  // 10: pbfs.plugin.v1.Plugin.Info:input_type -> pbfs.plugin.v1.InfoRequest
+	2,  // 11: pbfs.plugin.v1.Plugin.Validate:input_type -> pbfs.plugin.v1.ValidateRequest
+	6,  // 12: pbfs.plugin.v1.Frontend.Start:input_type -> pbfs.plugin.v1.StartRequest
+	8,  // 13: pbfs.plugin.v1.Frontend.Stop:input_type -> pbfs.plugin.v1.StopRequest
+	10, // 14: pbfs.plugin.v1.Host.Barrier:input_type -> pbfs.plugin.v1.BarrierRequest
+	12, // 15: pbfs.plugin.v1.Host.Status:input_type -> pbfs.plugin.v1.StatusRequest
+	17, // 16: pbfs.plugin.v1.Hint.Rules:input_type -> pbfs.plugin.v1.RulesRequest
+	21, // 17: pbfs.plugin.v1.Hint.Classify:input_type -> pbfs.plugin.v1.ClassifyRequest
+	17, // 18: pbfs.plugin.v1.Hint.Check:input_type -> pbfs.plugin.v1.RulesRequest
+	5,  // 19: pbfs.plugin.v1.Plugin.Info:output_type -> pbfs.plugin.v1.InfoResponse
+	3,  // 20: pbfs.plugin.v1.Plugin.Validate:output_type -> pbfs.plugin.v1.ValidateResponse
+	7,  // 21: pbfs.plugin.v1.Frontend.Start:output_type -> pbfs.plugin.v1.StartResponse
+	9,  // 22: pbfs.plugin.v1.Frontend.Stop:output_type -> pbfs.plugin.v1.StopResponse
+	11, // 23: pbfs.plugin.v1.Host.Barrier:output_type -> pbfs.plugin.v1.BarrierResponse
+	13, // 24: pbfs.plugin.v1.Host.Status:output_type -> pbfs.plugin.v1.StatusResponse
+	18, // 25: pbfs.plugin.v1.Hint.Rules:output_type -> pbfs.plugin.v1.RulesResponse
+	22, // 26: pbfs.plugin.v1.Hint.Classify:output_type -> pbfs.plugin.v1.ClassifyResponse
+	15, // 27: pbfs.plugin.v1.Hint.Check:output_type -> pbfs.plugin.v1.CheckResponse
+	19, // [19:28] is the sub-list for method output_type
+	10, // [10:19] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_plugins_sdk_internal_pluginpb_plugin_proto_init() }
@@ -1293,7 +1395,7 @@ func file_plugins_sdk_internal_pluginpb_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugins_sdk_internal_pluginpb_plugin_proto_rawDesc), len(file_plugins_sdk_internal_pluginpb_plugin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -32,7 +32,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Plugin_Info_FullMethodName = "/pbfs.plugin.v1.Plugin/Info"
+	Plugin_Info_FullMethodName     = "/pbfs.plugin.v1.Plugin/Info"
+	Plugin_Validate_FullMethodName = "/pbfs.plugin.v1.Plugin/Validate"
 )
 
 // PluginClient is the client API for Plugin service.
@@ -40,6 +41,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type PluginClient interface {
 	Info(ctx context.Context, in *InfoRequest, opts ...grpc.CallOption) (*InfoResponse, error)
+	// Validate checks a configuration without acting on it: the host asks
+	// before it mounts, so a mistake stops the start instead of the plugin.
+	// A plugin that does not implement it answers Unimplemented: accepted.
+	Validate(ctx context.Context, in *ValidateRequest, opts ...grpc.CallOption) (*ValidateResponse, error)
 }
 
 type pluginClient struct {
@@ -60,11 +65,25 @@ func (c *pluginClient) Info(ctx context.Context, in *InfoRequest, opts ...grpc.C
 	return out, nil
 }
 
+func (c *pluginClient) Validate(ctx context.Context, in *ValidateRequest, opts ...grpc.CallOption) (*ValidateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidateResponse)
+	err := c.cc.Invoke(ctx, Plugin_Validate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PluginServer is the server API for Plugin service.
 // All implementations must embed UnimplementedPluginServer
 // for forward compatibility.
 type PluginServer interface {
 	Info(context.Context, *InfoRequest) (*InfoResponse, error)
+	// Validate checks a configuration without acting on it: the host asks
+	// before it mounts, so a mistake stops the start instead of the plugin.
+	// A plugin that does not implement it answers Unimplemented: accepted.
+	Validate(context.Context, *ValidateRequest) (*ValidateResponse, error)
 	mustEmbedUnimplementedPluginServer()
 }
 
@@ -77,6 +96,9 @@ type UnimplementedPluginServer struct{}
 
 func (UnimplementedPluginServer) Info(context.Context, *InfoRequest) (*InfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Info not implemented")
+}
+func (UnimplementedPluginServer) Validate(context.Context, *ValidateRequest) (*ValidateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Validate not implemented")
 }
 func (UnimplementedPluginServer) mustEmbedUnimplementedPluginServer() {}
 func (UnimplementedPluginServer) testEmbeddedByValue()                {}
@@ -117,6 +139,24 @@ func _Plugin_Info_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Plugin_Validate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ValidateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).Validate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_Validate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).Validate(ctx, req.(*ValidateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Plugin_ServiceDesc is the grpc.ServiceDesc for Plugin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -127,6 +167,10 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Info",
 			Handler:    _Plugin_Info_Handler,
+		},
+		{
+			MethodName: "Validate",
+			Handler:    _Plugin_Validate_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
