@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -24,9 +23,7 @@ func localStatus(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	if c.Bool("json") {
-		e := json.NewEncoder(w)
-		e.SetIndent("", "  ")
-		return e.Encode(st)
+		return printJSON(c, st)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "role\t%s\nvolume\t%s\nvolume id\t%s\nepoch\t%d\n", st.Role, st.Volume, st.VolumeID, st.Epoch)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -38,9 +37,7 @@ func statusCommand() *cli.Command {
 			}
 			w := c.App.Writer
 			if c.Bool("json") {
-				e := json.NewEncoder(w)
-				e.SetIndent("", "  ")
-				return e.Encode(r)
+				return printJSON(c, r)
 			}
 			switch {
 			case r.Leader != nil:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -210,9 +209,7 @@ func report(c *cli.Context, out []verdict) error {
 	}
 	w := c.App.Writer
 	if c.Bool("json") {
-		e := json.NewEncoder(w)
-		e.SetIndent("", "  ")
-		e.Encode(out)
+		printJSON(c, out)
 	} else {
 		for _, v := range out {
 			switch {
