@@ -60,7 +60,14 @@ func TestSmallFileRoundTrips(t *testing.T) {
 		if op == "flush" && got <= 1 {
 			continue // answered ENOSYS once, then the kernel stops sending it
 		}
-		if got/files != want[op] {
+		// A slow run (the race detector, a loaded machine) can outlive
+		// the kernel's entry timeout now and then: one lookup in fifty
+		// more is that, not a lost cache.
+		slack := 0.0
+		if op == "lookup" {
+			slack = 0.02
+		}
+		if got/files < want[op] || got/files > want[op]+slack {
 			t.Errorf("%s: %.3f requests per file, want %.0f", op, got/files, want[op])
 		}
 	}
