@@ -69,10 +69,12 @@ func verify(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit("verify: "+err.Error(), 1)
 	}
+	began := time.Now()
 	primary, err := cl.Manifest(ctx, nil)
 	if err != nil {
 		return cli.Exit("verify: "+err.Error(), 1)
 	}
+	fmt.Fprintf(c.App.ErrWriter, "verify: the primary's volume at seq %d: %d paths hashed in %v\n", seq, len(primary), time.Since(began).Round(time.Millisecond))
 	var out []verdict
 	suspects := map[string]map[string]bool{} // backup -> paths
 	for _, b := range st.Backups {
@@ -85,6 +87,7 @@ func verify(c *cli.Context) error {
 		}
 		v.Compared = len(primary)
 		suspects[b.Addr] = differing(primary, m)
+		fmt.Fprintf(c.App.ErrWriter, "verify: %s: %d paths hashed, %d to compare again\n", b.Addr, len(m), len(suspects[b.Addr]))
 		out = append(out, v)
 	}
 	// The second round: only what differed, after another barrier.
