@@ -41,12 +41,23 @@ func (f TLSFiles) load() (tls.Certificate, *x509.CertPool, error) {
 
 // serverCreds requires and verifies the primary's certificate.
 func (f TLSFiles) serverCreds() (credentials.TransportCredentials, error) {
+	cfg, err := f.ServerConfig()
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// ServerConfig is the TLS configuration of a server that requires and
+// verifies its clients' certificates against the CA (the replication
+// channel's, and the admin listener's).
+func (f TLSFiles) ServerConfig() (*tls.Config, error) {
 	cert, pool, err := f.load()
 	if err != nil {
 		return nil, err
 	}
-	return credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool,
-		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}), nil
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}, nil
 }
 
 // clientCreds presents our certificate and verifies the backup's against

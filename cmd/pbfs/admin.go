@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,7 +25,8 @@ import (
 // the machine may read it, as the control socket's metrics; on any other
 // address every request must carry the replication token
 // ("Authorization: Bearer TOKEN"), as the replication channel does, and
-// pbfs refuses to start without one.
+// pbfs refuses to start without one. With --tls-cert/--tls-key/--tls-ca it
+// serves HTTPS and requires a client certificate, as replication does.
 
 var adminFlag = &cli.StringFlag{Name: "admin", Usage: "serve Prometheus metrics (/metrics) and pprof (/debug/pprof/) at HOST:PORT; off a loopback address requests need the replication token (Authorization: Bearer TOKEN)"}
 
@@ -61,15 +63,27 @@ type admin struct {
 	srv         *http.Server
 }
 
-// listenAdmin listens at addr ("" for none).
-func listenAdmin(addr, token string) (*admin, error) {
+// listenAdmin listens at addr ("" for none); with TLS files, as the
+// replication channel does, it serves HTTPS and requires a client
+// certificate the CA signed.
+func listenAdmin(addr, token string, tlsFiles replicate.TLSFiles) (*admin, error) {
 	a := &admin{addr: addr, token: token}
 	if addr == "" {
 		return a, nil
 	}
+	var cfg *tls.Config
+	if tlsFiles.Enabled() {
+		var err error
+		if cfg, err = tlsFiles.ServerConfig(); err != nil {
+			return nil, fmt.Errorf("admin listener: %w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin listener: %w", err)
+	}
+	if cfg != nil {
+		ln = tls.NewListener(ln, cfg)
 	}
 	a.ln = ln
 	return a, nil

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/internal/testcert"
 )
 
 func get(t *testing.T, url, token string) (int, string) {
@@ -61,5 +66,61 @@ func TestAdminListener(t *testing.T) {
 	}
 	if code, body := get(t, url, "s3cret"); code != 200 || !strings.Contains(body, "pbfs_") {
 		t.Errorf("with the token: %d", code)
+	}
+}
+
+// With the TLS files, the admin listener is guarded as the replication
+// channel is: HTTPS with a client certificate the CA signed, and the token.
+func TestAdminListenerTLS(t *testing.T) {
+	dir := t.TempDir()
+	testcert.Set(t, dir, "node", "operator")
+	vol := filepath.Join(dir, "vol")
+	os.Mkdir(vol, 0o755)
+	addr := fstest.FreeAddr(t)
+	cmd := osexec.Command(pbfsBin, "backup", "--listen", fstest.FreeAddr(t), "--journal", filepath.Join(dir, "j"), "--token", "s3cret",
+		"--tls-cert", filepath.Join(dir, "node.crt"), "--tls-key", filepath.Join(dir, "node.key"), "--tls-ca", filepath.Join(dir, "ca.crt"),
+		"--admin", addr, vol)
+	out := &fstest.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	must(t, cmd.Start())
+	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	pool := x509.NewCertPool()
+	ca, _ := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	pool.AppendCertsFromPEM(ca)
+	client := func(withCert bool) *http.Client {
+		cfg := &tls.Config{RootCAs: pool}
+		if withCert {
+			cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "operator.crt"), filepath.Join(dir, "operator.key"))
+			must(t, err)
+			cfg.Certificates = []tls.Certificate{cert}
+		}
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 5 * time.Second}
+	}
+	get := func(c *http.Client, token string) (int, error) {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	var code int
+	var err error
+	for i := 0; i < 100; i++ {
+		if code, err = get(client(true), "s3cret"); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code != 200 {
+		t.Fatalf("client certificate and token: %d %v\n%s", code, err, out)
+	}
+	if _, err := get(client(false), "s3cret"); err == nil {
+		t.Error("a client without a certificate got through")
+	}
+	if resp, err := http.Get("http://" + addr + "/metrics"); err == nil && resp.StatusCode == 200 {
+		t.Error("plain HTTP got through")
 	}
 }

@@ -53,7 +53,7 @@ func backupCommand() *cli.Command {
 			if err := checkAdmin(c.String("admin"), token); err != nil {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}
-			adm, err := listenAdmin(c.String("admin"), token)
+			adm, err := listenAdmin(c.String("admin"), token, tlsFiles(c))
 			if err != nil {
 				return cli.Exit("backup: "+err.Error(), 1)
 			}

@@ -106,7 +106,7 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	adm, err := listenAdmin(c.String("admin"), adminToken(c))
+	adm, err := listenAdmin(c.String("admin"), adminToken(c), tlsFiles(c))
 	if err != nil {
 		return cli.Exit(cmd+": "+err.Error(), 1)
 	}

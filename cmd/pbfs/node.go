@@ -61,7 +61,7 @@ func nodeCommand() *cli.Command {
 			if err := mount.Check(check); err != nil {
 				return cli.Exit("node: "+err.Error(), 2)
 			}
-			adm, err := listenAdmin(c.String("admin"), adminToken(c))
+			adm, err := listenAdmin(c.String("admin"), adminToken(c), tlsFiles(c))
 			if err != nil {
 				return cli.Exit("node: "+err.Error(), 1)
 			}
