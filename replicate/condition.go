@@ -23,6 +23,7 @@ type downState struct {
 type shipperState struct {
 	down          atomic.Pointer[downState]
 	degradedSince atomic.Int64 // unix ns when the degrade policy dropped it; 0 while in the ack set
+	staleSince    atomic.Int64 // unix ns when its history was found to differ; 0 while it does not
 	resyncing     atomic.Bool
 	resyncPct     atomic.Uint32 // tenths of a percent
 }
@@ -39,6 +40,16 @@ func (st *shipperState) streamDown(err error) {
 		since = d.since
 	}
 	st.down.Store(&downState{err: msg, since: since})
+}
+
+// setStale records whether the backup's history differs, and since when.
+func (s *Shipper) setStale(v bool) {
+	if v && !s.stale.Swap(true) {
+		s.staleSince.Store(time.Now().UnixNano())
+	} else if !v {
+		s.stale.Store(false)
+		s.staleSince.Store(0)
+	}
 }
 
 // streamUp clears the outage.
@@ -65,7 +76,11 @@ func (s *Shipper) describe(seq uint64) string {
 	if s.stalled.Load() {
 		parts = append(parts, "stalled: cannot apply what it holds, needs a resync")
 	} else if s.stale.Load() {
-		parts = append(parts, "stale: its history differs, needs a resync")
+		since := ""
+		if t := s.staleSince.Load(); t > 0 {
+			since = " since " + time.Unix(0, t).Format("15:04:05")
+		}
+		parts = append(parts, "stale"+since+": its history differs, needs a resync")
 	}
 	if s.degraded.Load() {
 		parts = append(parts, "degraded: out of the ack set")

@@ -95,7 +95,7 @@ func (s *Shipper) resync(ctx context.Context) error {
 	if res == nil {
 		return errors.New("resync: no result from the backup")
 	}
-	s.stale.Store(false)
+	s.setStale(false)
 	s.m.resyncs.Inc()
 	if f := s.onResync; f != nil {
 		s.onResync = nil

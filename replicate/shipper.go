@@ -161,14 +161,14 @@ func (s *Shipper) session(parent context.Context) error {
 		return errors.New("backup did not answer Hello with Welcome")
 	}
 	if err := s.checkHistory(w); err != nil {
-		s.stale.Store(true)
+		s.setStale(true)
 		return err
 	}
 	if w.Stalled {
 		s.setStalled(true)
 		return fmt.Errorf("backup stalled: %w", ErrNeedsResync)
 	}
-	s.stale.Store(false)
+	s.setStale(false)
 	s.acked.Store(w.DurableSeq)
 	s.applied.Store(w.AppliedSeq)
 	s.setStalled(w.Stalled)
@@ -286,7 +286,7 @@ func (s *Shipper) rejected(rej *replpb.Reject) error {
 		s.log.Error("this primary is deposed: a backup has seen a higher epoch", "epoch", rej.Epoch)
 		return fmt.Errorf("%v: %w", err, ErrDeposed)
 	case replpb.Reject_WRONG_VOLUME, replpb.Reject_DIVERGED, replpb.Reject_GAP:
-		s.stale.Store(true)
+		s.setStale(true)
 		return fmt.Errorf("%v: %w", err, ErrNeedsResync)
 	}
 	return err
