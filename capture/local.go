@@ -87,8 +87,11 @@ func (f *FS) checkCross(op, np string, dir bool) error {
 	if f.opts.Classify == nil || !f.opts.Capture {
 		return nil
 	}
-	cross := f.Local(op) != f.Local(np)
-	if !cross && dir {
+	local := f.Local(op)
+	cross := local != f.Local(np)
+	if !cross && dir && !local {
+		// (Below a local-only directory everything is local-only, at
+		// either name: nothing to walk.)
 		cross = f.subtreeCrosses(op, np)
 	}
 	if cross {
