@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Failpoints let tests make the journal fail as a full disk would, in a
@@ -26,4 +27,15 @@ func failAppend() error {
 		return &os.PathError{Op: "append (failpoint)", Path: "journal", Err: syscall.ENOSPC}
 	}
 	return nil
+}
+
+// PBFS_FAILPOINT_APPEND_DELAY (a duration) makes every AppendEncoded (a
+// backup storing what it received) take that much longer, as a slow disk
+// would: tests of what an ack means use it.
+var appendDelayBy, _ = time.ParseDuration(os.Getenv("PBFS_FAILPOINT_APPEND_DELAY"))
+
+func appendDelay() {
+	if appendDelayBy > 0 {
+		time.Sleep(appendDelayBy)
+	}
 }

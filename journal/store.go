@@ -393,6 +393,7 @@ func (s *Store) AppendEncoded(encs [][]byte) (Header, error) {
 	if err := s.space.admit(int64(need)); err != nil {
 		return s.last, fmt.Errorf("append batches: %w", err)
 	}
+	appendDelay() // a failpoint: a slow disk
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
 	for _, enc := range encs {

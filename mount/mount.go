@@ -113,6 +113,9 @@ type Config struct {
 	Fsync sdk.FsyncPolicy
 	// TrustVolume serves a volume ErrVolumeUntrusted would refuse.
 	TrustVolume bool
+	// AckLevel: what a backup's ack means, disk (default) or memory
+	// (replicate.PrimaryConfig.AckLevel).
+	AckLevel string
 }
 
 // Mount is a running pbfs primary.

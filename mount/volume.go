@@ -50,7 +50,7 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("batch size %d: at most %d", cfg.MaxBatchBytes, journal.MaxBodySize/4)
 	}
 	if len(cfg.Backups) > 0 || cfg.Dynamic {
-		pc := replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, Token: cfg.Token, TLS: cfg.TLS}
+		pc := replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token, TLS: cfg.TLS}
 		if err := pc.Check(); err != nil {
 			return err
 		}
@@ -65,6 +65,9 @@ func (cfg *Config) check() error {
 		}
 		if cfg.TLS.Enabled() {
 			return errors.New("TLS files given, but no backup to use them with")
+		}
+		if cfg.AckLevel == replicate.AckMemory {
+			return errors.New("ack level memory needs backups: give --backup")
 		}
 	}
 	for _, dir := range []string{cfg.Mountpoint, cfg.Backing} {

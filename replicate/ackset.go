@@ -46,6 +46,7 @@ type Primary struct {
 	// degradeAfter, when set, drops a backup from the ack set once it has
 	// been behind for that long (see watch); zero blocks barriers instead.
 	degradeAfter time.Duration
+	memory       bool // AckLevel memory: received acks count
 	m            *shipMetrics
 	cancel       context.CancelFunc
 	ctx          context.Context
@@ -68,6 +69,10 @@ type PrimaryConfig struct {
 	Logger   *slog.Logger
 	// DegradeAfter: see Primary.degradeAfter.
 	DegradeAfter time.Duration
+	// AckLevel is what a backup's ack means: "disk" (the default: durable
+	// in its journal) or "memory" (received and checksummed; DRBD's
+	// protocol B).
+	AckLevel string
 	// TLS, if set, uses mutual TLS to every backup.
 	TLS TLSFiles
 	// Snapshots, if set, lets the primary resync backups that need it.
@@ -84,6 +89,11 @@ type PrimaryConfig struct {
 func (cfg *PrimaryConfig) Check() error {
 	if _, err := ParseAck(cfg.Ack, len(cfg.Backups)); err != nil {
 		return err
+	}
+	switch cfg.AckLevel {
+	case "", AckDisk, AckMemory:
+	default:
+		return fmt.Errorf("ack level %q: want disk or memory", cfg.AckLevel)
 	}
 	seen := map[string]bool{}
 	for _, addr := range cfg.Backups {
@@ -114,12 +124,15 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Primary{need: need, policy: cfg.Ack, store: cfg.Store, log: cfg.Logger, degradeAfter: cfg.DegradeAfter,
+	p := &Primary{need: need, policy: cfg.Ack, store: cfg.Store, log: cfg.Logger, degradeAfter: cfg.DegradeAfter, memory: cfg.AckLevel == AckMemory,
 		m: newShipMetrics(cfg.Registry), changed: make(chan struct{}), cfg: cfg}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.ctx = cancel, ctx
 	for _, addr := range cfg.Backups {
 		s, err := newShipper(addr, cfg.Token, cfg.TLS, cfg.VolumeID, cfg.Store, cfg.Snapshots, p.m, p.notify, cfg.Logger)
+		if s != nil {
+			s.memory = p.memory
+		}
 		if err != nil {
 			cancel()
 			return nil, err
@@ -179,7 +192,7 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 			}
 			if s.degraded.Load() || s.joining.Load() {
 				degraded++
-			} else if s.counts() && s.acked.Load() >= seq {
+			} else if s.counts() && s.holds(seq, p.memory) {
 				have++
 			}
 		}
@@ -202,13 +215,19 @@ func (p *Primary) missing(seq uint64, have, need int, shippers []*Shipper, cause
 	var b strings.Builder
 	fmt.Fprintf(&b, "seq %d is on %d of %d backups, %d needed (--ack %s)", seq, have, len(shippers), need, p.policy)
 	for _, s := range shippers {
-		if s.acked.Load() >= seq && s.counts() && !s.degraded.Load() && !s.joining.Load() {
+		if s.holds(seq, p.memory) && s.counts() && !s.degraded.Load() && !s.joining.Load() {
 			continue
 		}
 		fmt.Fprintf(&b, "; %s: %s", s.addr, s.describe(seq))
 	}
 	return fmt.Errorf("%s: %w", b.String(), cause)
 }
+
+// Ack levels: what a backup's ack means (PrimaryConfig.AckLevel).
+const (
+	AckDisk   = "disk"   // durable in the backup's journal (synced)
+	AckMemory = "memory" // received and checksummed, in its memory
+)
 
 // needOf is how many acks a barrier needs when n backups are in the ack set.
 func (p *Primary) needOf(n int) int {

@@ -36,9 +36,13 @@ type Shipper struct {
 
 	acked   atomic.Uint64
 	applied atomic.Uint64
-	up      atomic.Bool
-	deposed atomic.Bool
-	stale   atomic.Bool // the backup's history differs: it needs a resync
+	// received: the newest seq the backup has acked as received and
+	// checksummed, not yet durable (--ack-level memory).
+	received atomic.Uint64
+	memory   bool // ask for received acks (Hello.ack_received)
+	up       atomic.Bool
+	deposed  atomic.Bool
+	stale    atomic.Bool // the backup's history differs: it needs a resync
 	// degraded: dropped from the ack set by the degrade policy (Primary.watch)
 	degraded atomic.Bool
 	// stalled: the backup reports it cannot apply what it holds
@@ -145,7 +149,7 @@ func (s *Shipper) session(parent context.Context) error {
 	}
 	if err := stream.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{
 		VolumeId: s.volumeID, Epoch: s.store.Epoch(), LastSeq: s.store.Last().Seq,
-		AckNeed: s.announced().Need, Backups: s.announced().Of, Degrade: s.announced().Degrade,
+		AckNeed: s.announced().Need, Backups: s.announced().Of, Degrade: s.announced().Degrade, AckReceived: s.memory,
 	}}}); err != nil {
 		return err
 	}
@@ -170,6 +174,7 @@ func (s *Shipper) session(parent context.Context) error {
 	}
 	s.setStale(false)
 	s.acked.Store(w.DurableSeq)
+	s.received.Store(w.DurableSeq) // what a crash may have lost is sent again
 	s.applied.Store(w.AppliedSeq)
 	s.setStalled(w.Stalled)
 	s.up.Store(true)
@@ -252,11 +257,16 @@ func (s *Shipper) receive(stream replpb.Replication_StreamClient) error {
 			return s.rejected(rej)
 		}
 		if ack := msg.GetAck(); ack != nil {
+			if ack.ReceivedSeq > s.received.Load() {
+				s.received.Store(ack.ReceivedSeq)
+			}
 			if ack.DurableSeq > s.acked.Load() {
 				s.acked.Store(ack.DurableSeq)
 				s.m.acked.WithLabelValues(s.addr).Set(float64(ack.DurableSeq))
 			}
-			s.applied.Store(ack.AppliedSeq)
+			if ack.AppliedSeq > s.applied.Load() { // acks from two goroutines may cross
+				s.applied.Store(ack.AppliedSeq)
+			}
 			s.setStalled(ack.Stalled)
 			s.notify()
 			if ack.Stalled {
@@ -272,6 +282,12 @@ func (s *Shipper) setStalled(v bool) {
 	} else if !v {
 		s.stalled.Store(false)
 	}
+}
+
+// holds reports whether the backup has acked seq: as durable, or, at ack
+// level memory, as received.
+func (s *Shipper) holds(seq uint64, memory bool) bool {
+	return s.acked.Load() >= seq || memory && s.received.Load() >= seq
 }
 
 // counts reports whether the backup's acks count toward the ack set.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
@@ -31,6 +32,9 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 	if err != nil {
 		return err
 	}
+	// Acks go out from the loop below and, at ack level memory, from the
+	// receiving goroutine: one Send at a time.
+	stream = &lockedStream{Replication_StreamServer: stream}
 	// The progress channel is always taken before the applied seq is read
 	// for a message: an apply that lands between the read and the wait
 	// closes the channel waited on, and is reported, instead of going
@@ -58,6 +62,14 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 			if bt == nil {
 				recvErr <- errors.New("unexpected message after Hello")
 				return
+			}
+			// At ack level memory the ack goes out from here, while the
+			// loop below may still be storing earlier batches.
+			if hello.AckReceived {
+				if err := b.ackReceived(stream, hello.Epoch, [][]byte{bt.Encoded}); err != nil {
+					recvErr <- err
+					return
+				}
 			}
 			select {
 			case incoming <- bt:
@@ -120,6 +132,42 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 			testHookAcked(b)
 		}
 	}
+}
+
+// ackReceived acks batches as received once each one's checksums hold
+// and none claims a later epoch than the session's (--ack-level memory):
+// they are in this backup's memory, durable a moment later. A batch that
+// fails the checks is left to store1, which refuses it.
+func (b *Backup) ackReceived(stream replpb.Replication_StreamServer, epoch uint64, encs [][]byte) error {
+	var last uint64
+	for _, enc := range encs {
+		h, err := journal.Verify(enc)
+		if err != nil || h.Epoch > epoch {
+			break
+		}
+		last = h.Seq
+	}
+	if last == 0 {
+		return nil
+	}
+	// Only received_seq: the durable seq is the store's, whose lock an
+	// earlier batch's append may hold for as long as the disk takes, and
+	// the primary keeps the highest it was told anyway.
+	return stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Ack{Ack: &replpb.Ack{
+		AppliedSeq: b.applied.Load(), Stalled: b.stalled.Load(), ReceivedSeq: last,
+	}}})
+}
+
+// lockedStream serializes Send, which gRPC does not allow concurrently.
+type lockedStream struct {
+	replpb.Replication_StreamServer
+	mu sync.Mutex
+}
+
+func (l *lockedStream) Send(m *replpb.BackupMsg) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.Replication_StreamServer.Send(m)
 }
 
 // testHookAcked, set by tests, runs after the ack that follows a store.

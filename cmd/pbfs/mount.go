@@ -46,6 +46,7 @@ func mountFlags() []cli.Flag {
 		journalReserveFlag,
 		&cli.StringSliceFlag{Name: "backup", Usage: "HOST:PORT of a pbfs backup to replicate to (repeatable)"},
 		&cli.StringFlag{Name: "ack", Value: "all", Usage: "backups that must hold a batch before its barrier returns: all, majority, none or a number"},
+		&cli.StringFlag{Name: "ack-level", Value: "disk", Usage: "what a backup's ack means: disk (durable in its journal) or memory (received and checksummed; survives one machine's crash, not a power loss of all of them)"},
 		&cli.DurationFlag{Name: "retain", Usage: "trim batches every backup holds once they are this old (default with backups: 10m; 0 keeps everything)"},
 		&cli.DurationFlag{Name: "retain-max", Usage: "trim any batch this old, acked or not (default with backups: 24h; 0 sets no age limit)"},
 		&cli.Uint64Flag{Name: "epoch", Usage: "start a new term: raise the journal's epoch to this before shipping (backups then refuse older primaries)"},
@@ -91,7 +92,7 @@ func mountConfig(c *cli.Context) (mount.Config, error) {
 		NoXattrs: c.Bool("no-xattrs"), MaxBatchBytes: c.Int64("batch-bytes"), SealInterval: c.Duration("seal-interval"),
 		JournalReserve: c.Int64("journal-reserve"),
 		Logger:         logger(c), Plugins: plugins, PluginLogLevel: c.String("log-level"),
-		Rules: rules, Fsync: fsync, TrustVolume: c.Bool("trust-volume"),
+		Rules: rules, Fsync: fsync, TrustVolume: c.Bool("trust-volume"), AckLevel: c.String("ack-level"),
 	}, nil
 }
 

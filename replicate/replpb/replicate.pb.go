@@ -984,9 +984,13 @@ type Hello struct {
 	// backups hold its batch; with degrade, a lagging backup may be dropped
 	// from the ack set. A backup keeps it, to judge later whether it can be
 	// promoted without losing an acknowledged batch.
-	AckNeed       uint32 `protobuf:"varint,4,opt,name=ack_need,json=ackNeed,proto3" json:"ack_need,omitempty"`
-	Backups       uint32 `protobuf:"varint,5,opt,name=backups,proto3" json:"backups,omitempty"`
-	Degrade       bool   `protobuf:"varint,6,opt,name=degrade,proto3" json:"degrade,omitempty"`
+	AckNeed uint32 `protobuf:"varint,4,opt,name=ack_need,json=ackNeed,proto3" json:"ack_need,omitempty"`
+	Backups uint32 `protobuf:"varint,5,opt,name=backups,proto3" json:"backups,omitempty"`
+	Degrade bool   `protobuf:"varint,6,opt,name=degrade,proto3" json:"degrade,omitempty"`
+	// ack_received asks for an Ack with received_seq as soon as batches
+	// are received and checksummed, before they are durable (--ack-level
+	// memory, DRBD's protocol B).
+	AckReceived   bool `protobuf:"varint,7,opt,name=ack_received,json=ackReceived,proto3" json:"ack_received,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1059,6 +1063,13 @@ func (x *Hello) GetBackups() uint32 {
 func (x *Hello) GetDegrade() bool {
 	if x != nil {
 		return x.Degrade
+	}
+	return false
+}
+
+func (x *Hello) GetAckReceived() bool {
+	if x != nil {
+		return x.AckReceived
 	}
 	return false
 }
@@ -1331,10 +1342,13 @@ func (x *Welcome) GetDegrade() bool {
 }
 
 type Ack struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	DurableSeq    uint64                 `protobuf:"varint,1,opt,name=durable_seq,json=durableSeq,proto3" json:"durable_seq,omitempty"`
-	AppliedSeq    uint64                 `protobuf:"varint,2,opt,name=applied_seq,json=appliedSeq,proto3" json:"applied_seq,omitempty"`
-	Stalled       bool                   `protobuf:"varint,3,opt,name=stalled,proto3" json:"stalled,omitempty"` // as in Welcome
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	DurableSeq uint64                 `protobuf:"varint,1,opt,name=durable_seq,json=durableSeq,proto3" json:"durable_seq,omitempty"`
+	AppliedSeq uint64                 `protobuf:"varint,2,opt,name=applied_seq,json=appliedSeq,proto3" json:"applied_seq,omitempty"`
+	Stalled    bool                   `protobuf:"varint,3,opt,name=stalled,proto3" json:"stalled,omitempty"` // as in Welcome
+	// received and checksummed, in memory (Hello.ack_received); an ack
+	// that carries it may leave durable_seq 0 (not reported)
+	ReceivedSeq   uint64 `protobuf:"varint,4,opt,name=received_seq,json=receivedSeq,proto3" json:"received_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1388,6 +1402,13 @@ func (x *Ack) GetStalled() bool {
 		return x.Stalled
 	}
 	return false
+}
+
+func (x *Ack) GetReceivedSeq() uint64 {
+	if x != nil {
+		return x.ReceivedSeq
+	}
+	return 0
 }
 
 type Reject struct {
@@ -1519,14 +1540,15 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"PrimaryMsg\x120\n" +
 	"\x05hello\x18\x01 \x01(\v2\x18.pbfs.replicate.v1.HelloH\x00R\x05hello\x120\n" +
 	"\x05batch\x18\x02 \x01(\v2\x18.pbfs.replicate.v1.BatchH\x00R\x05batchB\x05\n" +
-	"\x03msg\"\xa4\x01\n" +
+	"\x03msg\"\xc7\x01\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x19\n" +
 	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12\x19\n" +
 	"\back_need\x18\x04 \x01(\rR\aackNeed\x12\x18\n" +
 	"\abackups\x18\x05 \x01(\rR\abackups\x12\x18\n" +
-	"\adegrade\x18\x06 \x01(\bR\adegrade\"3\n" +
+	"\adegrade\x18\x06 \x01(\bR\adegrade\x12!\n" +
+	"\fack_received\x18\a \x01(\bR\vackReceived\"3\n" +
 	"\x05Batch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n" +
 	"\aencoded\x18\x02 \x01(\fR\aencoded\"\xab\x01\n" +
@@ -1546,13 +1568,14 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\astalled\x18\x06 \x01(\bR\astalled\x12\x19\n" +
 	"\back_need\x18\a \x01(\rR\aackNeed\x12\x18\n" +
 	"\abackups\x18\b \x01(\rR\abackups\x12\x18\n" +
-	"\adegrade\x18\t \x01(\bR\adegrade\"a\n" +
+	"\adegrade\x18\t \x01(\bR\adegrade\"\x84\x01\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vdurable_seq\x18\x01 \x01(\x04R\n" +
 	"durableSeq\x12\x1f\n" +
 	"\vapplied_seq\x18\x02 \x01(\x04R\n" +
 	"appliedSeq\x12\x18\n" +
-	"\astalled\x18\x03 \x01(\bR\astalled\"\xd3\x01\n" +
+	"\astalled\x18\x03 \x01(\bR\astalled\x12!\n" +
+	"\freceived_seq\x18\x04 \x01(\x04R\vreceivedSeq\"\xd3\x01\n" +
 	"\x06Reject\x122\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1e.pbfs.replicate.v1.Reject.CodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x14\n" +
