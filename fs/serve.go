@@ -158,10 +158,12 @@ func (s *Server) Abort() error {
 	const ctl = "/sys/fs/fuse/connections"
 	if _, err := os.Stat(ctl + "/" + s.connID); errors.Is(err, os.ErrNotExist) {
 		// The control file system is not mounted (systemd mounts it; a
-		// container or a bare machine may not): mount it where it goes.
+		// container or a bare machine may not): mount it where it goes,
+		// for as long as the abort takes, and leave the machine as found.
 		if err := unix.Mount("fusectl", ctl, "fusectl", 0, ""); err != nil {
 			return fmt.Errorf("abort connection %s: mount fusectl at %s: %w", s.connID, ctl, err)
 		}
+		defer unix.Unmount(ctl, unix.MNT_DETACH)
 	}
 	if err := os.WriteFile(ctl+"/"+s.connID+"/abort", []byte("1"), 0); err != nil {
 		return fmt.Errorf("abort connection %s: %w", s.connID, err)
