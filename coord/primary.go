@@ -107,7 +107,7 @@ func (n *Node) publishPrimary(ctx context.Context, m *mount.Mount) {
 	t := time.NewTicker(publishEvery)
 	defer t.Stop()
 	for i := 0; ; i++ {
-		st := m.Status()
+		st := m.Summary()
 		n.publish(ctx, Member{Role: "primary", Volume: st.VolumeID, Epoch: st.Epoch, Durable: st.LastSeq, Applied: st.LastSeq})
 		if i%5 == 0 {
 			for _, addr := range n.otherBackups(ctx) {

@@ -325,18 +325,31 @@ func (m *Mount) keepAcked(ctx context.Context) {
 	}
 }
 
-// Status reports the mount's state.
-func (m *Mount) Status() control.Status {
+// Summary reports the mount's state from what it holds in memory, for
+// periodic callers (the coordinator, plugins).
+func (m *Mount) Summary() control.Status {
 	pending, nodes := m.fs.Stats()
 	st := control.Status{Role: "primary", Volume: m.cfg.Mountpoint, VolumeID: m.volumeID, Capture: !m.cfg.NoCapture, LastSeq: m.store.Last().Seq,
 		Epoch: m.store.Epoch(), PendingBytes: pending, Nodes: nodes, UncleanStart: m.unclean,
-		JournalBytes: m.store.DiskBytes(), JournalFree: m.store.FreeBytes(), JournalReserve: m.store.ReserveBytes()}
-	st.BarrierP50, st.BarrierP95, st.BarrierP99 = m.latency.percentiles()
+		JournalFree: m.store.FreeBytes(), JournalReserve: m.store.ReserveBytes()}
 	if m.primary != nil {
 		st.Backups = m.primary.Status()
 	}
 	if m.plugins != nil {
 		st.Plugins = m.plugins.Status()
+	}
+	return st
+}
+
+// Status is Summary with what costs reading the disk: the journal's size,
+// each lagging backup's lag in bytes and age, barrier percentiles. The
+// control socket answers with it (pbfs status).
+func (m *Mount) Status() control.Status {
+	st := m.Summary()
+	st.JournalBytes = m.store.DiskBytes()
+	st.BarrierP50, st.BarrierP95, st.BarrierP99 = m.latency.percentiles()
+	if m.primary != nil {
+		m.primary.AddLag(st.Backups)
 	}
 	return st
 }

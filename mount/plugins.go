@@ -37,7 +37,7 @@ type pluginHost struct{ m *Mount }
 func (h pluginHost) Barrier(ctx context.Context) (uint64, error) { return h.m.Barrier(ctx) }
 
 func (h pluginHost) Status(context.Context) (sdk.Status, error) {
-	st := h.m.Status()
+	st := h.m.Summary()
 	out := sdk.Status{Volume: st.Volume, VolumeID: st.VolumeID, Epoch: st.Epoch, LastSeq: st.LastSeq, Capture: st.Capture}
 	for _, b := range st.Backups {
 		out.Backups = append(out.Backups, sdk.Backup{Addr: b.Addr, Up: b.Up, AckedSeq: b.AckedSeq, AppliedSeq: b.AppliedSeq, Stale: b.Stale})

@@ -333,6 +333,14 @@ type BackupStatus struct {
 	DegradedFor time.Duration `json:"degraded_for_ns,omitempty"`
 }
 
+// AddLag fills in each lagging backup's lag in bytes and age, which reads
+// the journal: for an operator's status, not for periodic callers.
+func (p *Primary) AddLag(sts []BackupStatus) {
+	for i := range sts {
+		_, sts[i].LagBytes, sts[i].LagBytesAtLeast, sts[i].LagAge = p.lag(sts[i].AckedSeq)
+	}
+}
+
 // lagScan bounds the batches a status reads to add up a backup's lag.
 const lagScan = 2000
 
@@ -369,7 +377,9 @@ func (p *Primary) Status() []BackupStatus {
 		st := BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(),
 			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load() || s.joining.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load(),
 			State: s.describe(0), Resyncing: s.resyncing.Load(), ResyncPercent: float64(s.resyncPct.Load()) / 10}
-		st.LagBatches, st.LagBytes, st.LagBytesAtLeast, st.LagAge = p.lag(st.AckedSeq)
+		if last := p.store.Last().Seq; last > st.AckedSeq {
+			st.LagBatches = last - st.AckedSeq
+		}
 		if since := s.degradedSince.Load(); since > 0 {
 			st.DegradedFor = time.Since(time.Unix(0, since))
 		}
