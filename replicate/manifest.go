@@ -7,9 +7,7 @@ import (
 	"io"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/pbfs/pbfs/internal/manifest"
@@ -51,15 +49,7 @@ func (b *Backup) Manifest(req *replpb.ManifestRequest, stream replpb.Replication
 // FetchManifest asks the backup at addr for its manifest once it has
 // applied minSeq (paths: only those).
 func FetchManifest(ctx context.Context, addr, token string, tlsFiles TLSFiles, minSeq uint64, paths []string) (map[string]manifest.Entry, error) {
-	creds := insecure.NewCredentials()
-	if tlsFiles.Enabled() {
-		var err error
-		if creds, err = tlsFiles.clientCreds(addr); err != nil {
-			return nil, err
-		}
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(tokenCreds{token: token, secure: tlsFiles.Enabled()}))
+	conn, err := dialBackup(addr, token, tlsFiles)
 	if err != nil {
 		return nil, fmt.Errorf("manifest of %s: %w", addr, err)
 	}

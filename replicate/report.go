@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
@@ -89,15 +86,7 @@ type Peer struct {
 
 // Query asks the backup at addr what it holds.
 func Query(ctx context.Context, addr, token string, tlsFiles TLSFiles) (Peer, error) {
-	creds := insecure.NewCredentials()
-	if tlsFiles.Enabled() {
-		var err error
-		if creds, err = tlsFiles.clientCreds(addr); err != nil {
-			return Peer{}, err
-		}
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(tokenCreds{token: token, secure: tlsFiles.Enabled()}))
+	conn, err := dialBackup(addr, token, tlsFiles)
 	if err != nil {
 		return Peer{}, fmt.Errorf("query %s: %w", addr, err)
 	}

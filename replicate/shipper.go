@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/pbfs/pbfs/journal"
@@ -61,19 +60,10 @@ type Shipper struct {
 }
 
 func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *journal.Store, snaps Snapshotter, m *shipMetrics, notify func(), log *slog.Logger) (*Shipper, error) {
-	creds := insecure.NewCredentials()
-	if tlsFiles.Enabled() {
-		var err error
-		if creds, err = tlsFiles.clientCreds(addr); err != nil {
-			return nil, err
-		}
-	}
-	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(creds),
+	conn, err := dialBackup(addr, token, tlsFiles,
 		// Notice a half-open connection within seconds, not the kernel's
 		// fifteen minutes, so barriers do not hang on a dead backup.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.WithPerRPCCredentials(tokenCreds{token: token, secure: tlsFiles.Enabled()}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(journal.HeaderSize+journal.MaxBodySize+1024)),
 	)
 	if err != nil {

@@ -7,7 +7,9 @@ import (
 	"net"
 	"os"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // TLSFiles names the PEM files for mutual TLS between a primary and its
@@ -82,4 +84,20 @@ func (f TLSFiles) Check() error {
 	}
 	_, _, err := f.load()
 	return err
+}
+
+// dialBackup opens a client connection to the backup at addr with the
+// replication channel's credentials: mutual TLS when configured, and the
+// token on every call.
+func dialBackup(addr, token string, tlsFiles TLSFiles, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if tlsFiles.Enabled() {
+		var err error
+		if creds, err = tlsFiles.clientCreds(addr); err != nil {
+			return nil, err
+		}
+	}
+	opts = append(opts, grpc.WithTransportCredentials(creds),
+		grpc.WithPerRPCCredentials(tokenCreds{token: token, secure: tlsFiles.Enabled()}))
+	return grpc.NewClient(addr, opts...)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -116,7 +118,7 @@ func verify(c *cli.Context) error {
 			if len(s) == 0 {
 				continue
 			}
-			mine := keys(s)
+			mine := slices.Sorted(maps.Keys(s))
 			m, err := replicate.FetchManifest(ctx, v.Backup, token, tls, seq, mine)
 			if err != nil {
 				v.Err = err.Error()
@@ -192,15 +194,6 @@ func entry(m map[string]manifest.Entry, p string) manifest.Entry {
 	return manifest.Entry{Path: p, Missing: true}
 }
 
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // report prints the verdicts and fails if a backup differs or could not
 // be compared.
 func report(c *cli.Context, out []verdict) error {
@@ -222,7 +215,7 @@ func report(c *cli.Context, out []verdict) error {
 				fmt.Fprintf(w, "%s: identical (%d paths)\n", v.Backup, v.Compared)
 			default:
 				fmt.Fprintf(w, "%s: %d of %d paths differ\n", v.Backup, len(v.Differ), v.Compared)
-				for _, p := range keys(asSet(v.Differ)) {
+				for _, p := range slices.Sorted(maps.Keys(v.Differ)) {
 					fmt.Fprintf(w, "  %s: %s\n", p, v.Differ[p])
 				}
 			}
@@ -235,12 +228,4 @@ func report(c *cli.Context, out []verdict) error {
 		return cli.Exit(fmt.Sprintf("verify: %d of %d backups differ from the primary or could not be compared", bad, len(out)), 1)
 	}
 	return nil
-}
-
-func asSet(m map[string]string) map[string]bool {
-	out := map[string]bool{}
-	for k := range m {
-		out[k] = true
-	}
-	return out
 }
