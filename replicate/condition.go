@@ -1,10 +1,14 @@
 package replicate
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // What an operator needs to know of one backup, in words: why it is not
@@ -15,8 +19,9 @@ import (
 
 // downState is why a backup's stream is down, and since when.
 type downState struct {
-	err   string
-	since time.Time
+	err     string
+	refused bool // the backup answered and said no (a Reject, a wrong token)
+	since   time.Time
 }
 
 // shipperState is the part of a Shipper's state only describe reads.
@@ -39,7 +44,8 @@ func (st *shipperState) streamDown(err error) {
 	if d := st.down.Load(); d != nil {
 		since = d.since
 	}
-	st.down.Store(&downState{err: msg, since: since})
+	refused := errors.Is(err, ErrRefused) || status.Code(err) == codes.Unauthenticated || status.Code(err) == codes.PermissionDenied
+	st.down.Store(&downState{err: msg, refused: refused, since: since})
 }
 
 // setStale records whether the backup's history differs, and since when.
@@ -65,7 +71,7 @@ func (s *Shipper) describe(seq uint64) string {
 	case !s.up.Load():
 		if d := s.down.Load(); d != nil {
 			what := "unreachable"
-			if strings.Contains(d.err, "refused:") || strings.Contains(d.err, "token") || strings.Contains(d.err, "epoch") {
+			if d.refused {
 				what = "refused"
 			}
 			parts = append(parts, fmt.Sprintf("%s since %s (%s)", what, d.since.Format("15:04:05"), d.err))

@@ -283,8 +283,11 @@ func (s *Shipper) holds(seq uint64, memory bool) bool {
 // counts reports whether the backup's acks count toward the ack set.
 func (s *Shipper) counts() bool { return !s.degraded.Load() && !s.stalled.Load() }
 
+// ErrRefused: the backup answered, and refused this primary's stream.
+var ErrRefused = errors.New("backup refused")
+
 func (s *Shipper) rejected(rej *replpb.Reject) error {
-	err := fmt.Errorf("backup refused: %s: %s", rej.Code, rej.Reason)
+	err := fmt.Errorf("%w: %s: %s", ErrRefused, rej.Code, rej.Reason)
 	switch rej.Code {
 	case replpb.Reject_STALE_EPOCH:
 		s.deposed.Store(true)

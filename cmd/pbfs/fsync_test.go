@@ -174,3 +174,19 @@ func TestFailedBarrierSaysWhy(t *testing.T) {
 		t.Fatalf("barrier with a backup down: exit %d:\n%s", code, out)
 	}
 }
+
+// A backup that answers but refuses (here: a wrong token) is named as
+// refused, not as unreachable.
+func TestRefusedBackupNamedRefused(t *testing.T) {
+	c := fstest.NewCluster(t, 1, nil)
+	b := c.Backups[0]
+	b.Cmd.Process.Signal(syscall.SIGINT)
+	b.Cmd.Wait()
+	b.Args = []string{"--token", "another-secret"}
+	c.StartBackup(b)
+	must(t, os.WriteFile(filepath.Join(c.Vol, "f"), []byte("x"), 0o644))
+	out, code := run(t, "barrier", "--journal", c.Jdir, "--timeout", "3s")
+	if code != 1 || !strings.Contains(out, b.Addr+": refused since") || !strings.Contains(out, "wrong token") {
+		t.Fatalf("barrier with a backup that refuses the token: exit %d:\n%s", code, out)
+	}
+}
