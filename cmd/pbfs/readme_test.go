@@ -45,3 +45,32 @@ func TestReadmeQuickstart(t *testing.T) {
 		t.Fatalf("%s: %v\n%s", command, err, out)
 	}
 }
+
+// The README's plugin check line parses as written (flags before the
+// plugin's path: urfave stops at the first argument), with the plugin
+// built here and an option file of the test's standing in for the
+// machine's.
+func TestReadmePluginCheck(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, "pbfs plugin check --volume") {
+			line, _, _ = strings.Cut(l, "#")
+		}
+	}
+	if line == "" {
+		t.Fatal("the README has no pbfs plugin check line for mysql-hint")
+	}
+	cnf := filepath.Join(t.TempDir(), "my.cnf")
+	must(t, os.WriteFile(cnf, []byte("[mysqld]\ninnodb_flush_log_at_trx_commit=1\n"), 0o644))
+	line = strings.ReplaceAll(line, "/etc/mysql/my.cnf", cnf)
+	line = strings.ReplaceAll(line, "bin/mysql-hint", fstest.Build(t, "github.com/pbfs/pbfs/plugins/mysql-hint"))
+	args := strings.Fields(line)[1:]
+	out, code := run(t, args...)
+	if code != 0 || !strings.Contains(out, "innodb_flush_log_at_trx_commit") {
+		t.Fatalf("%s: exit %d:\n%s", line, code, out)
+	}
+}

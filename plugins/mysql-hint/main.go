@@ -7,8 +7,8 @@
 //
 //	pbfs mount --plugin mysql=bin/mysql-hint \
 //	    --plugin-config mysql:defaults-file=/etc/mysql/my.cnf,fsync=replicated ...
-//	pbfs plugin check bin/mysql-hint --volume /var/lib/mysql \
-//	    --config defaults-file=/etc/mysql/my.cnf,fsync=replicated
+//	pbfs plugin check --volume /var/lib/mysql \
+//	    --config defaults-file=/etc/mysql/my.cnf,fsync=replicated bin/mysql-hint
 //
 // docs/PLUGINS.md lists its configuration and explains each rule and
 // finding.
