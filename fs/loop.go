@@ -184,6 +184,9 @@ func (s *Server) reader() {
 		if serveHook != nil {
 			serveHook(req)
 		}
+		if truncateDelay > 0 && sl.v.Load()&1 != 0 {
+			time.Sleep(truncateDelay) // failpoint: a truncate in flight
+		}
 		s.serve(req)
 		s.answered(sl)
 		t.Stop()

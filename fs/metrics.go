@@ -110,6 +110,8 @@ func reqKind(req fuse.Request) int {
 type metrics struct {
 	requests      [nReqKinds]prometheus.Counter
 	flushFailures prometheus.Counter
+	flushRepeated prometheus.Counter
+	flushCapped   prometheus.Counter
 	fsyncBarrier  prometheus.Histogram
 	fsyncFailures prometheus.Counter
 }
@@ -121,12 +123,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{flushFailures: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pbfs_fs_flush_failures_total", Help: "Barriers that could not have the kernel write back the mount's dirty pages first.",
 	})}
+	m.flushRepeated = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pbfs_fs_flush_rounds_repeated_total", Help: "Flush rounds that had to be followed by another because a truncate was in flight.",
+	})
+	m.flushCapped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pbfs_fs_flush_rounds_capped_total", Help: "Flushes that stopped at the round limit with a truncate still in flight (docs/ARCHITECTURE.md).",
+	})
 	m.fsyncBarrier, m.fsyncFailures = fsyncMetrics()
 	for k, name := range reqNames {
 		m.requests[k] = vec.WithLabelValues(name)
 	}
 	if reg != nil {
-		reg.MustRegister(vec, m.flushFailures, m.fsyncBarrier, m.fsyncFailures)
+		reg.MustRegister(vec, m.flushFailures, m.flushRepeated, m.flushCapped, m.fsyncBarrier, m.fsyncFailures)
 	}
 	return m
 }

@@ -45,3 +45,62 @@ func TestBarrierCoversSharedMappings(t *testing.T) {
 		}
 	})
 }
+
+// TestBarrierUnderSteadyTruncates takes barriers while other callers
+// truncate files in a loop, with a store through a shared mapping before
+// each barrier. Every barrier must succeed and cover its store: a flush
+// round that sees a truncate in flight is followed by another, and a
+// steady stream of truncates once failed barriers after four rounds.
+func TestBarrierUnderSteadyTruncates(t *testing.T) {
+	t.Setenv("PBFS_FAILPOINT_TRUNCATE_DELAY", "2ms") // a truncate is nearly always in flight
+	e := fstest.Setup(t, mount.Config{}, func(vol string) {
+		os.WriteFile(filepath.Join(vol, "mapped"), bytes.Repeat([]byte{'.'}, 64<<10), 0o644)
+	})
+	fd, err := unix.Open(filepath.Join(e.Vol, "mapped"), unix.O_RDWR, 0)
+	must(t, err)
+	defer unix.Close(fd)
+	data, err := unix.Mmap(fd, 0, 64<<10, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	must(t, err)
+	defer unix.Munmap(data)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	t.Cleanup(func() { // before the unmount, also when the test fails
+		close(stop)
+		for w := 0; w < 3; w++ {
+			<-done
+		}
+	})
+	for w := 0; w < 3; w++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			f, err := os.Create(filepath.Join(e.Vol, fmt.Sprintf("trunc%d", w)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer f.Close()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				f.Truncate(int64(i%7) * 4096)
+			}
+		}()
+	}
+	for round := 0; round < 100; round++ {
+		want := fmt.Sprintf("round %03d stored through the mapping", round)
+		copy(data[(round%16)*4096:], want)
+		e.Barrier()
+		if round%20 != 19 {
+			continue
+		}
+		e.ReplayInto(e.Start)
+		got, err := os.ReadFile(filepath.Join(e.Start, "mapped"))
+		must(t, err)
+		if off := (round % 16) * 4096; !bytes.HasPrefix(got[off:], []byte(want)) {
+			t.Fatalf("round %d: the barrier returned without the store through the mapping", round)
+		}
+	}
+}
