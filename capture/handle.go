@@ -16,7 +16,7 @@ type Handle struct {
 	node     *Node
 	fd       int
 	append   bool
-	writable bool // opened for writing (and so perhaps mapped writable)
+	mappable bool // opened for reading and writing: only such a file can be mapped shared and writable
 	cleared  atomic.Bool
 
 	// Cache is for the FUSE binding's own use (it keeps the serialized
@@ -31,8 +31,10 @@ func (h *Handle) ID() uint64 { return h.id }
 // setuid or setgid: the kernel's cached attributes of the file are stale.
 func (h *Handle) Cleared() bool { return h.cleared.Load() && h.cleared.Swap(false) }
 
-// Writable reports whether the handle was opened for writing.
-func (h *Handle) Writable() bool { return h.writable }
+// Mappable reports whether the handle is a file opened for reading and
+// writing: mmap(2) refuses a shared writable mapping of anything else
+// (EACCES), so no other handle can leave dirty pages in the kernel.
+func (h *Handle) Mappable() bool { return h.mappable }
 
 // Node returns the node the handle is open on.
 func (h *Handle) Node() *Node { return h.node }
@@ -68,7 +70,7 @@ func backingFlags(flags int) int {
 
 func (f *FS) newHandle(n *Node, fd int, flags int) *Handle {
 	h := &Handle{id: f.nextH.Add(1), node: n, fd: fd, append: flags&unix.O_APPEND != 0,
-		writable: flags&unix.O_ACCMODE != unix.O_RDONLY && n.typ != sIFDIR}
+		mappable: flags&unix.O_ACCMODE == unix.O_RDWR && n.typ != sIFDIR}
 	f.handles.Store(h.id, h)
 	f.table.addHandle(h)
 	return h

@@ -226,3 +226,30 @@ func TestCapabilitiesOfNewFiles(t *testing.T) {
 	}
 	e.CheckReplay()
 }
+
+// TestFlushRoundOnlyForMappableFiles: a barrier makes a flush round (an
+// OPENDIR and a RELEASEDIR of the root, by the flush helper) only while a
+// file is open for reading and writing, the only kind mmap(2) maps shared
+// and writable. A writer through O_WRONLY pays no round.
+func TestFlushRoundOnlyForMappableFiles(t *testing.T) {
+	e := fstest.Setup(t, mount.Config{}, nil)
+	rounds := func(mode int) float64 {
+		fd, err := unix.Open(filepath.Join(e.Vol, "f"), unix.O_CREAT|mode|unix.O_CLOEXEC, 0o644)
+		must(t, err)
+		defer unix.Close(fd)
+		before := requests(e, "open") // OPENDIR counts as open
+		for i := 0; i < 20; i++ {
+			if _, err := unix.Pwrite(fd, []byte("x"), int64(i)); err != nil {
+				t.Fatal(err)
+			}
+			e.Barrier()
+		}
+		return requests(e, "open") - before
+	}
+	if got := rounds(unix.O_WRONLY); got != 0 {
+		t.Errorf("20 barriers with a file open O_WRONLY made %v flush rounds, want 0", got)
+	}
+	if got := rounds(unix.O_RDWR); got < 20 {
+		t.Errorf("20 barriers with a file open O_RDWR made %v flush rounds, want 20", got)
+	}
+}
