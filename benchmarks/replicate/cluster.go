@@ -45,7 +45,7 @@ type cluster struct {
 // of the primary's empty volume), a delay proxy in front of each when
 // delay > 0, and the primary with --ack all. The caller stops it, also
 // when startCluster fails.
-func startCluster(ctx context.Context, bin, runDir, token string, n int, delay time.Duration) (*cluster, error) {
+func startCluster(ctx context.Context, cfg config, bin, runDir, token string, n int, delay time.Duration) (*cluster, error) {
 	c := &cluster{name: fmt.Sprintf("b%d-d%dus", n, delay.Microseconds()), delay: delay}
 	c.dir = filepath.Join(runDir, c.name)
 	c.vol, c.jdir = filepath.Join(c.dir, "vol"), filepath.Join(c.dir, "jp")
@@ -64,8 +64,9 @@ func startCluster(ctx context.Context, bin, runDir, token string, n int, delay t
 			return c, err
 		}
 		c.bvols = append(c.bvols, bvol)
+		argv := append([]string{bin, "backup", "--listen", addr, "--journal", filepath.Join(c.dir, fmt.Sprintf("jb%d", i))}, cfg.backupArgs...)
 		p, err := startProc(fmt.Sprintf("%s/backup%d", c.name, i), filepath.Join(c.dir, fmt.Sprintf("backup%d.log", i)), env,
-			bin, "backup", "--listen", addr, "--journal", filepath.Join(c.dir, fmt.Sprintf("jb%d", i)), bvol)
+			append(argv, bvol)...)
 		if err != nil {
 			return c, err
 		}
@@ -88,7 +89,8 @@ func startCluster(ctx context.Context, bin, runDir, token string, n int, delay t
 	for _, t := range targets {
 		argv = append(argv, "--backup", t)
 	}
-	argv = append(argv, "--ack", "all", c.vol)
+	argv = append(argv, "--ack", "all")
+	argv = append(append(argv, cfg.mountArgs...), c.vol)
 	p, err := startProc(c.name+"/primary", filepath.Join(c.dir, "primary.log"), env, argv...)
 	if err != nil {
 		return c, err
@@ -119,7 +121,11 @@ func startCluster(ctx context.Context, bin, runDir, token string, n int, delay t
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	c.file, err = os.OpenFile(filepath.Join(c.vol, "data"), os.O_RDWR|os.O_CREATE, 0o644)
+	mode := os.O_RDWR
+	if cfg.wronly {
+		mode = os.O_WRONLY
+	}
+	c.file, err = os.OpenFile(filepath.Join(c.vol, "data"), mode|os.O_CREATE, 0o644)
 	if err != nil {
 		return c, err
 	}
@@ -212,6 +218,16 @@ func (c *cluster) stop() error {
 		px.Close()
 	}
 	return errors.Join(errs...)
+}
+
+// cpu is the CPU the primary (with its flush helper) and all backups
+// have used so far.
+func (c *cluster) cpu() (primary, backups benchproc.CPU) {
+	primary = c.primary.CPU()
+	for _, b := range c.backups {
+		backups = backups.Plus(b.CPU())
+	}
+	return primary, backups
 }
 
 func (c *cluster) procs() []*proc {

@@ -57,6 +57,9 @@ type config struct {
 	keep       bool
 	resultsDir string
 	samplesDir string
+	mountArgs  []string // extra flags for the primary's pbfs mount
+	backupArgs []string // and for each pbfs backup
+	wronly     bool     // open the data file O_WRONLY (no flush round) rather than O_RDWR
 }
 
 func main() {
@@ -75,7 +78,12 @@ func main() {
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the run's directory (logs, journals, volumes); a failed run always keeps it")
 	flag.StringVar(&cfg.resultsDir, "results-dir", "benchmarks/results", "where the report is written as replicate-<UTC date>.md (empty: stdout only)")
 	flag.StringVar(&cfg.samplesDir, "samples", "", "also write every barrier's start (s since the point began) and latency (ms) to DIR/<round>-<cluster>-<size>.csv")
+	var mountArgs, backupArgs string
+	flag.StringVar(&mountArgs, "mount-args", "", "extra flags for the primary's `pbfs mount`, space-separated (for example --ack-level=memory)")
+	flag.StringVar(&backupArgs, "backup-args", "", "extra flags for each `pbfs backup`, space-separated")
+	flag.BoolVar(&cfg.wronly, "wronly", false, "open the data file O_WRONLY, as a log writer does: barriers then make no flush round (a file open O_RDWR could be mapped writable)")
 	flag.Parse()
+	cfg.mountArgs, cfg.backupArgs = strings.Fields(mountArgs), strings.Fields(backupArgs)
 	var err error
 	if cfg.backups, err = parseList(backups, strconv.Atoi); err == nil {
 		if cfg.sizes, err = parseList(sizes, parseSize); err == nil {
@@ -228,7 +236,7 @@ func run(cfg config) (err error) {
 func runRound(ctx context.Context, cfg config, rep *report, round int, bin, runDir, tok string, data []byte, live *[]*cluster) error {
 	for _, d := range cfg.delays {
 		for _, n := range cfg.backups {
-			c, err := startCluster(ctx, bin, filepath.Join(runDir, fmt.Sprint("r", round)), tok, n, d)
+			c, err := startCluster(ctx, cfg, bin, filepath.Join(runDir, fmt.Sprint("r", round)), tok, n, d)
 			*live = append(*live, c)
 			if err != nil {
 				return err
@@ -304,6 +312,8 @@ type result struct {
 	elapsed   time.Duration   // the whole measured loop: writes and barriers
 	writeTime time.Duration   // time spent in pwrite
 	m         metrics         // metric deltas over the point
+	cpuP      benchproc.CPU   // the primary's CPU (its flush helper included) over the point
+	cpuB      benchproc.CPU   // all backups' CPU over the point
 	tcpUp     int64           // bytes through the proxies, primary to backups, summed
 	tcpDown   int64           // backups to primary, summed
 }
@@ -352,6 +362,7 @@ func runPoint(ctx context.Context, c *cluster, cfg config, size int, data []byte
 		return nil, err
 	}
 	up0, down0 := proxyBytes(c)
+	cpuP0, cpuB0 := c.cpu()
 	start := time.Now()
 	for time.Since(start) < cfg.duration && (cfg.maxN == 0 || len(r.lat) < cfg.maxN) {
 		if ctx.Err() != nil {
@@ -373,6 +384,8 @@ func runPoint(ctx context.Context, c *cluster, cfg config, size int, data []byte
 		last = seq
 	}
 	r.elapsed = time.Since(start)
+	cpuP1, cpuB1 := c.cpu()
+	r.cpuP, r.cpuB = cpuP1.Minus(cpuP0), cpuB1.Minus(cpuB0)
 	r.order = slices.Clone(r.lat)
 	m1, err := scrape(ctx, c)
 	if err != nil {
@@ -598,6 +611,7 @@ func (rep *report) points() []*point {
 					p.elapsed += r.elapsed
 					p.writeTime += r.writeTime
 					p.m = p.m.plus(r.m)
+					p.cpuP, p.cpuB = p.cpuP.Plus(r.cpuP), p.cpuB.Plus(r.cpuB)
 					p.tcpUp += r.tcpUp
 					p.tcpDown += r.tcpDown
 					p.p50s = append(p.p50s, r.pct(0.5))
@@ -634,6 +648,14 @@ func delayName(d time.Duration) string {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/1e6) }
 
+// cpuStr is CPU per unit in ms, with the kernel's share.
+func cpuStr(c benchproc.CPU, n time.Duration) string {
+	if n == 0 || c.Total() == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%s (%.0f %% sys)", ms(c.Total()/n), 100*float64(c.Sys)/float64(c.Total()))
+}
+
 func bytesStr(v float64) string {
 	switch {
 	case v >= 10<<20:
@@ -654,7 +676,11 @@ func (rep *report) markdown() string {
 	if cfg.maxN > 0 {
 		fmt.Fprintf(&b, " or %d barriers, whichever comes first", cfg.maxN)
 	}
-	fmt.Fprintf(&b, "; one writer, write then barrier, in a closed loop; --ack all; data: %s\n", cfg.data)
+	mode := "O_RDWR"
+	if cfg.wronly {
+		mode = "O_WRONLY"
+	}
+	fmt.Fprintf(&b, "; one writer (file open %s), write then barrier, in a closed loop; --ack all; data: %s\n", mode, cfg.data)
 	fmt.Fprintf(&b, "- load average at start %s, at end %s; fuse.pbfs mounts of others at start: %d; run took %s\n",
 		rep.loadStart, rep.loadEnd, rep.otherMounts, rep.end.Sub(rep.start).Round(time.Second))
 	for _, c := range rep.calib {
@@ -686,6 +712,24 @@ func (rep *report) markdown() string {
 			ms(r.pct(0.5)), ms(r.pct(0.99)), ms(r.lat[len(r.lat)-1]), ms(r.p50s[0]), ms(r.p50s[len(r.p50s)-1]),
 			ms(sum/time.Duration(len(r.lat))),
 			r.m.mean("pbfs_journal_commit_seconds"), r.m.mean("pbfs_replicate_barrier_seconds"), pw)
+	}
+	fmt.Fprintf(&b, "\n## CPU per barrier\n\n")
+	b.WriteString("CPU time (user + system, from /proc) over the measured loop divided by its barriers: the primary's\n")
+	b.WriteString("process group (the mount and its flush helper) and each backup's, as a mean over the backups; the share\n")
+	b.WriteString("spent in the kernel in brackets. /proc counts in 10 ms ticks, so short points are coarse.\n\n")
+	b.WriteString("| workload | added delay each way | backups | barriers | primary CPU ms/barrier | backup CPU ms/barrier, each | all pbfs CPU ms/barrier |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range pts {
+		if len(r.lat) == 0 {
+			continue
+		}
+		n := time.Duration(len(r.lat))
+		bk := "–"
+		if r.backups > 0 {
+			bk = cpuStr(r.cpuB, n*time.Duration(r.backups))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s |\n", workload(r.size), delayName(r.delay), r.backups, len(r.lat),
+			cpuStr(r.cpuP, n), bk, ms(r.cpuP.Plus(r.cpuB).Total()/n))
 	}
 	fmt.Fprintf(&b, "\n## Bytes per batch\n\n")
 	b.WriteString("written: `pbfs_capture_write_bytes_total`; stored: `pbfs_journal_bytes_total{stage=\"stored\"}` (encoded, compressed);\n")

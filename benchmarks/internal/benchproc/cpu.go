@@ -1,0 +1,66 @@
+package benchproc
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times (100 on Linux).
+const clockTicks = 100
+
+// CPU is CPU time, split by where it was spent.
+type CPU struct{ User, Sys time.Duration }
+
+// Total is user plus system time.
+func (c CPU) Total() time.Duration { return c.User + c.Sys }
+
+// Minus is the CPU spent between o and c.
+func (c CPU) Minus(o CPU) CPU { return CPU{c.User - o.User, c.Sys - o.Sys} }
+
+// Plus adds two CPU times.
+func (c CPU) Plus(o CPU) CPU { return CPU{c.User + o.User, c.Sys + o.Sys} }
+
+// GroupCPU is the CPU time used so far by every live process of the
+// process group pgid: a Proc's own group holds it and the helpers it
+// started (the mount's flush helper), all threads included.
+func GroupCPU(pgid int) CPU {
+	var c CPU
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return c
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name may hold spaces; fields count from after its ')'.
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 13 {
+			continue
+		}
+		if g, _ := strconv.Atoi(f[2]); g != pgid && pid != pgid {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		k, _ := strconv.ParseInt(f[12], 10, 64)
+		c.User += time.Duration(u) * time.Second / clockTicks
+		c.Sys += time.Duration(k) * time.Second / clockTicks
+	}
+	return c
+}
+
+// CPU is the CPU time the process and its group used so far.
+func (p *Proc) CPU() CPU {
+	if p == nil || p.Cmd.Process == nil {
+		return CPU{}
+	}
+	return GroupCPU(p.Cmd.Process.Pid)
+}

@@ -1,0 +1,27 @@
+package benchproc
+
+import (
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestGroupCPU burns CPU only in a grandchild of the process started
+// (which then stays alive) and finds it in the group's time.
+func TestGroupCPU(t *testing.T) {
+	p, err := Start("burn", filepath.Join(t.TempDir(), "log"), nil,
+		"sh", "-c", `sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; sleep 10' & sleep 10`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL) // the whole group
+
+	var c CPU
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if c = p.CPU(); c.Total() >= 200*time.Millisecond {
+			return
+		}
+	}
+	t.Fatalf("group CPU %v: want at least 200ms from the busy grandchild", c)
+}
