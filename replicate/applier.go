@@ -10,9 +10,9 @@ import (
 )
 
 // applyLoop applies durable batches in order until Close. Progress is
-// kept in two journal keys: "applying" is written before a batch touches
-// the volume, "applied" after the batch and a syncfs of the volume, so a
-// restart knows whether it was killed in the middle of one.
+// kept in two numbers (progress.go): "applying" is written before a batch
+// touches the volume, "applied" after the batch and a syncfs of the
+// volume, so a restart knows whether it was killed in the middle of one.
 func (b *Backup) applyLoop() {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -72,7 +72,7 @@ func (b *Backup) applyOne(seq uint64, run func(*journal.Batch) error) error {
 	// The previous batch's "applied" may have said "applying" for this
 	// one already, in the same write (below).
 	if b.applyingNext.Load() != seq {
-		if err := b.store.SetMetaUint("applying", seq); err != nil {
+		if err := b.prog.save(b.applied.Load(), seq); err != nil {
 			return err
 		}
 	}
@@ -88,11 +88,11 @@ func (b *Backup) applyOne(seq uint64, run func(*journal.Batch) error) error {
 	// Recovery reads an "applying" whose batch never reached its first op
 	// as such (the apply mark names an earlier batch).
 	if next := seq + 1; next <= b.complete.Load() && !b.stalled.Load() {
-		if err := b.store.SetMetaUints(map[string]uint64{"applied": seq, "applying": next}); err != nil {
+		if err := b.prog.save(seq, next); err != nil {
 			return err
 		}
 		b.applyingNext.Store(next)
-	} else if err := b.store.SetMetaUint("applied", seq); err != nil {
+	} else if err := b.prog.save(seq, 0); err != nil {
 		return err
 	}
 	b.setApplied(seq)

@@ -67,7 +67,8 @@ type Backup struct {
 	store   *journal.Store
 	applier *apply.Applier
 	mark    *applyMark
-	lock    *os.File // the volume, flocked for the life of the backup
+	prog    *progress // applied and applying, durable (progress.go)
+	lock    *os.File  // the volume, flocked for the life of the backup
 	m       *backupMetrics
 
 	mu       sync.Mutex
@@ -154,10 +155,18 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		return nil, err
 	}
 	ap.SetMarker(mark.write)
+	prog, err := openProgress(cfg.Journal)
+	if err != nil {
+		mark.close()
+		lock.Close()
+		ap.Close()
+		st.Close()
+		return nil, err
+	}
 	if cfg.Registry != nil {
 		cfg.Registry.MustRegister(st.SpaceCollectors()...)
 	}
-	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, mark: mark, lock: lock, m: newBackupMetrics(cfg.Registry),
+	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, mark: mark, prog: prog, lock: lock, m: newBackupMetrics(cfg.Registry),
 		kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{})}
 	vid, err := st.Meta("volume")
 	if err != nil {
@@ -168,7 +177,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	if p, err := st.Meta(policyKey); err == nil {
 		b.policy = decodePolicy(p)
 	}
-	applied, err := st.MetaUint("applied")
+	applied, applying, err := prog.loadOrMigrate(st)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -182,7 +191,8 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		// marker, which the next mount on it acts on).
 		b.log.Info("this journal served a primary before the coordinator's first term; its volume holds all of it", "seq", st.Last().Seq)
 		b.applied.Store(st.Last().Seq)
-		if err := st.SetMetaUint("applied", st.Last().Seq); err != nil {
+		applying = 0
+		if err := prog.save(st.Last().Seq, 0); err != nil {
 			b.Close()
 			return nil, err
 		}
@@ -205,7 +215,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	if stalled, _ := st.MetaUint("stalled"); stalled > 0 {
 		b.stalled.Store(true)
 		b.log.Error("this backup stalled applying a batch in an earlier run; its volume needs a resync", "seq", stalled)
-	} else if applying, _ := st.MetaUint("applying"); applying > applied {
+	} else if applying > b.applied.Load() {
 		b.recoverTorn(applying)
 	}
 	b.loops.Add(1)
@@ -349,6 +359,7 @@ func (b *Backup) Close() error {
 	defer b.mu.Unlock()
 	b.applier.Close()
 	b.mark.close()
+	b.prog.close()
 	b.lock.Close()
 	return b.store.Close()
 }

@@ -187,10 +187,13 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 		}
 	}
 	b.applyingNext.Store(0)
-	for name, v := range map[string]uint64{"applied": start.Seq, "applying": 0, "stalled": 0} {
-		if err := b.store.SetMetaUint(name, v); err != nil {
-			return err
-		}
+	// The progress first, "stalled" cleared last: a crash in between
+	// leaves the backup stalled, waiting for another resync.
+	if err := b.prog.save(start.Seq, 0); err != nil {
+		return err
+	}
+	if err := b.store.SetMetaUint("stalled", 0); err != nil {
+		return err
 	}
 	if err := b.store.SetMeta("volume", []byte(start.VolumeId)); err != nil {
 		return err
