@@ -187,3 +187,45 @@ func emfileChild(t *testing.T) {
 	}
 	io.Copy(io.Discard, in) // until the parent is done
 }
+
+// TestShedSlowClientGets503: past max-conns a client is turned away with a
+// 503, also one that sends its request a while after connecting, as a
+// client on a busy machine does. The proxy once waited 50 ms for the
+// request and then answered and reset the connection: the client got EOF,
+// an error it cannot tell from a crash, instead of a 503.
+func TestShedSlowClientGets503(t *testing.T) {
+	r := start(t, "max-conns=1", nil)
+	hold, err := net.Dial("tcp", r.addr) // takes the only slot
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	if _, err := fmt.Fprintf(hold, "GET /kv/none HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(hold)
+	if resp, err := http.ReadResponse(br, nil); err != nil {
+		t.Fatal(err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	for _, delay := range []time.Duration{0, 150 * time.Millisecond, 400 * time.Millisecond} {
+		c, err := net.Dial("tcp", r.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay)
+		fmt.Fprintf(c, "POST /kv/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nv")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err != nil {
+			t.Fatalf("a client that sent its request %v after connecting got %v, want a 503", delay, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("a client past max-conns got %d, want 503", resp.StatusCode)
+		}
+	}
+}

@@ -85,18 +85,22 @@ func (l *listener) turnAway(c net.Conn, reason string) {
 	l.shedding <- struct{}{}
 	go func() {
 		defer func() { <-l.shedding }()
-		answer503(c)
+		answer503(c, shedWait)
 	}()
 }
 
 // answer503 reads the client's request, answers 503 and closes. Reading
 // first matters: a client that has not sent its request yet takes an
 // early answer for an unsolicited response and fails, and closing with
-// unread bytes resets the connection, losing the answer.
-func answer503(c net.Conn) {
-	c.SetDeadline(time.Now().Add(50 * time.Millisecond))
+// unread bytes resets the connection, losing the answer (the client sees
+// EOF, not a 503). So it waits up to wait for the request, a client on a
+// busy machine can take a while to send it, and after the answer drains
+// what the client still sends until it closes, for at most a second.
+func answer503(c net.Conn, wait time.Duration) {
+	c.SetDeadline(time.Now().Add(wait))
 	var buf [4096]byte
 	c.Read(buf[:])
+	c.SetDeadline(time.Now().Add(time.Second))
 	c.Write([]byte(shedResponse))
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.CloseWrite()
@@ -108,6 +112,12 @@ func answer503(c net.Conn) {
 	}
 	c.Close()
 }
+
+// shedWait is how long a turned-away client has to send its request.
+// Those goroutines are bounded (listener.shedding), and one returns as
+// soon as its client's request arrives; only a client that connects and
+// sends nothing keeps one for the whole wait.
+const shedWait = time.Second
 
 func (l *listener) Accept() (net.Conn, error) {
 	backoff := 5 * time.Millisecond
@@ -156,7 +166,8 @@ func (l *listener) shedOne() bool {
 		c, err := tl.Accept()
 		tl.SetDeadline(time.Time{})
 		if err == nil {
-			answer503(c)
+			// On the accept loop: a short wait, the backlog is full.
+			answer503(c, 50*time.Millisecond)
 			l.m.shed.WithLabelValues("no-fds").Inc()
 			shed = true
 		}
