@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/pbfs
 FUZZTIME ?= 30s
 
-.PHONY: build test test-race test-short fuzz proto bench bench-sysbench demo vet fmt clean install
+.PHONY: build test test-race test-short fuzz proto bench bench-kv bench-sysbench demo vet fmt clean install
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -56,7 +56,13 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./journal ./benchmarks/writediff
 	$(GO) run ./benchmarks/replicate -bin $(BIN)
 	$(GO) run ./benchmarks/http -bin $(BIN) -proxy bin/http-proxy
+	$(GO) run ./benchmarks/kv -bin $(BIN) -proxy bin/http-proxy
 	$(MAKE) bench-sysbench
+
+# The key-value stress of the Voldemort seed, plain against pbfs with 0-2 backups, and
+# once under a lowered descriptor limit (about 2 minutes with KV_FLAGS=-quick).
+bench-kv: build
+	$(GO) run ./benchmarks/kv -bin $(BIN) -proxy bin/http-proxy $(KV_FLAGS)
 
 # MariaDB under sysbench: plain, pbfs, pbfs replicating to two backups, semi-sync (about 10 minutes;
 # SYSBENCH_FLAGS=-quick for about 4). Needs mariadb-server and sysbench.

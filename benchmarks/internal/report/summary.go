@@ -1,0 +1,108 @@
+// Package report holds what every benchmark program writes besides its
+// own Markdown: results/summary.json, one document for all of them, with
+// stable key names (docs/PERFORMANCE.md, "summary.json"), and the latency
+// summary they all compute the same way.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// SummaryFile is the name of the shared summary in a results directory.
+const SummaryFile = "summary.json"
+
+// BaselineScenario is the scenario every ratio is taken against: the
+// same workload on a plain directory, no pbfs.
+const BaselineScenario = "plain"
+
+// Summary is results/summary.json.
+type Summary struct {
+	// Workloads by name (for example "kv-insert", "sysbench-oltp_write_only").
+	Workloads map[string]*Workload `json:"workloads"`
+}
+
+// Workload is one workload's results, by scenario name ("plain",
+// "pbfs-0", "pbfs-1", "pbfs-2", "pbfs-2-delay", "semisync", ...).
+type Workload struct {
+	Benchmark string               `json:"benchmark"` // the program that measured it (benchmarks/<name>)
+	Unit      string               `json:"unit"`      // what throughput counts, per second ("requests", "transactions")
+	Updated   time.Time            `json:"updated"`   // when the program wrote this workload
+	Scenarios map[string]*Scenario `json:"scenarios"`
+}
+
+// Scenario is one workload under one scenario.
+type Scenario struct {
+	Throughput float64 `json:"throughput"` // successful operations per second
+	P50Ms      float64 `json:"p50_ms"`
+	P95Ms      float64 `json:"p95_ms"`
+	P99Ms      float64 `json:"p99_ms"`
+	Errors     int64   `json:"errors"` // failed operations (for the KV stress: non-2xx and transport errors)
+	// RatioToPlain is Throughput divided by the plain scenario's, 0
+	// when there is no plain scenario (1 for plain itself).
+	RatioToPlain float64 `json:"ratio_to_plain"`
+}
+
+// Latencies summarizes a set of latencies as a Scenario's percentiles.
+// It sorts lat.
+func Latencies(lat []time.Duration) (p50, p95, p99 float64) {
+	slices.Sort(lat)
+	return Pct(lat, 0.50), Pct(lat, 0.95), Pct(lat, 0.99)
+}
+
+// Pct is the nearest-rank percentile of sorted latencies, in ms.
+func Pct(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p+0.999999) - 1
+	return float64(sorted[max(0, min(i, len(sorted)-1))]) / 1e6
+}
+
+// Merge writes w's scenarios into dir's summary.json under name, keeping
+// every other workload (and this workload's other scenarios) as they
+// were, and recomputes the workload's ratios to plain.
+func Merge(dir, name string, w *Workload) error {
+	path := filepath.Join(dir, SummaryFile)
+	s := &Summary{}
+	if data, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(data, s); err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+	} else if !os.IsNotExist(err) {
+		return err
+	}
+	if s.Workloads == nil {
+		s.Workloads = map[string]*Workload{}
+	}
+	old := s.Workloads[name]
+	if old != nil && old.Benchmark == w.Benchmark {
+		for k, v := range w.Scenarios {
+			old.Scenarios[k] = v
+		}
+		old.Updated, old.Unit = w.Updated, w.Unit
+		w = old
+	}
+	if base := w.Scenarios[BaselineScenario]; base != nil && base.Throughput > 0 {
+		for _, sc := range w.Scenarios {
+			sc.RatioToPlain = sc.Throughput / base.Throughput
+		}
+	}
+	s.Workloads[name] = w
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

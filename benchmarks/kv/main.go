@@ -1,0 +1,133 @@
+// Command kv is a key-value stress in the shape of the Voldemort report in
+// the project's seeds: 1 KiB values, an insert pass over every key, an
+// update pass, then read passes that check every value, with per-phase
+// throughput, latency and error rate. The store is a small service that
+// keeps each key as a file (internal/testservice: write, fsync, rename),
+// run side by side on
+//
+//   - plain:  a plain directory, clients talking to the service directly;
+//   - pbfs-N: a pbfs mount replicating to N backups (--ack all), clients
+//     going through the http-proxy plugin, every response held for its
+//     barrier (output commit);
+//
+// and once more as pbfs-1 with the mount (and so its proxy) under a
+// lowered descriptor limit and more clients than it allows: the seed's
+// lesson is that a server short of descriptors should keep serving, not
+// crash, so that run must end with every process alive and its failures
+// counted as 503s. Every process is real and runs on this machine. Run from
+// the module root after make build:
+//
+//	go run ./benchmarks/kv -quick   # about 2 minutes
+//	go run ./benchmarks/kv          # 100,000 keys: about 20 minutes
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	bin, proxy, service string
+	keys, value         int
+	clients             int
+	readPasses          int
+	scenarios           []string
+	fdLimit             int // 0: no lowered-limit run
+	fdClients           int
+	workdir, resultsDir string
+}
+
+func main() {
+	var cfg config
+	var scenarios string
+	quick := flag.Bool("quick", false, "10,000 keys and 2 read passes, for a run of a few minutes")
+	flag.StringVar(&cfg.bin, "bin", "bin/pbfs", "pbfs binary")
+	flag.StringVar(&cfg.proxy, "proxy", "bin/http-proxy", "http-proxy plugin binary")
+	flag.IntVar(&cfg.keys, "keys", 100000, "keys per pass")
+	flag.IntVar(&cfg.value, "value", 1024, "bytes per value")
+	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients, each with its own kept-alive connection")
+	flag.IntVar(&cfg.readPasses, "reads", 3, "read passes after the update pass")
+	flag.StringVar(&scenarios, "scenarios", "plain,pbfs-0,pbfs-1,pbfs-2", "scenarios to run, in order")
+	flag.IntVar(&cfg.fdLimit, "fd-limit", 256, "descriptor limit (soft and hard) of the mount and its proxy in the lowered-limit run; 0 skips that run")
+	flag.IntVar(&cfg.fdClients, "fd-clients", 512, "concurrent clients in the lowered-limit run")
+	flag.StringVar(&cfg.workdir, "workdir", "/var/tmp", "where the run's directory is made (not a tmpfs)")
+	flag.StringVar(&cfg.resultsDir, "results-dir", "benchmarks/results", "where kv-<date>.md and summary.json are written (empty: stdout only)")
+	flag.Parse()
+	if *quick {
+		cfg.keys, cfg.readPasses = 10000, 2
+	}
+	cfg.scenarios = strings.Split(scenarios, ",")
+	for _, s := range cfg.scenarios {
+		if _, err := backupsOf(s); err != nil {
+			fmt.Fprintln(os.Stderr, "kv:", err)
+			os.Exit(2)
+		}
+	}
+	if cfg.keys < 1 || cfg.value < 1 || cfg.clients < 1 {
+		fmt.Fprintln(os.Stderr, "kv: -keys, -value and -clients must be positive")
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "kv: FAILED:", err)
+		os.Exit(1)
+	}
+}
+
+// backupsOf parses a scenario name: plain is -1, pbfs-N is N.
+func backupsOf(s string) (int, error) {
+	if s == "plain" {
+		return -1, nil
+	}
+	var n int
+	if _, err := fmt.Sscanf(s, "pbfs-%d", &n); err != nil || n < 0 || n > 3 || s != fmt.Sprintf("pbfs-%d", n) {
+		return 0, fmt.Errorf("scenario %q: want plain or pbfs-0 ... pbfs-3", s)
+	}
+	return n, nil
+}
+
+func run(ctx context.Context, cfg config) error {
+	start := time.Now()
+	svc, err := buildService(cfg.workdir)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(svc)
+	cfg.service = svc
+	rep := &kvReport{cfg: cfg, start: start, load0: loadavg()}
+	for _, name := range cfg.scenarios {
+		n, _ := backupsOf(name)
+		fmt.Printf("== %s\n", name)
+		res, err := runScenario(ctx, cfg, name, n, 0, cfg.clients, cfg.keys, cfg.readPasses)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		rep.runs = append(rep.runs, res)
+	}
+	if cfg.fdLimit > 0 {
+		fmt.Printf("== pbfs-1 under a descriptor limit of %d, %d clients\n", cfg.fdLimit, cfg.fdClients)
+		res, err := runScenario(ctx, cfg, "pbfs-1-fd-limit", 1, cfg.fdLimit, cfg.fdClients, max(1, cfg.keys/5), 1)
+		if err != nil {
+			return fmt.Errorf("lowered descriptor limit: %w", err)
+		}
+		rep.fd = res
+	}
+	rep.end, rep.load1 = time.Now(), loadavg()
+	return rep.write(cfg.resultsDir)
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/report"
+)
+
+type kvReport struct {
+	cfg          config
+	start, end   time.Time
+	load0, load1 string
+	runs         []*scenarioRun
+	fd           *scenarioRun
+}
+
+func pctMs(lat []time.Duration, p float64) float64 {
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	return report.Pct(s, p)
+}
+
+// workloadOf names a phase's workload in summary.json: the read passes
+// pool into one.
+func workloadOf(ph string) string {
+	if strings.HasPrefix(ph, "read") {
+		return "kv-read"
+	}
+	return "kv-" + ph
+}
+
+// pooled merges the phases of one workload.
+func pooled(r *scenarioRun, workload string) *phase {
+	out := &phase{name: workload}
+	for _, ph := range r.phases {
+		if workloadOf(ph.name) != workload {
+			continue
+		}
+		out.ok += ph.ok
+		out.status5 += ph.status5
+		out.status += ph.status
+		out.failed += ph.failed
+		out.wrong += ph.wrong
+		out.elapsed += ph.elapsed
+		out.lat = append(out.lat, ph.lat...)
+		out.cpuSvc, out.cpuMount, out.cpuBack = out.cpuSvc.Plus(ph.cpuSvc), out.cpuMount.Plus(ph.cpuMount), out.cpuBack.Plus(ph.cpuBack)
+	}
+	return out
+}
+
+func perReq(c benchproc.CPU, n int64) string {
+	if n == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f", float64(c.Total())/float64(n)/1e6)
+}
+
+func (rep *kvReport) markdown() string {
+	var b strings.Builder
+	cfg := rep.cfg
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("# Key-value stress (the Voldemort seed's shape), %s\n\n", rep.start.UTC().Format("2006-01-02 15:04:05 UTC"))
+	p("- command: `go run ./benchmarks/kv %s`\n", benchproc.ShownArgs(os.Args[1:]))
+	p("- %d keys of %d B; an insert pass, an update pass, %d read pass(es) that check every value; %d clients in a closed loop, each with its own kept-alive connection\n",
+		cfg.keys, cfg.value, cfg.readPasses, cfg.clients)
+	p("- service: POST stores the value with write, fsync and rename, GET reads it (internal/testservice, keep-alive); plain: the service on a plain directory, clients direct; pbfs-N: on a pbfs mount with N backups (--ack all), clients through the http-proxy plugin (output commit)\n")
+	p("- %s, %d CPUs; load average at start %s, at end %s; run took %s\n\n", runtime.Version(), runtime.NumCPU(), rep.load0, rep.load1, rep.end.Sub(rep.start).Round(time.Second))
+	p("## Per phase\n\n")
+	p("ok/s: 2xx answers per second (reads: with the right value). Ratio: to plain's ok/s in the same phase. CPU: ms per ok request, from /proc, for the service, the mount with its proxy and flush helper, and all backups together.\n\n")
+	p("| phase | scenario | ok/s | ratio to plain | p50 ms | p95 ms | p99 ms | errors | error rate | CPU service | CPU mount + proxy | CPU backups |\n")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	var phases []string
+	for _, r := range rep.runs {
+		for _, ph := range r.phases {
+			if !slices.Contains(phases, ph.name) {
+				phases = append(phases, ph.name)
+			}
+		}
+	}
+	for _, name := range phases {
+		var plain float64
+		for _, r := range rep.runs {
+			for _, ph := range r.phases {
+				if ph.name == name && r.name == "plain" {
+					plain = ph.rate()
+				}
+			}
+		}
+		for _, r := range rep.runs {
+			for _, ph := range r.phases {
+				if ph.name != name {
+					continue
+				}
+				ratio := "–"
+				if plain > 0 {
+					ratio = fmt.Sprintf("%.2f", ph.rate()/plain)
+				}
+				n := ph.ok + ph.errors()
+				p("| %s | %s | %.0f | %s | %.2f | %.2f | %.2f | %d | %.2f %% | %s | %s | %s |\n", name, r.name, ph.rate(), ratio,
+					pctMs(ph.lat, 0.5), pctMs(ph.lat, 0.95), pctMs(ph.lat, 0.99), ph.errors(), 100*float64(ph.errors())/float64(max(1, n)),
+					perReq(ph.cpuSvc, ph.ok), perReq(ph.cpuMount, ph.ok), perReq(ph.cpuBack, ph.ok))
+			}
+		}
+	}
+	p("\n## Checks\n\n")
+	for _, r := range rep.runs {
+		p("- %s: backups %s; processes that died: %s\n", r.name, r.verified, orNone(r.exited))
+	}
+	if r := rep.fd; r != nil {
+		p("\n## Under a lowered descriptor limit\n\n")
+		p("pbfs-1, the mount and its proxy started under `prlimit --nofile=%d:%d`, %d clients, %d keys (insert, update, one read pass). "+
+			"The proxy answers a client it has no descriptor for with a 503 (`pbfs_proxy_shed_total`), and every process must still be running at the end.\n\n",
+			r.fdLimit, r.fdLimit, r.clients, r.keys)
+		p("| phase | ok/s | p50 ms | p99 ms | 503 and other 5xx | other non-2xx | transport errors | wrong values |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, ph := range r.phases {
+			p("| %s | %.0f | %.2f | %.2f | %d | %d | %d | %d |\n", ph.name, ph.rate(), pctMs(ph.lat, 0.5), pctMs(ph.lat, 0.99), ph.status5, ph.status, ph.failed, ph.wrong)
+		}
+		var reasons []string
+		for k, v := range r.shed {
+			reasons = append(reasons, fmt.Sprintf("%s %.0f", k, v))
+		}
+		slices.Sort(reasons)
+		p("\n- the proxy's 503s by reason: %s\n- processes that died: %s\n- backups: %s\n", orNone(reasons), orNone(r.exited), r.verified)
+		p("- what the failed requests got, by phase:\n")
+		for _, ph := range r.phases {
+			var kinds []string
+			for k, v := range ph.samples {
+				kinds = append(kinds, fmt.Sprintf("`%s` × %d", k, v))
+			}
+			slices.Sort(kinds)
+			p("  - %s: %s\n", ph.name, orNone(kinds))
+		}
+	}
+	return b.String()
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// write prints the report, and writes it and the summary.json entries to
+// dir unless dir is empty.
+func (rep *kvReport) write(dir string) error {
+	md := rep.markdown()
+	fmt.Print("\n" + md)
+	if dir == "" {
+		return nil
+	}
+	path := filepath.Join(dir, "kv-"+rep.start.UTC().Format("2006-01-02-150405")+".md")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("report:", path)
+	for _, w := range []string{"kv-insert", "kv-update", "kv-read"} {
+		wl := &report.Workload{Benchmark: "kv", Unit: "requests", Updated: rep.end.UTC(), Scenarios: map[string]*report.Scenario{}}
+		for _, r := range rep.runs {
+			ph := pooled(r, w)
+			if ph.elapsed == 0 {
+				continue
+			}
+			p50, p95, p99 := report.Latencies(ph.lat)
+			wl.Scenarios[r.name] = &report.Scenario{Throughput: ph.rate(), P50Ms: p50, P95Ms: p95, P99Ms: p99, Errors: ph.errors()}
+		}
+		if err := report.Merge(dir, w, wl); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+)
+
+// scenario is one run's processes: the service, and for pbfs-N the
+// backups and the mount with its proxy.
+type scenario struct {
+	name    string
+	dir     string
+	token   string
+	jdir    string
+	mount   *benchproc.Proc
+	backups []*benchproc.Proc
+	service *benchproc.Proc
+	target  string // where clients send requests
+	metrics string // the proxy's metrics address, when there is a proxy
+	procs   []*benchproc.Proc
+}
+
+// buildService builds the key-value service once for the whole run.
+func buildService(workdir string) (string, error) {
+	f, err := os.CreateTemp(workdir, "pbfs-kv-service-")
+	if err != nil {
+		return "", err
+	}
+	f.Close()
+	if out, err := exec.Command("go", "build", "-o", f.Name(), "./benchmarks/http/service").CombinedOutput(); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("build the service: %v\n%s", err, out)
+	}
+	return f.Name(), nil
+}
+
+func (s *scenario) start(name string, env []string, argv ...string) (*benchproc.Proc, error) {
+	p, err := benchproc.Start(name, filepath.Join(s.dir, name+".log"), env, argv...)
+	if err == nil {
+		s.procs = append(s.procs, p)
+	}
+	return p, err
+}
+
+// up starts the scenario: backups, the mount (under prlimit when fdLimit
+// is set) with the proxy, and the service on the volume; plain starts
+// only the service, on a plain directory.
+func up(ctx context.Context, cfg config, name string, backups, fdLimit int) (*scenario, error) {
+	dir, err := os.MkdirTemp(cfg.workdir, "pbfs-kv-"+name+"-")
+	if err != nil {
+		return nil, err
+	}
+	var tok [16]byte
+	rand.Read(tok[:])
+	s := &scenario{name: name, dir: dir, token: hex.EncodeToString(tok[:]), jdir: filepath.Join(dir, "jp")}
+	env := []string{"PBFS_TOKEN=" + s.token}
+	vol := filepath.Join(dir, "vol")
+	if err := os.Mkdir(vol, 0o755); err != nil {
+		return s, err
+	}
+	svcAddr, err := benchproc.FreeAddr()
+	if err != nil {
+		return s, err
+	}
+	s.target = "http://" + svcAddr
+	if backups >= 0 {
+		argv := []string{cfg.bin, "mount", "--journal", s.jdir, "--ack", "all"}
+		for i := 0; i < backups; i++ {
+			addr, err := benchproc.FreeAddr()
+			if err != nil {
+				return s, err
+			}
+			bvol := filepath.Join(dir, fmt.Sprintf("b%d", i))
+			os.Mkdir(bvol, 0o755)
+			b, err := s.start(fmt.Sprintf("backup%d", i), env, cfg.bin, "backup", "--listen", addr, "--journal", filepath.Join(dir, fmt.Sprintf("jb%d", i)), bvol)
+			if err != nil {
+				return s, err
+			}
+			if err := benchproc.WaitListening(ctx, b, addr); err != nil {
+				return s, err
+			}
+			s.backups = append(s.backups, b)
+			argv = append(argv, "--backup", addr)
+		}
+		proxyAddr, err := benchproc.FreeAddr()
+		if err != nil {
+			return s, err
+		}
+		if s.metrics, err = benchproc.FreeAddr(); err != nil {
+			return s, err
+		}
+		argv = append(argv, "--plugin", "http-proxy="+cfg.proxy, "--plugin-config",
+			fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s,metrics=%s", proxyAddr, svcAddr, s.metrics), vol)
+		if fdLimit > 0 {
+			argv = append([]string{"prlimit", fmt.Sprintf("--nofile=%d:%d", fdLimit, fdLimit)}, argv...)
+		}
+		if s.mount, err = s.start("primary", env, argv...); err != nil {
+			return s, err
+		}
+		for i := 0; !benchproc.Mounted(vol); i++ {
+			if s.mount.Exited() || i > 500 {
+				return s, fmt.Errorf("the mount did not come up:\n%s", s.mount.LogTail(20))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		s.target = "http://" + proxyAddr
+	}
+	kv := filepath.Join(vol, "kv")
+	if err := os.Mkdir(kv, 0o755); err != nil {
+		return s, err
+	}
+	if s.service, err = s.start("service", nil, cfg.service, "-listen", svcAddr, "-dir", kv, "-keep-alive"); err != nil {
+		return s, err
+	}
+	if err := benchproc.WaitListening(ctx, s.service, svcAddr); err != nil {
+		return s, err
+	}
+	if s.mount != nil {
+		return s, benchproc.WaitListening(ctx, s.mount, strings.TrimPrefix(s.target, "http://"))
+	}
+	return s, nil
+}
+
+// exited names the processes that are no longer running.
+func (s *scenario) exited() []string {
+	var out []string
+	for _, p := range s.procs {
+		if p.Exited() {
+			out = append(out, fmt.Sprintf("%s (%v)", p.Name, p.Err))
+		}
+	}
+	return out
+}
+
+// cpu is the CPU used so far by the service, the mount (its proxy and
+// flush helper included: they are in its process group) and the backups.
+func (s *scenario) cpu() (service, mount, backups benchproc.CPU) {
+	service, mount = s.service.CPU(), s.mount.CPU()
+	for _, b := range s.backups {
+		backups = backups.Plus(b.CPU())
+	}
+	return service, mount, backups
+}
+
+// verify runs `pbfs verify`: every backup's volume must equal the
+// primary's.
+func (s *scenario) verify(bin string) (string, error) {
+	if len(s.backups) == 0 {
+		return "no backups", nil
+	}
+	cmd := exec.Command(bin, "verify", "--journal", s.jdir)
+	cmd.Env = append(os.Environ(), "PBFS_TOKEN="+s.token)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("pbfs verify: %v\n%s", err, out)
+	}
+	return "identical (pbfs verify)", nil
+}
+
+// shed reads the proxy's 503 counters by reason.
+func (s *scenario) shed() map[string]float64 {
+	out := map[string]float64{}
+	if s.metrics == "" {
+		return out
+	}
+	resp, err := http.Get("http://" + s.metrics + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(l, "pbfs_proxy_shed_total{reason=\""); ok {
+			if reason, val, ok := strings.Cut(rest, "\"} "); ok {
+				out[reason], _ = strconv.ParseFloat(val, 64)
+			}
+		}
+	}
+	return out
+}
+
+// down stops everything and removes the run's directory (kept, with its
+// logs, when keep is set).
+func (s *scenario) down(keep bool) error {
+	var errs []string
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		if err := s.procs[i].Stop(30 * time.Second); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	for _, m := range benchproc.MountsUnder(s.dir) {
+		syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+	if !keep && len(errs) == 0 {
+		os.RemoveAll(s.dir)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("stopping %s (logs kept in %s): %s", s.name, s.dir, strings.Join(errs, "; "))
+	}
+	return nil
+}
