@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/pbfs
 FUZZTIME ?= 30s
 
-.PHONY: build test test-race test-short fuzz proto bench bench-kv bench-sysbench demo vet fmt clean install
+.PHONY: build test test-race test-short fuzz proto bench bench-kv bench-wordpress bench-sysbench demo vet fmt clean install
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -57,7 +57,14 @@ bench: build
 	$(GO) run ./benchmarks/replicate -bin $(BIN)
 	$(GO) run ./benchmarks/http -bin $(BIN) -proxy bin/http-proxy
 	$(GO) run ./benchmarks/kv -bin $(BIN) -proxy bin/http-proxy
+	$(GO) run ./benchmarks/wordpress -install -bin $(BIN) -proxy bin/http-proxy
 	$(MAKE) bench-sysbench
+
+# WordPress wp.editPost on Debian's wordpress, nginx, php-fpm and MariaDB: plain against pbfs
+# with 0-2 backups behind the proxy (about 12 minutes; WP_FLAGS=-quick for about 5). Installs
+# the packages it needs with apt-get.
+bench-wordpress: build
+	$(GO) run ./benchmarks/wordpress -install -bin $(BIN) -proxy bin/http-proxy $(WP_FLAGS)
 
 # The key-value stress of the Voldemort seed, plain against pbfs with 0-2 backups, and
 # once under a lowered descriptor limit (about 2 minutes with KV_FLAGS=-quick).

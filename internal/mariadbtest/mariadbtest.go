@@ -187,3 +187,7 @@ func (s *Server) Stop() error {
 		return errors.New("mariadbd did not stop in a minute; killed")
 	}
 }
+
+// Pid is mariadbd's process id (also its process group: it runs in a
+// group of its own).
+func (s *Server) Pid() int { return s.cmd.Process.Pid }

@@ -1,0 +1,136 @@
+// Command wordpress measures the reference system's headline workload:
+// WordPress XML-RPC wp.editPost, on Debian's wordpress, php-fpm and nginx,
+// with MariaDB's data directory on
+//
+//   - plain:  a plain directory, clients talking to nginx directly;
+//   - pbfs-N: a pbfs mount replicating to N backups (--ack all), clients
+//     going through the http-proxy plugin (every response held for its
+//     barrier).
+//
+// Each scenario gets a fresh site with 200 seeded posts. A closed loop of
+// -clients editors finds its peak; then an open-loop Poisson client posts
+// wp.editPost round-robin at fixed fractions of plain's peak, so the
+// scenarios' latencies compare at the same offered load. CPU per request
+// per process and journal bytes shipped per request come with every
+// figure. It installs what it needs with apt-get when given -install.
+// Run from the module root after make build:
+//
+//	go run ./benchmarks/wordpress -install -quick   # about 5 minutes
+//	go run ./benchmarks/wordpress                   # about 12 minutes
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	bin, proxy          string
+	scenarios           []string
+	fractions           []float64
+	clients, posts      int
+	fpm                 int
+	peakFor, pointFor   time.Duration
+	workdir, resultsDir string
+	install             bool
+}
+
+func main() {
+	var cfg config
+	var scenarios, fractions string
+	quick := flag.Bool("quick", false, "10 s per measurement instead of 30 s")
+	flag.StringVar(&cfg.bin, "bin", "bin/pbfs", "pbfs binary")
+	flag.StringVar(&cfg.proxy, "proxy", "bin/http-proxy", "http-proxy plugin binary")
+	flag.StringVar(&scenarios, "scenarios", "plain,pbfs-0,pbfs-1,pbfs-2", "scenarios to run, plain first")
+	flag.StringVar(&fractions, "fractions", "0.5,0.7,0.9", "offered loads of the open-loop points, as fractions of plain's peak")
+	flag.IntVar(&cfg.clients, "clients", 8, "editors in the closed loop that finds the peak")
+	flag.IntVar(&cfg.posts, "posts", 200, "posts seeded and edited round-robin")
+	flag.IntVar(&cfg.fpm, "fpm-children", 8, "php-fpm workers")
+	flag.DurationVar(&cfg.peakFor, "peak-for", 30*time.Second, "length of the closed-loop peak measurement")
+	flag.DurationVar(&cfg.pointFor, "point-for", 30*time.Second, "length of each open-loop point")
+	flag.StringVar(&cfg.workdir, "workdir", "/var/tmp", "where the run's directory is made (not a tmpfs)")
+	flag.StringVar(&cfg.resultsDir, "results-dir", "benchmarks/results", "where wordpress-<date>.md and summary.json are written (empty: stdout only)")
+	flag.BoolVar(&cfg.install, "install", false, "apt-get install the packages the site needs when missing")
+	flag.Parse()
+	if *quick {
+		cfg.peakFor, cfg.pointFor = 10*time.Second, 10*time.Second
+	}
+	cfg.scenarios = strings.Split(scenarios, ",")
+	var err error
+	for _, f := range strings.Split(fractions, ",") {
+		v, perr := strconv.ParseFloat(f, 64)
+		if perr != nil || v <= 0 || v > 2 {
+			err = fmt.Errorf("-fractions: %q", f)
+		}
+		cfg.fractions = append(cfg.fractions, v)
+	}
+	for _, s := range cfg.scenarios {
+		if _, perr := backupsOf(s); perr != nil {
+			err = perr
+		}
+	}
+	if err == nil && cfg.scenarios[0] != "plain" {
+		err = fmt.Errorf("-scenarios must start with plain: the open-loop rates are fractions of its peak")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "wordpress:", err)
+		os.Exit(2)
+	}
+	if err := ensurePackages(cfg.install); err != nil {
+		fmt.Fprintln(os.Stderr, "wordpress:", err)
+		os.Exit(1)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "wordpress: FAILED:", err)
+		os.Exit(1)
+	}
+}
+
+// backupsOf parses a scenario name: plain is -1, pbfs-N is N.
+func backupsOf(s string) (int, error) {
+	if s == "plain" {
+		return -1, nil
+	}
+	var n int
+	if _, err := fmt.Sscanf(s, "pbfs-%d", &n); err != nil || n < 0 || n > 3 || s != fmt.Sprintf("pbfs-%d", n) {
+		return 0, fmt.Errorf("scenario %q: want plain or pbfs-0 ... pbfs-3", s)
+	}
+	return n, nil
+}
+
+func run(ctx context.Context, cfg config) error {
+	rep := &wpReport{cfg: cfg, start: time.Now(), load0: loadavg()}
+	var plainPeak float64
+	for _, name := range cfg.scenarios {
+		n, _ := backupsOf(name)
+		fmt.Printf("== %s\n", name)
+		res, err := runScenario(ctx, cfg, name, n, plainPeak)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if name == "plain" {
+			plainPeak = res.peak.rate
+		}
+		rep.runs = append(rep.runs, res)
+	}
+	rep.end, rep.load1 = time.Now(), loadavg()
+	return rep.write(cfg.resultsDir)
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

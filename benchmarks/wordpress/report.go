@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/report"
+)
+
+type wpReport struct {
+	cfg          config
+	start, end   time.Time
+	load0, load1 string
+	runs         []*scenarioRun
+}
+
+func perReq(c benchproc.CPU, n int) string {
+	if n == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", float64(c.Total())/float64(n)/1e6)
+}
+
+func (rep *wpReport) markdown() string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	cfg := rep.cfg
+	p("# WordPress wp.editPost, %s\n\n", rep.start.UTC().Format("2006-01-02 15:04:05 UTC"))
+	p("- command: `go run ./benchmarks/wordpress %s`\n", benchproc.ShownArgs(os.Args[1:]))
+	p("- Debian's wordpress, nginx and php-fpm (%d workers), MariaDB with its data directory on the scenario's storage; %d seeded posts edited round-robin through XML-RPC\n", cfg.fpm, cfg.posts)
+	p("- plain: clients talk to nginx directly; pbfs-N: MariaDB's data directory on a pbfs mount with N backups (--ack all), clients through the http-proxy plugin\n")
+	p("- peak: %d editors in a closed loop for %s; then an open-loop Poisson client at %v of plain's peak for %s each, latency counted from when each request was due\n",
+		cfg.clients, cfg.peakFor, cfg.fractions, cfg.pointFor)
+	p("- %s, %d CPUs; load average at start %s, at end %s; run took %s\n\n", runtime.Version(), runtime.NumCPU(), rep.load0, rep.load1, rep.end.Sub(rep.start).Round(time.Second))
+	var plain *scenarioRun
+	for _, r := range rep.runs {
+		if r.name == "plain" {
+			plain = r
+		}
+	}
+	p("## Peak\n\n| scenario | editPost/s | ratio to plain | p50 ms | p95 ms | p99 ms | failed | CPU ms/request: nginx + php-fpm | mariadbd | pbfs mount + proxy | backups | all pbfs | journal stored B/request | shipped B/request/backup |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rep.runs {
+		pt := r.peak
+		ratio := "–"
+		if plain != nil && plain.peak.rate > 0 {
+			ratio = fmt.Sprintf("%.2f", pt.rate/plain.peak.rate)
+		}
+		stored, shipped := "–", "–"
+		if r.backups >= 0 && pt.ok > 0 {
+			stored = fmt.Sprintf("%.0f", pt.stored/float64(pt.ok))
+			if r.backups > 0 {
+				shipped = fmt.Sprintf("%.0f", pt.shipped/float64(pt.backupsOr1(r))/float64(pt.ok))
+			}
+		}
+		p("| %s | %.1f | %s | %.1f | %.1f | %.1f | %d | %s | %s | %s | %s | %s | %s | %s |\n", r.name, pt.rate, ratio,
+			report.Pct(pt.lat, 0.5), report.Pct(pt.lat, 0.95), report.Pct(pt.lat, 0.99), pt.fail,
+			perReq(pt.cpuWeb, pt.ok), perReq(pt.cpuDB, pt.ok), perReq(pt.cpuMount, pt.ok), perReq(pt.cpuBackup, pt.ok),
+			perReq(pt.cpuMount.Plus(pt.cpuBackup), pt.ok), stored, shipped)
+	}
+	p("\n## Latency against offered load\n\nThe same offered rates for every scenario, as fractions of plain's peak.\n\n")
+	p("| offered/s | scenario | editPost/s | p50 ms | p95 ms | p99 ms | p50 minus plain's, ms | failed | all pbfs CPU ms/request |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for i := range cfg.fractions {
+		for _, r := range rep.runs {
+			if i >= len(r.points) {
+				continue
+			}
+			pt := r.points[i]
+			diff := "–"
+			if plain != nil && i < len(plain.points) && r != plain {
+				diff = fmt.Sprintf("%+.1f", report.Pct(pt.lat, 0.5)-report.Pct(plain.points[i].lat, 0.5))
+			}
+			p("| %.1f | %s | %.1f | %.1f | %.1f | %.1f | %s | %d | %s |\n", pt.offered, r.name, pt.rate,
+				report.Pct(pt.lat, 0.5), report.Pct(pt.lat, 0.95), report.Pct(pt.lat, 0.99), diff, pt.fail,
+				perReq(pt.cpuMount.Plus(pt.cpuBackup), pt.ok))
+		}
+	}
+	p("\n## Checks\n\n")
+	for _, r := range rep.runs {
+		p("- %s: backups %s\n", r.name, r.verified)
+	}
+	return b.String()
+}
+
+func (pt *point) backupsOr1(r *scenarioRun) int { return max(1, r.backups) }
+
+// write prints the report and writes it, and the workload's entry in
+// summary.json (throughput at peak; latency at the point nearest 70 % of
+// plain's peak), to dir unless dir is empty.
+func (rep *wpReport) write(dir string) error {
+	md := rep.markdown()
+	fmt.Print("\n" + md)
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, "wordpress-"+rep.start.UTC().Format("2006-01-02-150405")+".md")
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("report:", path)
+	at := 0
+	for i, f := range rep.cfg.fractions {
+		if abs(f-0.7) < abs(rep.cfg.fractions[at]-0.7) {
+			at = i
+		}
+	}
+	wl := &report.Workload{Benchmark: "wordpress", Unit: "requests", Updated: rep.end.UTC(), Scenarios: map[string]*report.Scenario{}}
+	for _, r := range rep.runs {
+		sc := &report.Scenario{Throughput: r.peak.rate, Errors: int64(r.peak.fail)}
+		if at < len(r.points) {
+			pt := r.points[at]
+			sc.P50Ms, sc.P95Ms, sc.P99Ms = report.Pct(pt.lat, 0.5), report.Pct(pt.lat, 0.95), report.Pct(pt.lat, 0.99)
+		}
+		wl.Scenarios[r.name] = sc
+	}
+	return report.Merge(dir, "wordpress-editpost", wl)
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/report"
+)
+
+// point is one measurement: the closed-loop peak or an open-loop rate.
+type point struct {
+	offered   float64 // requests per second offered; 0 for the closed loop
+	rate      float64 // successful editPosts per second
+	ok, fail  int
+	lat       []time.Duration // successful ones, sorted
+	cpuWeb    benchproc.CPU   // nginx and php-fpm
+	cpuDB     benchproc.CPU
+	cpuMount  benchproc.CPU // the mount with its proxy and flush helper
+	cpuBackup benchproc.CPU // all backups
+	shipped   float64       // bytes sent to backups (each backup counted)
+	stored    float64       // bytes the primary's journal stored
+	batches   float64
+}
+
+type scenarioRun struct {
+	name     string
+	backups  int
+	peak     *point
+	points   []*point
+	verified string
+}
+
+// runScenario sets up a fresh site on the scenario's storage, seeds it,
+// measures the peak and the open-loop points, and tears it down.
+func runScenario(ctx context.Context, cfg config, name string, backups int, plainPeak float64) (*scenarioRun, error) {
+	dir, err := os.MkdirTemp(cfg.workdir, "pbfs-wp-"+name+"-")
+	if err != nil {
+		return nil, err
+	}
+	var procs []*benchproc.Proc
+	var mount *benchproc.Proc
+	var bk []*benchproc.Proc
+	var admin string
+	var tok [16]byte
+	rand.Read(tok[:])
+	env := []string{"PBFS_TOKEN=" + hex.EncodeToString(tok[:])}
+	vol, jdir := filepath.Join(dir, "vol"), filepath.Join(dir, "jp")
+	os.Mkdir(vol, 0o755)
+	var s *site
+	cleanup := func(keep bool) error {
+		var errs []string
+		if s != nil {
+			for _, err := range s.stop() {
+				errs = append(errs, err.Error())
+			}
+		}
+		for i := len(procs) - 1; i >= 0; i-- {
+			if err := procs[i].Stop(30 * time.Second); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+		for _, m := range benchproc.MountsUnder(dir) {
+			syscall.Unmount(m, syscall.MNT_DETACH)
+		}
+		if !keep && len(errs) == 0 {
+			os.RemoveAll(dir)
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("stopping %s (logs in %s): %s", name, dir, strings.Join(errs, "; "))
+		}
+		return nil
+	}
+	fail := func(err error) (*scenarioRun, error) {
+		cleanup(true)
+		return nil, fmt.Errorf("%w (logs kept in %s)", err, dir)
+	}
+	run := filepath.Join(dir, "run")
+	siteName := "pbfs-bench-" + name
+	nginx, err := benchproc.FreeAddr()
+	if err != nil {
+		return fail(err)
+	}
+	target := "http://" + nginx
+	if backups >= 0 {
+		argv := []string{cfg.bin, "mount", "--journal", jdir, "--ack", "all"}
+		for i := 0; i < backups; i++ {
+			addr, err := benchproc.FreeAddr()
+			if err != nil {
+				return fail(err)
+			}
+			bvol := filepath.Join(dir, fmt.Sprintf("b%d", i))
+			os.Mkdir(bvol, 0o755)
+			b, err := benchproc.Start(fmt.Sprintf("%s/backup%d", name, i), filepath.Join(dir, fmt.Sprintf("backup%d.log", i)), env,
+				cfg.bin, "backup", "--listen", addr, "--journal", filepath.Join(dir, fmt.Sprintf("jb%d", i)), bvol)
+			if err != nil {
+				return fail(err)
+			}
+			procs, bk = append(procs, b), append(bk, b)
+			if err := benchproc.WaitListening(ctx, b, addr); err != nil {
+				return fail(err)
+			}
+			argv = append(argv, "--backup", addr)
+		}
+		proxy, err := benchproc.FreeAddr()
+		if err != nil {
+			return fail(err)
+		}
+		if admin, err = benchproc.FreeAddr(); err != nil {
+			return fail(err)
+		}
+		argv = append(argv, "--admin", admin, "--plugin", "http-proxy="+cfg.proxy, "--plugin-config",
+			fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s", proxy, nginx), vol)
+		if mount, err = benchproc.Start(name+"/primary", filepath.Join(dir, "primary.log"), env, argv...); err != nil {
+			return fail(err)
+		}
+		procs = append(procs, mount)
+		for i := 0; !benchproc.Mounted(vol); i++ {
+			if mount.Exited() || i > 500 {
+				return fail(fmt.Errorf("the mount did not come up:\n%s", mount.LogTail(20)))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		target = "http://" + proxy
+	}
+	s, err = startSiteAt(ctx, siteName, run, filepath.Join(vol, "mysql"), nginx, cfg.fpm)
+	if err != nil {
+		return fail(err)
+	}
+	if mount != nil {
+		if err := benchproc.WaitListening(ctx, mount, strings.TrimPrefix(target, "http://")); err != nil {
+			return fail(err)
+		}
+	}
+	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}}
+	ids, err := seedPosts(ctx, client, target, cfg.posts)
+	if err != nil {
+		return fail(err)
+	}
+	e := &editor{c: client, target: target, ids: ids}
+	e.closedLoop(ctx, cfg.clients, 3*time.Second) // warm up
+	r := &scenarioRun{name: name, backups: backups}
+	measure := func(offered float64, do func() []sample) *point {
+		web0, db0 := s.cpu()
+		m0, b0 := mount.CPU(), cpuOf(bk)
+		met0 := scrape(admin)
+		t0 := time.Now()
+		samples := do()
+		el := time.Since(t0)
+		web1, db1 := s.cpu()
+		m1, b1 := mount.CPU(), cpuOf(bk)
+		met1 := scrape(admin)
+		p := &point{offered: offered, cpuWeb: web1.Minus(web0), cpuDB: db1.Minus(db0), cpuMount: m1.Minus(m0), cpuBackup: b1.Minus(b0),
+			shipped: met1["pbfs_replicate_bytes_sent_total"] - met0["pbfs_replicate_bytes_sent_total"],
+			stored:  met1[`pbfs_journal_bytes_total{stage="stored"}`] - met0[`pbfs_journal_bytes_total{stage="stored"}`],
+			batches: met1["pbfs_journal_batches_total"] - met0["pbfs_journal_batches_total"]}
+		for _, sm := range samples {
+			if sm.ok {
+				p.ok++
+				p.lat = append(p.lat, sm.lat)
+			} else {
+				p.fail++
+			}
+		}
+		slices.Sort(p.lat)
+		p.rate = float64(p.ok) / el.Seconds()
+		fmt.Printf("  offered %6.1f/s: %6.1f ok/s  p50 %7.1f ms  p99 %7.1f ms  failed %d\n", offered, p.rate,
+			report.Pct(p.lat, 0.5), report.Pct(p.lat, 0.99), p.fail)
+		return p
+	}
+	r.peak = measure(0, func() []sample { return e.closedLoop(ctx, cfg.clients, cfg.peakFor) })
+	if plainPeak == 0 {
+		plainPeak = r.peak.rate
+	}
+	for i, f := range cfg.fractions {
+		rate := f * plainPeak
+		r.points = append(r.points, measure(rate, func() []sample { return e.openLoop(ctx, rate, cfg.pointFor, uint64(i+1)) }))
+	}
+	if ctx.Err() != nil {
+		return fail(ctx.Err())
+	}
+	// The database stops cleanly first; then every backup must hold
+	// exactly the primary's volume.
+	for _, err := range s.stop() {
+		return fail(err)
+	}
+	s = nil
+	r.verified = "no backups"
+	if backups > 0 {
+		cmd := exec.Command(cfg.bin, "verify", "--journal", jdir)
+		cmd.Env = append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fail(fmt.Errorf("pbfs verify: %v\n%s", err, out))
+		}
+		r.verified = "identical (pbfs verify)"
+	}
+	return r, cleanup(false)
+}
+
+func cpuOf(ps []*benchproc.Proc) benchproc.CPU {
+	var c benchproc.CPU
+	for _, p := range ps {
+		c = c.Plus(p.CPU())
+	}
+	return c
+}
+
+// scrape reads the mount's admin metrics (name{labels} -> value).
+func scrape(addr string) map[string]float64 {
+	out := map[string]float64{}
+	if addr == "" {
+		return out
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(data), "\n") {
+		if i := strings.LastIndexByte(l, ' '); i > 0 && !strings.HasPrefix(l, "#") {
+			v, err := strconv.ParseFloat(l[i+1:], 64)
+			if err == nil {
+				out[l[:i]] += v
+				if name, _, labeled := strings.Cut(l[:i], "{"); labeled {
+					out[name] += v // and summed over the labels
+				}
+			}
+		}
+	}
+	return out
+}

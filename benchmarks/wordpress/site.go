@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/internal/mariadbtest"
+)
+
+// Debian's packages the site needs. Debian's wordpress package needs
+// php-xml and php-mbstring besides, or every XML-RPC call fails as not
+// well formed.
+var packages = []string{"mariadb-server", "nginx", "php-fpm", "php-mysql", "php-xml", "php-mbstring", "wordpress"}
+
+const (
+	wpRoot   = "/usr/share/wordpress"
+	fpmBin   = "/usr/sbin/php-fpm8.2"
+	nginxBin = "/usr/sbin/nginx"
+	wpUser   = "bench"
+	wpPass   = "bench-password-not-secret"
+)
+
+// ensurePackages installs what is missing, non-interactively.
+func ensurePackages(install bool) error {
+	var missing []string
+	for _, p := range packages {
+		if err := exec.Command("dpkg-query", "-W", "-f=${Status}", p).Run(); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if !install {
+		return fmt.Errorf("missing packages %s (run with -install, or apt-get install -y them)", strings.Join(missing, " "))
+	}
+	fmt.Println("installing", strings.Join(missing, " "))
+	cmd := exec.Command("apt-get", append([]string{"install", "-y", "--no-install-recommends"}, missing...)...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("apt-get install: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// site is WordPress on nginx and php-fpm with its database in datadir.
+type site struct {
+	name    string // also the name of its Debian config file
+	run     string // sockets, configs, logs
+	db      *mariadbtest.Server
+	fpm     *benchproc.Proc
+	nginx   *benchproc.Proc
+	addr    string // nginx, host:port
+	cfgFile string // /etc/wordpress/config-<name>.php
+}
+
+// startSiteAt starts MariaDB on datadir (installing it first), php-fpm
+// and nginx listening on addr, and installs WordPress.
+func startSiteAt(ctx context.Context, name, run, datadir, addr string, fpmChildren int) (*site, error) {
+	s := &site{name: name, run: run, cfgFile: "/etc/wordpress/config-" + name + ".php"}
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		return s, err
+	}
+	if err := os.MkdirAll(datadir, 0o755); err != nil {
+		return s, err
+	}
+	install := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+datadir, "--user=root",
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
+	if out, err := install.CombinedOutput(); err != nil {
+		return s, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
+	}
+	db, err := mariadbtest.StartErr(run, datadir, "--innodb-buffer-pool-size=128M")
+	if err != nil {
+		return s, err
+	}
+	s.db = db
+	for _, q := range []string{"CREATE DATABASE wordpress", "CREATE USER 'wp'@'localhost' IDENTIFIED BY 'wp'",
+		"GRANT ALL ON wordpress.* TO 'wp'@'localhost'"} {
+		if _, err := db.DB.ExecContext(ctx, q); err != nil {
+			return s, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	s.addr = addr
+	home := "http://" + addr
+	php := fmt.Sprintf(`<?php
+define('DB_NAME', 'wordpress');
+define('DB_USER', 'wp');
+define('DB_PASSWORD', 'wp');
+define('DB_HOST', 'localhost:%s');
+define('WP_HOME', '%s');
+define('WP_SITEURL', '%s');
+define('DISABLE_WP_CRON', true);
+define('AUTOMATIC_UPDATER_DISABLED', true);
+$table_prefix = 'wp_';
+`, db.Socket, home, home)
+	if err := os.WriteFile(s.cfgFile, []byte(php), 0o644); err != nil {
+		return s, err
+	}
+	fpmConf := filepath.Join(run, "fpm.conf")
+	conf := fmt.Sprintf(`[global]
+pid = %[1]s/fpm.pid
+error_log = %[1]s/fpm.log
+daemonize = no
+[wp]
+user = root
+group = root
+listen = %[1]s/fpm.sock
+listen.mode = 0666
+pm = static
+pm.max_children = %[2]d
+catch_workers_output = yes
+`, run, fpmChildren)
+	if err := os.WriteFile(fpmConf, []byte(conf), 0o644); err != nil {
+		return s, err
+	}
+	if s.fpm, err = benchproc.Start(name+"/php-fpm", filepath.Join(run, "fpm.out"), nil, fpmBin, "-F", "-R", "-y", fpmConf); err != nil {
+		return s, err
+	}
+	ngConf := filepath.Join(run, "nginx.conf")
+	conf = fmt.Sprintf(`user root;
+worker_processes 2;
+pid %[1]s/nginx.pid;
+error_log %[1]s/nginx.err;
+daemon off;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s/body;
+	fastcgi_temp_path %[1]s/fastcgi;
+	proxy_temp_path %[1]s/proxy;
+	uwsgi_temp_path %[1]s/uwsgi;
+	scgi_temp_path %[1]s/scgi;
+	include /etc/nginx/mime.types;
+	keepalive_requests 100000;
+	server {
+		listen %[2]s;
+		root %[3]s;
+		index index.php;
+		location / { try_files $uri $uri/ /index.php?$args; }
+		location ~ \.php$ {
+			include /etc/nginx/fastcgi_params;
+			fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;
+			fastcgi_param WORDPRESS_CONFIG %[4]s;
+			fastcgi_pass unix:%[1]s/fpm.sock;
+		}
+	}
+}
+`, run, addr, wpRoot, name)
+	if err := os.WriteFile(ngConf, []byte(conf), 0o644); err != nil {
+		return s, err
+	}
+	if s.nginx, err = benchproc.Start(name+"/nginx", filepath.Join(run, "nginx.out"), nil, nginxBin, "-c", ngConf); err != nil {
+		return s, err
+	}
+	if err := benchproc.WaitListening(ctx, s.nginx, addr); err != nil {
+		return s, err
+	}
+	return s, s.install(ctx)
+}
+
+// install runs WordPress's installer through its own form.
+func (s *site) install(ctx context.Context) error {
+	form := url.Values{"weblog_title": {"pbfs bench"}, "user_name": {wpUser}, "admin_password": {wpPass},
+		"admin_password2": {wpPass}, "pw_weak": {"1"}, "admin_email": {"bench@example.invalid"}, "blog_public": {"0"}}
+	var last string
+	for i := 0; i < 50; i++ {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.addr+"/wp-admin/install.php?step=2", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			var n int
+			if err = s.db.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM wordpress.wp_users").Scan(&n); err == nil && n == 1 {
+				return nil
+			}
+			last = fmt.Sprintf("status %d, users: %v", resp.StatusCode, err)
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("WordPress did not install: %s\nphp-fpm log:\n%s", last, tailFile(filepath.Join(s.run, "fpm.log"), 10))
+}
+
+// cpu is the CPU used so far by nginx with php-fpm (the web tier) and by
+// mariadbd.
+func (s *site) cpu() (web, db benchproc.CPU) {
+	web = s.fpm.CPU().Plus(s.nginx.CPU())
+	if s.db != nil {
+		db = benchproc.GroupCPU(s.db.Pid())
+	}
+	return web, db
+}
+
+// stop stops the web tier and the database and removes the config file.
+func (s *site) stop() []error {
+	var errs []error
+	for _, p := range []*benchproc.Proc{s.nginx, s.fpm} {
+		if p != nil {
+			if err := p.Stop(30 * time.Second); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if s.db != nil {
+		if err := s.db.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("mariadbd: %w", err))
+		}
+	}
+	os.Remove(s.cfgFile)
+	return errs
+}
+
+func tailFile(path string, n int) string {
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
