@@ -3,7 +3,7 @@ GO      ?= go
 BIN     ?= bin/pbfs
 FUZZTIME ?= 30s
 
-.PHONY: build test test-race test-short fuzz proto bench bench-kv bench-wordpress bench-sysbench demo vet fmt clean install
+.PHONY: build test test-race test-short fuzz proto bench bench-quick bench-kv bench-wordpress bench-sysbench demo vet fmt clean install
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -54,11 +54,12 @@ bench: build
 	bash benchmarks/fs/run.sh
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./capture
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./journal ./benchmarks/writediff
-	$(GO) run ./benchmarks/replicate -bin $(BIN)
-	$(GO) run ./benchmarks/http -bin $(BIN) -proxy bin/http-proxy
-	$(GO) run ./benchmarks/kv -bin $(BIN) -proxy bin/http-proxy
-	$(GO) run ./benchmarks/wordpress -install -bin $(BIN) -proxy bin/http-proxy
-	$(MAKE) bench-sysbench
+	$(GO) run ./benchmarks/suite -bin $(BIN) -proxy bin/http-proxy
+
+# Short versions of the suite's benchmarks (replicate, http, kv, wordpress, sysbench), one report
+# with summary.json, in under five minutes.
+bench-quick: build
+	$(GO) run ./benchmarks/suite -quick -bin $(BIN) -proxy bin/http-proxy
 
 # WordPress wp.editPost on Debian's wordpress, nginx, php-fpm and MariaDB: plain against pbfs
 # with 0-2 backups behind the proxy (about 12 minutes; WP_FLAGS=-quick for about 5). Installs

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
 func main() {
@@ -237,7 +238,79 @@ func writeReport(dir string, all []result, dur time.Duration, pool, barriers int
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, "http-"+time.Now().UTC().Format("2006-01-02-150405")+".md")
+	stem := "http-" + time.Now().UTC().Format("2006-01-02-150405")
+	if err := charts(&b, dir, stem, all); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, stem+".md")
 	fmt.Println("report:", path)
-	return os.WriteFile(path, []byte(b.String()), 0o644)
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return summarize(dir, all)
+}
+
+// scenarioOf names a target as summary.json's scenarios do.
+var scenarioOf = map[string]string{"direct-plain": "plain", "direct-pbfs": "pbfs-1-no-proxy", "proxy-pbfs": "pbfs-1"}
+
+// charts draws p50 and p99 latency against 2xx/s, one line per target.
+func charts(b *strings.Builder, dir, stem string, all []result) error {
+	b.WriteString("\n## Charts\n\n")
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"p50", 0.5}, {"p99", 0.99}} {
+		var series []report.Series
+		for _, target := range []string{"direct-plain", "direct-pbfs", "proxy-pbfs"} {
+			s := report.Series{Name: scenarioOf[target]}
+			for _, r := range all {
+				if r.target == target && r.ok > 0 {
+					s.Points = append(s.Points, report.Point{X: r.goodput(), Y: float64(r.pct(q.p)) / 1e6})
+				}
+			}
+			series = append(series, s)
+		}
+		file := stem + "-" + q.name + ".png"
+		if err := report.Curves(filepath.Join(dir, file), "HTTP output commit: "+q.name+" latency against throughput", "2xx/s", q.name+" latency, ms", series); err != nil {
+			return err
+		}
+		fmt.Fprintf(b, "![%s latency against throughput](%s)\n\n", q.name, file)
+	}
+	return nil
+}
+
+// summarize writes the workload to summary.json: each target's best
+// goodput, and its latency at the highest rate every target served
+// without errors (or the lowest rate, if none did).
+func summarize(dir string, all []result) error {
+	clean := map[float64]bool{}
+	for _, r := range all {
+		if _, ok := clean[r.rate]; !ok {
+			clean[r.rate] = true
+		}
+		if r.status5+r.failed+r.dropped > 0 {
+			clean[r.rate] = false
+		}
+	}
+	at := -1.0
+	for rate, ok := range clean {
+		if ok && rate > at {
+			at = rate
+		}
+	}
+	wl := &report.Workload{Benchmark: "http", Unit: "requests", Updated: time.Now().UTC(), Scenarios: map[string]*report.Scenario{}}
+	for _, r := range all {
+		name := scenarioOf[r.target]
+		sc := wl.Scenarios[name]
+		if sc == nil {
+			sc = &report.Scenario{}
+			wl.Scenarios[name] = sc
+		}
+		sc.Throughput = max(sc.Throughput, r.goodput())
+		sc.Errors += int64(r.status5 + r.failed + r.dropped)
+		if r.rate == at || (at < 0 && sc.P50Ms == 0) {
+			sc.P50Ms, sc.P95Ms, sc.P99Ms = float64(r.pct(0.5))/1e6, float64(r.pct(0.95))/1e6, float64(r.pct(0.99))/1e6
+		}
+	}
+	return report.Merge(dir, "http-output-commit", wl)
 }

@@ -206,6 +206,9 @@ func run(cfg config) (err error) {
 			return fmt.Errorf("write report: %w", e)
 		}
 		fmt.Fprintln(os.Stderr, "sysbench: report written to", path)
+		if e := b.rep.summarize(cfg.resultsDir); e != nil {
+			return fmt.Errorf("write summary: %w", e)
+		}
 	}
 	if len(b.rep.failures) > 0 {
 		return fmt.Errorf("%d failure(s), listed in the report", len(b.rep.failures))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	report_ "github.com/pbfs/pbfs/benchmarks/internal/report"
 	"os"
 	"os/exec"
 	"runtime"
@@ -262,4 +263,29 @@ func firstLine(argv ...string) string {
 		return argv[0] + ": " + err.Error()
 	}
 	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
+}
+
+// summarize writes each workload's scenarios to summary.json as
+// "sysbench-<workload>" (tps; latency percentiles from sysbench's
+// histogram). Failed runs are left out.
+func (rep *report) summarize(dir string) error {
+	byWorkload := map[string]*report_.Workload{}
+	for _, r := range rep.rows {
+		if r.failed != "" {
+			continue
+		}
+		wl := byWorkload[r.workload]
+		if wl == nil {
+			wl = &report_.Workload{Benchmark: "sysbench", Unit: "transactions", Updated: rep.end.UTC(), Scenarios: map[string]*report_.Scenario{}}
+			byWorkload[r.workload] = wl
+		}
+		wl.Scenarios[r.scenario] = &report_.Scenario{Throughput: r.r.tps, P50Ms: r.r.p50, P95Ms: r.r.p95, P99Ms: r.r.p99,
+			Errors: int64(r.r.errPerSec * rep.b.cfg.duration.Seconds())}
+	}
+	for name, wl := range byWorkload {
+		if err := report_.Merge(dir, "sysbench-"+name, wl); err != nil {
+			return err
+		}
+	}
+	return nil
 }

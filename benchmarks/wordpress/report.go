@@ -101,8 +101,13 @@ func (rep *wpReport) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, "wordpress-"+rep.start.UTC().Format("2006-01-02-150405")+".md")
-	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+	stem := "wordpress-" + rep.start.UTC().Format("2006-01-02-150405")
+	charts, err := rep.charts(dir, stem)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, stem+".md")
+	if err := os.WriteFile(path, []byte(md+charts), 0o644); err != nil {
 		return err
 	}
 	fmt.Println("report:", path)
@@ -129,4 +134,34 @@ func abs(f float64) float64 {
 		return -f
 	}
 	return f
+}
+
+// charts draws p50 and p99 latency against achieved throughput, one line
+// per scenario (its open-loop points and its peak), and returns the
+// Markdown that shows them.
+func (rep *wpReport) charts(dir, stem string) (string, error) {
+	var md strings.Builder
+	md.WriteString("\n## Charts\n\n")
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"p50", 0.5}, {"p99", 0.99}} {
+		var series []report.Series
+		for _, r := range rep.runs {
+			s := report.Series{Name: r.name}
+			for _, pt := range append(append([]*point{}, r.points...), r.peak) {
+				if pt.ok > 0 {
+					s.Points = append(s.Points, report.Point{X: pt.rate, Y: report.Pct(pt.lat, q.p)})
+				}
+			}
+			series = append(series, s)
+		}
+		file := stem + "-" + q.name + ".png"
+		if err := report.Curves(filepath.Join(dir, file), "WordPress wp.editPost: "+q.name+" latency against throughput",
+			"editPost/s", q.name+" latency, ms", series); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&md, "![%s latency against throughput](%s)\n\n", q.name, file)
+	}
+	return md.String(), nil
 }

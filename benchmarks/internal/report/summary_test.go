@@ -55,3 +55,20 @@ func TestLatencies(t *testing.T) {
 		t.Fatalf("p50 %v p95 %v p99 %v, want 50 95 99", p50, p95, p99)
 	}
 }
+
+// TestCurves draws a chart and checks that a PNG came out.
+func TestCurves(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.png")
+	err := Curves(path, "t", "req/s", "p50 ms", []Series{
+		{Name: "plain", Points: []Point{{30, 10}, {10, 5}, {20, 7}}},
+		{Name: "pbfs-1", Points: []Point{{10, 8}, {20, 12}}},
+		{Name: "other", Points: nil},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) < 1000 || string(data[1:4]) != "PNG" {
+		t.Fatalf("no PNG at %s (%d bytes, %v)", path, len(data), err)
+	}
+}
