@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${PBFS:-bin/pbfs}
-work=$(mktemp -d /var/tmp/pbfs-demo.XXXXXX)
+# PBFS_DEMO_DIR: where the scratch directory goes (kept afterwards, for its logs).
+work=$(mktemp -d "${PBFS_DEMO_DIR:-/var/tmp}/pbfs-demo.XXXXXX")
 vol=$work/primary/volume jdir=$work/primary/journal
 bvol=$work/backup/volume bjdir=$work/backup/journal
 mkdir -p "$vol" "$bvol"

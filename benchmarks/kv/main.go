@@ -41,6 +41,7 @@ type config struct {
 	fdLimit             int // 0: no lowered-limit run
 	fdClients           int
 	workdir, resultsDir string
+	mountArgs           []string
 }
 
 func main() {
@@ -58,7 +59,9 @@ func main() {
 	flag.IntVar(&cfg.fdClients, "fd-clients", 512, "concurrent clients in the lowered-limit run")
 	flag.StringVar(&cfg.workdir, "workdir", "/var/tmp", "where the run's directory is made (not a tmpfs)")
 	flag.StringVar(&cfg.resultsDir, "results-dir", "benchmarks/results", "where kv-<date>.md and summary.json are written (empty: stdout only)")
+	mountArgs := flag.String("mount-args", "", "extra flags for `pbfs mount`, space-separated (for example --admin=127.0.0.1:6060 for pprof)")
 	flag.Parse()
+	cfg.mountArgs = strings.Fields(*mountArgs)
 	if *quick {
 		cfg.keys, cfg.readPasses = 10000, 2
 	}

@@ -102,6 +102,7 @@ func up(ctx context.Context, cfg config, name string, backups, fdLimit int) (*sc
 		if s.metrics, err = benchproc.FreeAddr(); err != nil {
 			return s, err
 		}
+		argv = append(argv, cfg.mountArgs...)
 		argv = append(argv, "--plugin", "http-proxy="+cfg.proxy, "--plugin-config",
 			fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s,metrics=%s", proxyAddr, svcAddr, s.metrics), vol)
 		if fdLimit > 0 {

@@ -39,7 +39,9 @@ func TestReadmeQuickstart(t *testing.T) {
 	}
 	cmd := exec.Command("bash", "-c", command)
 	cmd.Dir = clone
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	// The demo keeps its scratch directory for the user to look at; here
+	// it goes where the test cleans up.
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "PBFS_DEMO_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "the backup's volume equals the primary's") {
 		t.Fatalf("%s: %v\n%s", command, err, out)
