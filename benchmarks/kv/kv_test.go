@@ -5,19 +5,6 @@ import (
 	"testing"
 )
 
-func TestScenarioNames(t *testing.T) {
-	for name, want := range map[string]int{"plain": -1, "pbfs-0": 0, "pbfs-2": 2} {
-		if n, err := backupsOf(name); err != nil || n != want {
-			t.Errorf("%s: %d, %v; want %d", name, n, err, want)
-		}
-	}
-	for _, bad := range []string{"pbfs", "pbfs-9", "pbfs-1x", "semisync", ""} {
-		if _, err := backupsOf(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-}
-
 // TestValues: a value has the asked size and tells its key and
 // generation apart, so a read pass catches a stale or misplaced value.
 func TestValues(t *testing.T) {

@@ -171,8 +171,8 @@ type scenarioRun struct {
 
 // runScenario brings the scenario up, runs the insert, update and read
 // passes, checks the backups and that nothing died, and takes it down.
-func runScenario(ctx context.Context, cfg config, name string, backups, fdLimit, clients, keys, reads int) (*scenarioRun, error) {
-	s, err := up(ctx, cfg, name, backups, fdLimit)
+func runScenario(ctx context.Context, cfg config, name string, backups int, delay time.Duration, fdLimit, clients, keys, reads int) (*scenarioRun, error) {
+	s, err := up(ctx, cfg, name, backups, delay, fdLimit)
 	if err != nil {
 		if s != nil {
 			s.down(true)

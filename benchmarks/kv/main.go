@@ -30,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
 type config struct {
@@ -54,7 +56,7 @@ func main() {
 	flag.IntVar(&cfg.value, "value", 1024, "bytes per value")
 	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients, each with its own kept-alive connection")
 	flag.IntVar(&cfg.readPasses, "reads", 3, "read passes after the update pass")
-	flag.StringVar(&scenarios, "scenarios", "plain,pbfs-0,pbfs-1,pbfs-2", "scenarios to run, in order")
+	flag.StringVar(&scenarios, "scenarios", "plain,pbfs-0,pbfs-1,pbfs-2,pbfs-2-delay", "scenarios to run, in order (pbfs-N-delay: 0.5 ms added each way on every backup's link)")
 	flag.IntVar(&cfg.fdLimit, "fd-limit", 256, "descriptor limit (soft and hard) of the mount and its proxy in the lowered-limit run; 0 skips that run")
 	flag.IntVar(&cfg.fdClients, "fd-clients", 512, "concurrent clients in the lowered-limit run")
 	flag.StringVar(&cfg.workdir, "workdir", "/var/tmp", "where the run's directory is made (not a tmpfs)")
@@ -67,7 +69,7 @@ func main() {
 	}
 	cfg.scenarios = strings.Split(scenarios, ",")
 	for _, s := range cfg.scenarios {
-		if _, err := backupsOf(s); err != nil {
+		if _, _, err := report.ParseScenario(s); err != nil {
 			fmt.Fprintln(os.Stderr, "kv:", err)
 			os.Exit(2)
 		}
@@ -84,18 +86,6 @@ func main() {
 	}
 }
 
-// backupsOf parses a scenario name: plain is -1, pbfs-N is N.
-func backupsOf(s string) (int, error) {
-	if s == "plain" {
-		return -1, nil
-	}
-	var n int
-	if _, err := fmt.Sscanf(s, "pbfs-%d", &n); err != nil || n < 0 || n > 3 || s != fmt.Sprintf("pbfs-%d", n) {
-		return 0, fmt.Errorf("scenario %q: want plain or pbfs-0 ... pbfs-3", s)
-	}
-	return n, nil
-}
-
 func run(ctx context.Context, cfg config) error {
 	start := time.Now()
 	svc, err := buildService(cfg.workdir)
@@ -106,9 +96,9 @@ func run(ctx context.Context, cfg config) error {
 	cfg.service = svc
 	rep := &kvReport{cfg: cfg, start: start, load0: loadavg()}
 	for _, name := range cfg.scenarios {
-		n, _ := backupsOf(name)
+		n, delay, _ := report.ParseScenario(name)
 		fmt.Printf("== %s\n", name)
-		res, err := runScenario(ctx, cfg, name, n, 0, cfg.clients, cfg.keys, cfg.readPasses)
+		res, err := runScenario(ctx, cfg, name, n, delay, 0, cfg.clients, cfg.keys, cfg.readPasses)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -116,7 +106,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	if cfg.fdLimit > 0 {
 		fmt.Printf("== pbfs-1 under a descriptor limit of %d, %d clients\n", cfg.fdLimit, cfg.fdClients)
-		res, err := runScenario(ctx, cfg, "pbfs-1-fd-limit", 1, cfg.fdLimit, cfg.fdClients, max(1, cfg.keys/5), 1)
+		res, err := runScenario(ctx, cfg, "pbfs-1-fd-limit", 1, 0, cfg.fdLimit, cfg.fdClients, max(1, cfg.keys/5), 1)
 		if err != nil {
 			return fmt.Errorf("lowered descriptor limit: %w", err)
 		}

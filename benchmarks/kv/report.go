@@ -70,7 +70,7 @@ func (rep *kvReport) markdown() string {
 	p("- command: `go run ./benchmarks/kv %s`\n", benchproc.ShownArgs(os.Args[1:]))
 	p("- %d keys of %d B; an insert pass, an update pass, %d read pass(es) that check every value; %d clients in a closed loop, each with its own kept-alive connection\n",
 		cfg.keys, cfg.value, cfg.readPasses, cfg.clients)
-	p("- service: POST stores the value with write, fsync and rename, GET reads it (internal/testservice, keep-alive); plain: the service on a plain directory, clients direct; pbfs-N: on a pbfs mount with N backups (--ack all), clients through the http-proxy plugin (output commit)\n")
+	p("- service: POST stores the value with write, fsync and rename, GET reads it (internal/testservice, keep-alive); plain: the service on a plain directory, clients direct; pbfs-N: on a pbfs mount with N backups (--ack all), clients through the http-proxy plugin (output commit); pbfs-N-delay: the same with %s added each way on every backup's link\n", report.LinkDelay)
 	p("- %s, %d CPUs; load average at start %s, at end %s; run took %s\n\n", runtime.Version(), runtime.NumCPU(), rep.load0, rep.load1, rep.end.Sub(rep.start).Round(time.Second))
 	p("## Per phase\n\n")
 	p("ok/s: 2xx answers per second (reads: with the right value). Ratio: to plain's ok/s in the same phase. CPU: ms per ok request, from /proc, for the service, the mount with its proxy and flush helper, and all backups together.\n\n")

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
 )
 
 // scenario is one run's processes: the service, and for pbfs-N the
@@ -31,6 +32,7 @@ type scenario struct {
 	target  string // where clients send requests
 	metrics string // the proxy's metrics address, when there is a proxy
 	procs   []*benchproc.Proc
+	proxies []*delayproxy.Proxy // in front of the backups, for -delay scenarios
 }
 
 // buildService builds the key-value service once for the whole run.
@@ -58,7 +60,7 @@ func (s *scenario) start(name string, env []string, argv ...string) (*benchproc.
 // up starts the scenario: backups, the mount (under prlimit when fdLimit
 // is set) with the proxy, and the service on the volume; plain starts
 // only the service, on a plain directory.
-func up(ctx context.Context, cfg config, name string, backups, fdLimit int) (*scenario, error) {
+func up(ctx context.Context, cfg config, name string, backups int, delay time.Duration, fdLimit int) (*scenario, error) {
 	dir, err := os.MkdirTemp(cfg.workdir, "pbfs-kv-"+name+"-")
 	if err != nil {
 		return nil, err
@@ -93,6 +95,14 @@ func up(ctx context.Context, cfg config, name string, backups, fdLimit int) (*sc
 				return s, err
 			}
 			s.backups = append(s.backups, b)
+			if delay > 0 {
+				px, err := delayproxy.New("127.0.0.1:0", addr, delay)
+				if err != nil {
+					return s, err
+				}
+				s.proxies = append(s.proxies, px)
+				addr = px.Addr()
+			}
 			argv = append(argv, "--backup", addr)
 		}
 		proxyAddr, err := benchproc.FreeAddr()
@@ -201,6 +211,9 @@ func (s *scenario) down(keep bool) error {
 		if err := s.procs[i].Stop(30 * time.Second); err != nil {
 			errs = append(errs, err.Error())
 		}
+	}
+	for _, px := range s.proxies {
+		px.Close()
 	}
 	for _, m := range benchproc.MountsUnder(s.dir) {
 		syscall.Unmount(m, syscall.MNT_DETACH)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
 	"github.com/pbfs/pbfs/control"
 )
 
@@ -35,7 +36,7 @@ type cluster struct {
 	primary *proc
 	backups []*proc
 	bvols   []string
-	proxies []*DelayProxy
+	proxies []*delayproxy.Proxy
 	client  *control.Client
 	file    *os.File // the file the benchmark writes, on the mount
 	stopped bool
@@ -76,7 +77,7 @@ func startCluster(ctx context.Context, cfg config, bin, runDir, token string, n 
 		}
 		target := addr
 		if delay > 0 {
-			px, err := NewDelayProxy("127.0.0.1:0", addr, delay)
+			px, err := delayproxy.New("127.0.0.1:0", addr, delay)
 			if err != nil {
 				return c, err
 			}

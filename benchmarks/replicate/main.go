@@ -2,7 +2,7 @@
 // (p50, p99) and barriers per second with 0, 1 and 2 backups, for empty
 // barriers and for barriers that each cover one 4 KiB or 256 KiB write,
 // on loopback and with a fixed one-way delay added in each direction by
-// an in-process TCP proxy (DelayProxy). It also reports the bytes shipped
+// an in-process TCP proxy (benchmarks/internal/delayproxy). It also reports the bytes shipped
 // per batch against the bytes the service wrote, from the primary's
 // metrics and, on delayed links, from the proxy's own byte counts.
 //
@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
 )
 
 type config struct {
@@ -502,7 +503,7 @@ func calibrate(delay time.Duration) (direct, proxied time.Duration, err error) {
 			go func() { io.Copy(c, c); c.Close() }()
 		}
 	}()
-	px, err := NewDelayProxy("127.0.0.1:0", ln.Addr().String(), delay)
+	px, err := delayproxy.New("127.0.0.1:0", ln.Addr().String(), delay)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -29,6 +29,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
 type config struct {
@@ -48,7 +50,7 @@ func main() {
 	quick := flag.Bool("quick", false, "10 s per measurement instead of 30 s")
 	flag.StringVar(&cfg.bin, "bin", "bin/pbfs", "pbfs binary")
 	flag.StringVar(&cfg.proxy, "proxy", "bin/http-proxy", "http-proxy plugin binary")
-	flag.StringVar(&scenarios, "scenarios", "plain,pbfs-0,pbfs-1,pbfs-2", "scenarios to run, plain first")
+	flag.StringVar(&scenarios, "scenarios", "plain,pbfs-0,pbfs-1,pbfs-2,pbfs-2-delay", "scenarios to run, plain first (pbfs-N-delay: 0.5 ms added each way on every backup's link)")
 	flag.StringVar(&fractions, "fractions", "0.5,0.7,0.9", "offered loads of the open-loop points, as fractions of plain's peak")
 	flag.IntVar(&cfg.clients, "clients", 8, "editors in the closed loop that finds the peak")
 	flag.IntVar(&cfg.posts, "posts", 200, "posts seeded and edited round-robin")
@@ -72,7 +74,7 @@ func main() {
 		cfg.fractions = append(cfg.fractions, v)
 	}
 	for _, s := range cfg.scenarios {
-		if _, perr := backupsOf(s); perr != nil {
+		if _, _, perr := report.ParseScenario(s); perr != nil {
 			err = perr
 		}
 	}
@@ -95,25 +97,13 @@ func main() {
 	}
 }
 
-// backupsOf parses a scenario name: plain is -1, pbfs-N is N.
-func backupsOf(s string) (int, error) {
-	if s == "plain" {
-		return -1, nil
-	}
-	var n int
-	if _, err := fmt.Sscanf(s, "pbfs-%d", &n); err != nil || n < 0 || n > 3 || s != fmt.Sprintf("pbfs-%d", n) {
-		return 0, fmt.Errorf("scenario %q: want plain or pbfs-0 ... pbfs-3", s)
-	}
-	return n, nil
-}
-
 func run(ctx context.Context, cfg config) error {
 	rep := &wpReport{cfg: cfg, start: time.Now(), load0: loadavg()}
 	var plainPeak float64
 	for _, name := range cfg.scenarios {
-		n, _ := backupsOf(name)
+		n, delay, _ := report.ParseScenario(name)
 		fmt.Printf("== %s\n", name)
-		res, err := runScenario(ctx, cfg, name, n, plainPeak)
+		res, err := runScenario(ctx, cfg, name, n, delay, plainPeak)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}

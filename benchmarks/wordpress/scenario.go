@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
 	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -45,7 +46,7 @@ type scenarioRun struct {
 
 // runScenario sets up a fresh site on the scenario's storage, seeds it,
 // measures the peak and the open-loop points, and tears it down.
-func runScenario(ctx context.Context, cfg config, name string, backups int, plainPeak float64) (*scenarioRun, error) {
+func runScenario(ctx context.Context, cfg config, name string, backups int, delay time.Duration, plainPeak float64) (*scenarioRun, error) {
 	dir, err := os.MkdirTemp(cfg.workdir, "pbfs-wp-"+name+"-")
 	if err != nil {
 		return nil, err
@@ -111,6 +112,14 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, plai
 			procs, bk = append(procs, b), append(bk, b)
 			if err := benchproc.WaitListening(ctx, b, addr); err != nil {
 				return fail(err)
+			}
+			if delay > 0 {
+				px, err := delayproxy.New("127.0.0.1:0", addr, delay)
+				if err != nil {
+					return fail(err)
+				}
+				defer px.Close() // after cleanup: the mount stops first
+				addr = px.Addr()
 			}
 			argv = append(argv, "--backup", addr)
 		}

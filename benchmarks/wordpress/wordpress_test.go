@@ -5,17 +5,6 @@ import (
 	"testing"
 )
 
-func TestScenarioNames(t *testing.T) {
-	for _, bad := range []string{"pbfs", "pbfs-4", "semisync"} {
-		if _, err := backupsOf(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	if n, err := backupsOf("pbfs-2"); err != nil || n != 2 {
-		t.Errorf("pbfs-2: %d, %v", n, err)
-	}
-}
-
 // TestPostEscapes: a post's text goes into the XML-RPC call escaped.
 func TestPostEscapes(t *testing.T) {
 	got := post("a <b> & c", "x")

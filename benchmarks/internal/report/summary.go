@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -105,4 +106,26 @@ func Merge(dir, name string, w *Workload) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// LinkDelay is the one-way delay a "-delay" scenario adds between the
+// primary and each backup (through benchmarks/internal/delayproxy).
+const LinkDelay = 500 * time.Microsecond
+
+// ParseScenario reads a scenario name of the storage benchmarks: "plain"
+// (backups -1), "pbfs-N" for N backups from 0 to 3, and "pbfs-N-delay"
+// with LinkDelay added each way on every backup's link.
+func ParseScenario(name string) (backups int, delay time.Duration, err error) {
+	if name == BaselineScenario {
+		return -1, 0, nil
+	}
+	base, delayed := strings.CutSuffix(name, "-delay")
+	var n int
+	if _, err := fmt.Sscanf(base, "pbfs-%d", &n); err != nil || n < 0 || n > 3 || base != fmt.Sprintf("pbfs-%d", n) || (delayed && n == 0) {
+		return 0, 0, fmt.Errorf("scenario %q: want plain, pbfs-N or pbfs-N-delay (N backups, 0 to 3; -delay needs a backup)", name)
+	}
+	if delayed {
+		delay = LinkDelay
+	}
+	return n, delay, nil
 }

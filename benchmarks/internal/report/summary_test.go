@@ -72,3 +72,20 @@ func TestCurves(t *testing.T) {
 		t.Fatalf("no PNG at %s (%d bytes, %v)", path, len(data), err)
 	}
 }
+
+func TestParseScenario(t *testing.T) {
+	for name, want := range map[string]struct {
+		n int
+		d time.Duration
+	}{"plain": {-1, 0}, "pbfs-0": {0, 0}, "pbfs-2": {2, 0}, "pbfs-1-delay": {1, LinkDelay}} {
+		n, d, err := ParseScenario(name)
+		if err != nil || n != want.n || d != want.d {
+			t.Errorf("%s: %d %v %v, want %d %v", name, n, d, err, want.n, want.d)
+		}
+	}
+	for _, bad := range []string{"pbfs", "pbfs-4", "pbfs-0-delay", "pbfs-1x", "semisync", "pbfs-1-delay-delay", ""} {
+		if _, _, err := ParseScenario(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -1,4 +1,7 @@
-package main
+// Package delayproxy is a TCP proxy that adds a fixed one-way delay each
+// way, for the benchmarks' links with added latency (netem is not in every
+// kernel).
+package delayproxy
 
 import (
 	"errors"
@@ -12,14 +15,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DelayProxy is a TCP proxy that adds a fixed one-way delay in each
+// Proxy is a TCP proxy that adds a fixed one-way delay in each
 // direction, the way `tc qdisc ... netem delay D` would on both ends of a
 // link (netem is not available in every kernel). Every chunk read from
 // one side is written to the other side no earlier than delay after it was
 // read, in order; there is no bandwidth limit, so a burst keeps its shape
 // and only moves in time. It counts the bytes it forwards: the TCP payload
 // on the wire, protocol framing and acks included.
-type DelayProxy struct {
+type Proxy struct {
 	ln     net.Listener
 	target string
 	delay  time.Duration
@@ -33,29 +36,29 @@ type DelayProxy struct {
 	wg     sync.WaitGroup
 }
 
-// NewDelayProxy listens on listen (host:port, port 0 picks one) and
+// New listens on listen (host:port, port 0 picks one) and
 // forwards every connection to target with delay added each way.
-func NewDelayProxy(listen, target string, delay time.Duration) (*DelayProxy, error) {
+func New(listen, target string, delay time.Duration) (*Proxy, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, err
 	}
-	p := &DelayProxy{ln: ln, target: target, delay: delay, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, delay: delay, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.serve()
 	return p, nil
 }
 
 // Addr is the address clients connect to.
-func (p *DelayProxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Bytes returns the bytes forwarded so far: client to target (up) and
 // target to client (down).
-func (p *DelayProxy) Bytes() (up, down int64) { return p.up.Load(), p.down.Load() }
+func (p *Proxy) Bytes() (up, down int64) { return p.up.Load(), p.down.Load() }
 
 // Close stops accepting, cuts every open connection and waits for the
 // proxy's goroutines to end.
-func (p *DelayProxy) Close() error {
+func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	for c := range p.conns {
@@ -67,7 +70,7 @@ func (p *DelayProxy) Close() error {
 	return err
 }
 
-func (p *DelayProxy) track(c net.Conn) bool {
+func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -78,14 +81,14 @@ func (p *DelayProxy) track(c net.Conn) bool {
 	return true
 }
 
-func (p *DelayProxy) untrack(c net.Conn) {
+func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
 	p.mu.Unlock()
 	c.Close()
 }
 
-func (p *DelayProxy) serve() {
+func (p *Proxy) serve() {
 	defer p.wg.Done()
 	for {
 		client, err := p.ln.Accept()
@@ -104,7 +107,7 @@ func (p *DelayProxy) serve() {
 	}
 }
 
-func (p *DelayProxy) handle(client net.Conn) {
+func (p *Proxy) handle(client net.Conn) {
 	defer p.wg.Done()
 	defer p.untrack(client)
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
@@ -134,7 +137,7 @@ var chunkPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b
 // reader goroutine stamps chunks as they arrive, so the delay does not
 // add up across chunks; the writer releases them in order at their due
 // time. EOF on src half-closes dst; an error cuts both.
-func (p *DelayProxy) pipe(src, dst net.Conn, n *atomic.Int64) {
+func (p *Proxy) pipe(src, dst net.Conn, n *atomic.Int64) {
 	q := make(chan chunk, 4096)
 	go func() {
 		defer close(q)

@@ -1,4 +1,4 @@
-package main
+package delayproxy
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ func echoServer(t *testing.T) string {
 // least twice the delay, and not much more.
 func TestDelayProxyDelaysEachWay(t *testing.T) {
 	const delay = 5 * time.Millisecond
-	px, err := NewDelayProxy("127.0.0.1:0", echoServer(t), delay)
+	px, err := New("127.0.0.1:0", echoServer(t), delay)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestDelayProxyDelaysEachWay(t *testing.T) {
 // through the proxy and checks what comes back, and that a half-close
 // reaches the far side.
 func TestDelayProxyKeepsBytesAndOrder(t *testing.T) {
-	px, err := NewDelayProxy("127.0.0.1:0", echoServer(t), 200*time.Microsecond)
+	px, err := New("127.0.0.1:0", echoServer(t), 200*time.Microsecond)
 	if err != nil {
 		t.Fatal(err)
 	}
