@@ -44,7 +44,7 @@ func steps(bin, proxy string) []step {
 			[]string{"-bin", bin, "-proxy", proxy, "-keys", "3000", "-reads", "1", "-scenarios", "plain,pbfs-1", "-fd-clients", "300"}},
 		{"wordpress", "./benchmarks/wordpress", "-results-dir",
 			[]string{"-install", "-bin", bin, "-proxy", proxy},
-			[]string{"-install", "-bin", bin, "-proxy", proxy, "-scenarios", "plain,pbfs-1", "-peak-for", "8s", "-point-for", "6s", "-fractions", "0.5,0.7"}},
+			[]string{"-install", "-bin", bin, "-proxy", proxy, "-scenarios", "plain,pbfs-1,semisync", "-peak-for", "6s", "-point-for", "5s", "-fractions", "0.5,0.7"}},
 		{"sysbench", "./benchmarks/sysbench", "-results-dir",
 			[]string{"-bin", bin, "-tune=false"},
 			[]string{"-bin", bin, "-quick", "-time", "5s", "-tune=false", "-scenarios", "plain,pbfs-2-replicated", "-workloads", "oltp_write_only"}},

@@ -33,7 +33,7 @@ func (rep *wpReport) markdown() string {
 	p("# WordPress wp.editPost, %s\n\n", rep.start.UTC().Format("2006-01-02 15:04:05 UTC"))
 	p("- command: `go run ./benchmarks/wordpress %s`\n", benchproc.ShownArgs(os.Args[1:]))
 	p("- Debian's wordpress, nginx and php-fpm (%d workers), MariaDB with its data directory on the scenario's storage; %d seeded posts edited round-robin through XML-RPC\n", cfg.fpm, cfg.posts)
-	p("- plain: clients talk to nginx directly; pbfs-N: MariaDB's data directory on a pbfs mount with N backups (--ack all), clients through the http-proxy plugin; pbfs-N-delay: the same with %s added each way on every backup's link\n", report.LinkDelay)
+	p("- plain: clients talk to nginx directly; pbfs-N: MariaDB's data directory on a pbfs mount with N backups (--ack all), clients through the http-proxy plugin; pbfs-N-delay: the same with %s added each way on every backup's link; semisync: MariaDB's semi-synchronous replication (AFTER_SYNC, sync_binlog=1) to two replicas on plain directories, clients direct, the replicas' CPU in the backups column\n", report.LinkDelay)
 	p("- peak: %d editors in a closed loop for %s; then an open-loop Poisson client at %v of plain's peak for %s each, latency counted from when each request was due\n",
 		cfg.clients, cfg.peakFor, cfg.fractions, cfg.pointFor)
 	p("- %s, %d CPUs; load average at start %s, at end %s; run took %s\n\n", runtime.Version(), runtime.NumCPU(), rep.load0, rep.load1, rep.end.Sub(rep.start).Round(time.Second))
@@ -43,7 +43,7 @@ func (rep *wpReport) markdown() string {
 			plain = r
 		}
 	}
-	p("## Peak\n\n| scenario | editPost/s | ratio to plain | p50 ms | p95 ms | p99 ms | failed | CPU ms/request: nginx + php-fpm | mariadbd | pbfs mount + proxy | backups | all pbfs | journal stored B/request | shipped B/request/backup |\n")
+	p("## Peak\n\n| scenario | editPost/s | ratio to plain | p50 ms | p95 ms | p99 ms | failed | CPU ms/request: nginx + php-fpm | mariadbd | pbfs mount + proxy | backups or replicas | all replication | journal stored B/request | shipped B/request/backup |\n")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.runs {
 		pt := r.peak
@@ -64,7 +64,7 @@ func (rep *wpReport) markdown() string {
 			perReq(pt.cpuMount.Plus(pt.cpuBackup), pt.ok), stored, shipped)
 	}
 	p("\n## Latency against offered load\n\nThe same offered rates for every scenario, as fractions of plain's peak.\n\n")
-	p("| offered/s | scenario | editPost/s | p50 ms | p95 ms | p99 ms | p50 minus plain's, ms | failed | all pbfs CPU ms/request |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| offered/s | scenario | editPost/s | p50 ms | p95 ms | p99 ms | p50 minus plain's, ms | failed | all replication CPU ms/request |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for i := range cfg.fractions {
 		for _, r := range rep.runs {
 			if i >= len(r.points) {

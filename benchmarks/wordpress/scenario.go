@@ -144,7 +144,11 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 		}
 		target = "http://" + proxy
 	}
-	s, err = startSiteAt(ctx, siteName, run, filepath.Join(vol, "mysql"), nginx, cfg.fpm)
+	replicas := 0
+	if name == semisyncScenario {
+		replicas = 2
+	}
+	s, err = startSiteAt(ctx, siteName, run, filepath.Join(vol, "mysql"), nginx, cfg.fpm, replicas)
 	if err != nil {
 		return fail(err)
 	}
@@ -163,13 +167,13 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	r := &scenarioRun{name: name, backups: backups}
 	measure := func(offered float64, do func() []sample) *point {
 		web0, db0 := s.cpu()
-		m0, b0 := mount.CPU(), cpuOf(bk)
+		m0, b0 := mount.CPU(), cpuOf(bk).Plus(s.replicaCPU())
 		met0 := scrape(admin)
 		t0 := time.Now()
 		samples := do()
 		el := time.Since(t0)
 		web1, db1 := s.cpu()
-		m1, b1 := mount.CPU(), cpuOf(bk)
+		m1, b1 := mount.CPU(), cpuOf(bk).Plus(s.replicaCPU())
 		met1 := scrape(admin)
 		p := &point{offered: offered, cpuWeb: web1.Minus(web0), cpuDB: db1.Minus(db0), cpuMount: m1.Minus(m0), cpuBackup: b1.Minus(b0),
 			shipped: met1["pbfs_replicate_bytes_sent_total"] - met0["pbfs_replicate_bytes_sent_total"],
@@ -200,13 +204,20 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	if ctx.Err() != nil {
 		return fail(ctx.Err())
 	}
+	// Semi-sync's replicas must hold what the primary does.
+	r.verified = "no backups"
+	if replicas > 0 {
+		if err := s.dbs.converged(ctx); err != nil {
+			return fail(err)
+		}
+		r.verified = "replicas' tables identical to the primary's (CHECKSUM TABLE)"
+	}
 	// The database stops cleanly first; then every backup must hold
 	// exactly the primary's volume.
 	for _, err := range s.stop() {
 		return fail(err)
 	}
 	s = nil
-	r.verified = "no backups"
 	if backups > 0 {
 		cmd := exec.Command(cfg.bin, "verify", "--journal", jdir)
 		cmd.Env = append(os.Environ(), env...)
@@ -217,6 +228,10 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	}
 	return r, cleanup(false)
 }
+
+// semisyncScenario is MariaDB's own semi-synchronous replication to two
+// replicas, on plain directories, clients talking to nginx directly.
+const semisyncScenario = "semisync"
 
 func cpuOf(ps []*benchproc.Proc) benchproc.CPU {
 	var c benchproc.CPU

@@ -53,9 +53,10 @@ func ensurePackages(install bool) error {
 
 // site is WordPress on nginx and php-fpm with its database in datadir.
 type site struct {
-	name    string // also the name of its Debian config file
-	run     string // sockets, configs, logs
-	db      *mariadbtest.Server
+	name    string              // also the name of its Debian config file
+	run     string              // sockets, configs, logs
+	db      *mariadbtest.Server // the primary
+	dbs     *databases
 	fpm     *benchproc.Proc
 	nginx   *benchproc.Proc
 	addr    string // nginx, host:port
@@ -64,23 +65,20 @@ type site struct {
 
 // startSiteAt starts MariaDB on datadir (installing it first), php-fpm
 // and nginx listening on addr, and installs WordPress.
-func startSiteAt(ctx context.Context, name, run, datadir, addr string, fpmChildren int) (*site, error) {
+//
+// With replicas > 0 MariaDB replicates semi-synchronously to that many
+// replicas (semisync.go).
+func startSiteAt(ctx context.Context, name, run, datadir, addr string, fpmChildren, replicas int) (*site, error) {
 	s := &site{name: name, run: run, cfgFile: "/etc/wordpress/config-" + name + ".php"}
 	if err := os.MkdirAll(run, 0o755); err != nil {
 		return s, err
 	}
-	if err := os.MkdirAll(datadir, 0o755); err != nil {
-		return s, err
-	}
-	install := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+datadir, "--user=root",
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
-	if out, err := install.CombinedOutput(); err != nil {
-		return s, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
-	}
-	db, err := mariadbtest.StartErr(run, datadir, "--innodb-buffer-pool-size=128M")
+	dbs, err := startDatabases(ctx, run, datadir, replicas)
+	s.dbs = dbs
 	if err != nil {
 		return s, err
 	}
+	db := dbs.primary
 	s.db = db
 	for _, q := range []string{"CREATE DATABASE wordpress", "CREATE USER 'wp'@'localhost' IDENTIFIED BY 'wp'",
 		"GRANT ALL ON wordpress.* TO 'wp'@'localhost'"} {
@@ -194,10 +192,19 @@ func (s *site) install(ctx context.Context) error {
 // mariadbd.
 func (s *site) cpu() (web, db benchproc.CPU) {
 	web = s.fpm.CPU().Plus(s.nginx.CPU())
-	if s.db != nil {
-		db = benchproc.GroupCPU(s.db.Pid())
+	if s.dbs != nil {
+		db, _ = s.dbs.cpu()
 	}
 	return web, db
+}
+
+// replicaCPU is the CPU semi-sync's replicas used so far.
+func (s *site) replicaCPU() benchproc.CPU {
+	if s.dbs == nil {
+		return benchproc.CPU{}
+	}
+	_, r := s.dbs.cpu()
+	return r
 }
 
 // stop stops the web tier and the database and removes the config file.
@@ -210,10 +217,8 @@ func (s *site) stop() []error {
 			}
 		}
 	}
-	if s.db != nil {
-		if err := s.db.Stop(); err != nil {
-			errs = append(errs, fmt.Errorf("mariadbd: %w", err))
-		}
+	if s.dbs != nil {
+		errs = append(errs, s.dbs.stop()...)
 	}
 	os.Remove(s.cfgFile)
 	return errs
