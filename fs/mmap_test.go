@@ -21,15 +21,7 @@ import (
 // the kernel sent them 10-30 s later.
 func TestBarrierCoversSharedMappings(t *testing.T) {
 	eachMount(t, mount.Config{}, func(t *testing.T, cfg mount.Config) {
-		e := fstest.Setup(t, cfg, func(vol string) {
-			os.WriteFile(filepath.Join(vol, "mapped"), bytes.Repeat([]byte{'.'}, 64<<10), 0o644)
-		})
-		fd, err := unix.Open(filepath.Join(e.Vol, "mapped"), unix.O_RDWR, 0)
-		must(t, err)
-		defer unix.Close(fd)
-		data, err := unix.Mmap(fd, 0, 64<<10, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-		must(t, err)
-		defer unix.Munmap(data)
+		e, data := setupMapped(t, cfg)
 		for round := 0; round < 50; round++ {
 			page := round % 16
 			want := fmt.Sprintf("round %02d stored through the mapping", round)
@@ -53,15 +45,7 @@ func TestBarrierCoversSharedMappings(t *testing.T) {
 // steady stream of truncates once failed barriers after four rounds.
 func TestBarrierUnderSteadyTruncates(t *testing.T) {
 	t.Setenv("PBFS_FAILPOINT_TRUNCATE_DELAY", "2ms") // a truncate is nearly always in flight
-	e := fstest.Setup(t, mount.Config{}, func(vol string) {
-		os.WriteFile(filepath.Join(vol, "mapped"), bytes.Repeat([]byte{'.'}, 64<<10), 0o644)
-	})
-	fd, err := unix.Open(filepath.Join(e.Vol, "mapped"), unix.O_RDWR, 0)
-	must(t, err)
-	defer unix.Close(fd)
-	data, err := unix.Mmap(fd, 0, 64<<10, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	must(t, err)
-	defer unix.Munmap(data)
+	e, data := setupMapped(t, mount.Config{})
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	t.Cleanup(func() { // before the unmount, also when the test fails
@@ -103,4 +87,25 @@ func TestBarrierUnderSteadyTruncates(t *testing.T) {
 			t.Fatalf("round %d: the barrier returned without the store through the mapping", round)
 		}
 	}
+}
+
+// setupMapped mounts a volume holding a 64 KiB file "mapped" and maps it
+// shared and writable; the mapping and its descriptor stay open until the
+// test ends (before the unmount).
+func setupMapped(t *testing.T, cfg mount.Config) (*fstest.Env, []byte) {
+	e := fstest.Setup(t, cfg, func(vol string) {
+		os.WriteFile(filepath.Join(vol, "mapped"), bytes.Repeat([]byte{'.'}, 64<<10), 0o644)
+	})
+	fd, err := unix.Open(filepath.Join(e.Vol, "mapped"), unix.O_RDWR, 0)
+	must(t, err)
+	data, err := unix.Mmap(fd, 0, 64<<10, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unix.Munmap(data)
+		unix.Close(fd)
+	})
+	return e, data
 }

@@ -23,8 +23,6 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -169,11 +167,11 @@ func run(ctx context.Context, bin, proxyBin, rateList string, dur time.Duration,
 	var all []result
 	for i, rate := range rates {
 		for _, t := range targets {
-			before := scrape(s.mets)
+			before := benchproc.Scrape(s.mets)
 			r := openLoop(ctx, client, t.url, rate, dur, uint64(i+1), 4096)
 			r.target = t.name
 			if t.name == "proxy-pbfs" {
-				proxyStats(&r, before, scrape(s.mets))
+				proxyStats(&r, before, benchproc.Scrape(s.mets))
 			}
 			fmt.Printf("%-13s %6.0f/s offered: %7.1f 2xx/s  p50 %8s  p99 %8s  5xx %d  failed %d  dropped %d  group %.1f  barrier %s  hold %s\n",
 				r.target, r.rate, r.goodput(), r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond),
@@ -185,23 +183,6 @@ func run(ctx context.Context, bin, proxyBin, rateList string, dur time.Duration,
 		}
 	}
 	return writeReport(resultsDir, all, dur, pool, barriers, extra)
-}
-
-// scrape reads the proxy's metrics as name -> value (unlabelled samples).
-func scrape(addr string) map[string]float64 {
-	out := map[string]float64{}
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return out
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(l); len(f) == 2 && !strings.HasPrefix(l, "#") {
-			out[f[0]], _ = strconv.ParseFloat(f[1], 64)
-		}
-	}
-	return out
 }
 
 // proxyStats fills r's proxy columns from the metrics before and after.

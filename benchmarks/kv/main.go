@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -94,7 +95,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer os.Remove(svc)
 	cfg.service = svc
-	rep := &kvReport{cfg: cfg, start: start, load0: loadavg()}
+	rep := &kvReport{cfg: cfg, start: start, load0: benchproc.LoadAvg()}
 	for _, name := range cfg.scenarios {
 		n, delay, _ := report.ParseScenario(name)
 		fmt.Printf("== %s\n", name)
@@ -112,15 +113,6 @@ func run(ctx context.Context, cfg config) error {
 		}
 		rep.fd = res
 	}
-	rep.end, rep.load1 = time.Now(), loadavg()
+	rep.end, rep.load1 = time.Now(), benchproc.LoadAvg()
 	return rep.write(cfg.resultsDir)
-}
-
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

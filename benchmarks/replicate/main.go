@@ -198,7 +198,7 @@ func run(cfg config) (err error) {
 	maxSize := slices.Max(cfg.sizes)
 	data := makeData(cfg.data, 16<<20+maxSize)
 
-	rep := &report{cfg: cfg, commit: commit, start: time.Now(), loadStart: loadavg(), otherMounts: countPbfsMounts()}
+	rep := &report{cfg: cfg, commit: commit, start: time.Now(), loadStart: benchproc.LoadAvg(), otherMounts: countPbfsMounts()}
 	for _, d := range cfg.delays {
 		if d > 0 {
 			direct, proxied, err := calibrate(d)
@@ -215,7 +215,7 @@ func run(cfg config) (err error) {
 		}
 	}
 	rep.end = time.Now()
-	rep.loadEnd = loadavg()
+	rep.loadEnd = benchproc.LoadAvg()
 	rep.leftMounts = mountsUnder(runDir)
 	text := rep.markdown()
 	fmt.Print(text)
@@ -542,15 +542,6 @@ func gitDescribe() string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(out))
-}
-
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 func countPbfsMounts() int {

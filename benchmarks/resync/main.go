@@ -180,7 +180,7 @@ func run(cfg config) (err error) {
 	tok := make([]byte, 16)
 	rand.Read(tok)
 	e.token = hex.EncodeToString(tok)
-	e.rep = &report{cfg: cfg, commit: commit, start: time.Now(), loadStart: loadavg(), otherMounts: countPbfsMounts()}
+	e.rep = &report{cfg: cfg, commit: commit, start: time.Now(), loadStart: benchproc.LoadAvg(), otherMounts: countPbfsMounts()}
 	go e.rep.watchLoad(ctx)
 
 	if strings.Contains(cfg.parts, "resync") {
@@ -203,7 +203,7 @@ func run(cfg config) (err error) {
 		}
 	}
 	e.rep.end = time.Now()
-	e.rep.loadEnd = loadavg()
+	e.rep.loadEnd = benchproc.LoadAvg()
 	e.rep.leftMounts = mountsUnder(runDir)
 	md := e.rep.markdown()
 	fmt.Print(md)
@@ -681,15 +681,6 @@ func gitDescribe() string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(out))
-}
-
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 func countPbfsMounts() int {

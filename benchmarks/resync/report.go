@@ -41,7 +41,7 @@ type report struct {
 // watchLoad keeps the highest 1-minute load average seen during the run.
 func (r *report) watchLoad(ctx context.Context) {
 	for ctx.Err() == nil {
-		f := strings.Fields(loadavg())
+		f := strings.Fields(benchproc.LoadAvg())
 		if len(f) > 0 {
 			if v, err := strconv.ParseFloat(f[0], 64); err == nil {
 				r.mu.Lock()

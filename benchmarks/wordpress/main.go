@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -98,7 +99,7 @@ func main() {
 }
 
 func run(ctx context.Context, cfg config) error {
-	rep := &wpReport{cfg: cfg, start: time.Now(), load0: loadavg()}
+	rep := &wpReport{cfg: cfg, start: time.Now(), load0: benchproc.LoadAvg()}
 	var plainPeak float64
 	for _, name := range cfg.scenarios {
 		n, delay, _ := report.ParseScenario(name)
@@ -115,15 +116,6 @@ func run(ctx context.Context, cfg config) error {
 		}
 		rep.runs = append(rep.runs, res)
 	}
-	rep.end, rep.load1 = time.Now(), loadavg()
+	rep.end, rep.load1 = time.Now(), benchproc.LoadAvg()
 	return rep.write(cfg.resultsDir)
-}
-
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

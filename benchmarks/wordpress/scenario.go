@@ -5,13 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -168,13 +166,13 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	measure := func(offered float64, do func() []sample) *point {
 		web0, db0 := s.cpu()
 		m0, b0 := mount.CPU(), cpuOf(bk).Plus(s.replicaCPU())
-		met0 := scrape(admin)
+		met0 := benchproc.Scrape(admin)
 		t0 := time.Now()
 		samples := do()
 		el := time.Since(t0)
 		web1, db1 := s.cpu()
 		m1, b1 := mount.CPU(), cpuOf(bk).Plus(s.replicaCPU())
-		met1 := scrape(admin)
+		met1 := benchproc.Scrape(admin)
 		p := &point{offered: offered, cpuWeb: web1.Minus(web0), cpuDB: db1.Minus(db0), cpuMount: m1.Minus(m0), cpuBackup: b1.Minus(b0),
 			shipped: met1["pbfs_replicate_bytes_sent_total"] - met0["pbfs_replicate_bytes_sent_total"],
 			stored:  met1[`pbfs_journal_bytes_total{stage="stored"}`] - met0[`pbfs_journal_bytes_total{stage="stored"}`],
@@ -239,30 +237,4 @@ func cpuOf(ps []*benchproc.Proc) benchproc.CPU {
 		c = c.Plus(p.CPU())
 	}
 	return c
-}
-
-// scrape reads the mount's admin metrics (name{labels} -> value).
-func scrape(addr string) map[string]float64 {
-	out := map[string]float64{}
-	if addr == "" {
-		return out
-	}
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return out
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(data), "\n") {
-		if i := strings.LastIndexByte(l, ' '); i > 0 && !strings.HasPrefix(l, "#") {
-			v, err := strconv.ParseFloat(l[i+1:], 64)
-			if err == nil {
-				out[l[:i]] += v
-				if name, _, labeled := strings.Cut(l[:i], "{"); labeled {
-					out[name] += v // and summed over the labels
-				}
-			}
-		}
-	}
-	return out
 }
