@@ -51,15 +51,14 @@ proto:
 		replicate/replpb/replicate.proto plugins/sdk/internal/pluginpb/plugin.proto
 
 bench: build
-	bash benchmarks/fs/run.sh
 	$(GO) test -run '^$$' -bench . -benchtime 20000x ./capture
 	$(GO) test -run '^$$' -bench . -benchtime 2000x ./journal ./benchmarks/writediff
-	$(GO) run ./benchmarks/suite -bin $(BIN) -proxy bin/http-proxy
+	$(GO) run ./benchmarks/suite -install -bin $(BIN) -proxy bin/http-proxy
 
-# Short versions of the suite's benchmarks (replicate, http, kv, wordpress, sysbench), one report
-# with summary.json, in under five minutes.
+# Short versions of the suite's benchmarks (fs, replicate, http, kv, wordpress, sysbench), one
+# report with summary.json, in under five minutes.
 bench-quick: build
-	$(GO) run ./benchmarks/suite -quick -bin $(BIN) -proxy bin/http-proxy
+	$(GO) run ./benchmarks/suite -install -quick -bin $(BIN) -proxy bin/http-proxy
 
 # WordPress wp.editPost on Debian's wordpress, nginx, php-fpm and MariaDB: plain against pbfs
 # with 0-2 backups behind the proxy (about 12 minutes; WP_FLAGS=-quick for about 5). Installs

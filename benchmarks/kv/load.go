@@ -30,6 +30,7 @@ type phase struct {
 	cpuSvc   benchproc.CPU
 	cpuMount benchproc.CPU
 	cpuBack  benchproc.CPU
+	client   float64 // vCPUs the load generator itself used
 }
 
 func (p *phase) rate() float64 { return float64(p.ok) / p.elapsed.Seconds() }
@@ -77,6 +78,7 @@ func runPhase(ctx context.Context, s *scenario, client *http.Client, name string
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	svc0, mnt0, bk0 := s.cpu()
+	self0 := benchproc.SelfCPU()
 	start := time.Now()
 	for c := 0; c < clients; c++ {
 		wg.Add(1)
@@ -151,6 +153,7 @@ func runPhase(ctx context.Context, s *scenario, client *http.Client, name string
 	}
 	wg.Wait()
 	p.elapsed = time.Since(start)
+	p.client = float64(benchproc.SelfCPU().Minus(self0).Total()) / float64(p.elapsed)
 	svc1, mnt1, bk1 := s.cpu()
 	p.cpuSvc, p.cpuMount, p.cpuBack = svc1.Minus(svc0), mnt1.Minus(mnt0), bk1.Minus(bk0)
 	return p

@@ -79,15 +79,20 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kv: -keys, -value and -clients must be positive")
 		os.Exit(2)
 	}
+	fsName, err := benchproc.CheckWorkdir(cfg.workdir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kv:", err)
+		os.Exit(2)
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := run(ctx, cfg); err != nil {
+	if err := run(ctx, cfg, fsName); err != nil {
 		fmt.Fprintln(os.Stderr, "kv: FAILED:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, cfg config) error {
+func run(ctx context.Context, cfg config, fsName string) error {
 	start := time.Now()
 	svc, err := buildService(cfg.workdir)
 	if err != nil {
@@ -95,7 +100,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer os.Remove(svc)
 	cfg.service = svc
-	rep := &kvReport{cfg: cfg, start: start, load0: benchproc.LoadAvg()}
+	rep := &kvReport{cfg: cfg, start: start, load0: benchproc.LoadAvg(), commit: benchproc.Commit(), fs: fsName}
 	for _, name := range cfg.scenarios {
 		n, delay, _ := report.ParseScenario(name)
 		fmt.Printf("== %s\n", name)

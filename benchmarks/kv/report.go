@@ -14,6 +14,7 @@ import (
 )
 
 type kvReport struct {
+	commit, fs   string
 	cfg          config
 	start, end   time.Time
 	load0, load1 string
@@ -71,11 +72,15 @@ func (rep *kvReport) markdown() string {
 	p("- %d keys of %d B; an insert pass, an update pass, %d read pass(es) that check every value; %d clients in a closed loop, each with its own kept-alive connection\n",
 		cfg.keys, cfg.value, cfg.readPasses, cfg.clients)
 	p("- service: POST stores the value with write, fsync and rename, GET reads it (internal/testservice, keep-alive); plain: the service on a plain directory, clients direct; pbfs-N: on a pbfs mount with N backups (--ack all), clients through the http-proxy plugin (output commit); pbfs-N-delay: the same with %s added each way on every backup's link\n", report.LinkDelay)
-	p("- %s, %d CPUs; load average at start %s, at end %s; run took %s\n\n", runtime.Version(), runtime.NumCPU(), rep.load0, rep.load1, rep.end.Sub(rep.start).Round(time.Second))
+	p("- pbfs %s; %s, %d CPUs; work directory on %s; load average at start %s, at end %s; run took %s\n\n",
+		rep.commit, runtime.Version(), runtime.NumCPU(), rep.fs, rep.load0, rep.load1, rep.end.Sub(rep.start).Round(time.Second))
+	if bad := rep.failedChecks(); len(bad) > 0 {
+		p("**FAILED: this run's figures are not results.** %s\n\n", strings.Join(bad, "; "))
+	}
 	p("## Per phase\n\n")
 	p("ok/s: 2xx answers per second (reads: with the right value). Ratio: to plain's ok/s in the same phase. CPU: ms per ok request, from /proc, for the service, the mount with its proxy and flush helper, and all backups together.\n\n")
-	p("| phase | scenario | ok/s | ratio to plain | p50 ms | p95 ms | p99 ms | errors | error rate | CPU service | CPU mount + proxy | CPU backups |\n")
-	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| phase | scenario | ok/s | ratio to plain | p50 ms | p95 ms | p99 ms | errors | error rate | CPU service | CPU mount + proxy | CPU backups | client vCPU |\n")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var phases []string
 	for _, r := range rep.runs {
 		for _, ph := range r.phases {
@@ -103,9 +108,9 @@ func (rep *kvReport) markdown() string {
 					ratio = fmt.Sprintf("%.2f", ph.rate()/plain)
 				}
 				n := ph.ok + ph.errors()
-				p("| %s | %s | %.0f | %s | %.2f | %.2f | %.2f | %d | %.2f %% | %s | %s | %s |\n", name, r.name, ph.rate(), ratio,
+				p("| %s | %s | %.0f | %s | %.2f | %.2f | %.2f | %d | %.2f %% | %s | %s | %s | %.2f |\n", name, r.name, ph.rate(), ratio,
 					pctMs(ph.lat, 0.5), pctMs(ph.lat, 0.95), pctMs(ph.lat, 0.99), ph.errors(), 100*float64(ph.errors())/float64(max(1, n)),
-					perReq(ph.cpuSvc, ph.ok), perReq(ph.cpuMount, ph.ok), perReq(ph.cpuBack, ph.ok))
+					perReq(ph.cpuSvc, ph.ok), perReq(ph.cpuMount, ph.ok), perReq(ph.cpuBack, ph.ok), ph.client)
 			}
 		}
 	}
@@ -148,12 +153,33 @@ func orNone(s []string) string {
 	return strings.Join(s, ", ")
 }
 
+// failedChecks lists what makes the run's figures untrustworthy: a
+// scenario that lost or corrupted a value, backups that did not verify,
+// or a load generator that may itself have been the bottleneck.
+func (rep *kvReport) failedChecks() []string {
+	var bad []string
+	for _, r := range rep.runs {
+		for _, ph := range r.phases {
+			if ph.wrong > 0 {
+				bad = append(bad, fmt.Sprintf("%s %s: %d reads got a wrong value", r.name, ph.name, ph.wrong))
+			}
+			if ph.client > benchproc.MaxClientCPU {
+				bad = append(bad, fmt.Sprintf("%s %s: the load generator used %.2f vCPU (over %.2f): it may be what limits the throughput", r.name, ph.name, ph.client, benchproc.MaxClientCPU))
+			}
+		}
+	}
+	return bad
+}
+
 // write prints the report, and writes it and the summary.json entries to
 // dir unless dir is empty.
 func (rep *kvReport) write(dir string) error {
 	md := rep.markdown()
 	fmt.Print("\n" + md)
 	if dir == "" {
+		if bad := rep.failedChecks(); len(bad) > 0 {
+			return fmt.Errorf("checks failed: %s", strings.Join(bad, "; "))
+		}
 		return nil
 	}
 	path := filepath.Join(dir, "kv-"+rep.start.UTC().Format("2006-01-02-150405")+".md")
@@ -164,6 +190,10 @@ func (rep *kvReport) write(dir string) error {
 		return err
 	}
 	fmt.Println("report:", path)
+	if bad := rep.failedChecks(); len(bad) > 0 {
+		// Written with its FAILED banner, but kept out of summary.json.
+		return fmt.Errorf("checks failed: %s", strings.Join(bad, "; "))
+	}
 	for _, w := range []string{"kv-insert", "kv-update", "kv-read"} {
 		wl := &report.Workload{Benchmark: "kv", Unit: "requests", Updated: rep.end.UTC(), Scenarios: map[string]*report.Scenario{}}
 		for _, r := range rep.runs {

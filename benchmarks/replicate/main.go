@@ -181,7 +181,7 @@ func run(cfg config) (err error) {
 	}()
 
 	bin := cfg.bin
-	commit := gitDescribe()
+	commit := benchproc.Commit()
 	if bin == "" {
 		bin = filepath.Join(runDir, "pbfs")
 		out, err := exec.Command("go", "build", "-o", bin, "github.com/pbfs/pbfs/cmd/pbfs").CombinedOutput()
@@ -534,14 +534,6 @@ func calibrate(delay time.Duration) (direct, proxied time.Duration, err error) {
 	}
 	proxied, err = rtt(px.Addr())
 	return direct, proxied, err
-}
-
-func gitDescribe() string {
-	out, err := exec.Command("git", "describe", "--always", "--dirty").Output()
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(out))
 }
 
 func countPbfsMounts() int {

@@ -167,7 +167,7 @@ func run(cfg config) (err error) {
 		}
 	}()
 	e.bin = cfg.bin
-	commit := gitDescribe()
+	commit := benchproc.Commit()
 	if e.bin == "" {
 		e.bin = filepath.Join(runDir, "pbfs")
 		out, err := exec.Command("go", "build", "-o", e.bin, "github.com/pbfs/pbfs/cmd/pbfs").CombinedOutput()
@@ -673,14 +673,6 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
-}
-
-func gitDescribe() string {
-	out, err := exec.Command("git", "describe", "--always", "--dirty").Output()
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(out))
 }
 
 func countPbfsMounts() int {

@@ -1,5 +1,6 @@
 // Command suite runs every benchmark in one go and writes one report:
-// each program's own Markdown and charts, all in one run directory under
+// the file-system microbenchmarks (benchmarks/fs/run.sh) and each
+// program's own Markdown and charts, all in one run directory under
 // -results-dir, an index (README.md) that tables results/summary.json with
 // every scenario's ratio to the plain directory, and summary.json itself,
 // also copied to -results-dir/summary.json. `make bench` runs it; `make
@@ -25,29 +26,36 @@ import (
 )
 
 // step is one benchmark program with its arguments; dirFlag names its
-// results-directory flag.
+// results-directory flag. A step with a script instead of a package runs
+// it with bash, its settings in the environment (env, quickEnv) and the
+// results directory in BENCH_RESULTS_DIR.
 type step struct {
 	name, pkg, dirFlag string
 	full, quick        []string
+	script             string
+	env, quickEnv      []string
 }
 
 func steps(bin, proxy string) []step {
 	return []step{
-		{"replicate", "./benchmarks/replicate", "-results-dir",
-			[]string{"-bin", bin},
-			[]string{"-bin", bin, "-rounds", "1", "-duration", "1s", "-sizes", "0,4096,262144", "-delays", "0,500us"}},
-		{"http", "./benchmarks/http", "-results",
-			[]string{"-bin", bin, "-proxy", proxy},
-			[]string{"-bin", bin, "-proxy", proxy, "-rates", "50,100,200", "-duration", "2s"}},
-		{"kv", "./benchmarks/kv", "-results-dir",
-			[]string{"-bin", bin, "-proxy", proxy},
-			[]string{"-bin", bin, "-proxy", proxy, "-keys", "3000", "-reads", "1", "-scenarios", "plain,pbfs-1", "-fd-clients", "300"}},
-		{"wordpress", "./benchmarks/wordpress", "-results-dir",
-			[]string{"-install", "-bin", bin, "-proxy", proxy},
-			[]string{"-install", "-bin", bin, "-proxy", proxy, "-scenarios", "plain,pbfs-1,semisync", "-peak-for", "6s", "-point-for", "5s", "-fractions", "0.5,0.7"}},
-		{"sysbench", "./benchmarks/sysbench", "-results-dir",
-			[]string{"-bin", bin, "-tune=false"},
-			[]string{"-bin", bin, "-quick", "-time", "5s", "-tune=false", "-scenarios", "plain,pbfs-2-replicated", "-workloads", "oltp_write_only"}},
+		{name: "fs", script: "benchmarks/fs/run.sh", env: []string{"PBFS_BIN=" + bin},
+			quickEnv: []string{"PBFS_BIN=" + bin, "BENCH_CONFIGS=plain pbfs", "BENCH_JOBS=randwrite smallfiles sqlite",
+				"BENCH_SECONDS=3", "BENCH_FILES=2000", "BENCH_SMALL_SECONDS=5", "BENCH_SQLITE_TX=300", "BENCH_SETTLE=0"}},
+		{name: "replicate", pkg: "./benchmarks/replicate", dirFlag: "-results-dir",
+			full:  []string{"-bin", bin},
+			quick: []string{"-bin", bin, "-rounds", "1", "-duration", "1s", "-sizes", "0,4096,262144", "-delays", "0,500us"}},
+		{name: "http", pkg: "./benchmarks/http", dirFlag: "-results",
+			full:  []string{"-bin", bin, "-proxy", proxy},
+			quick: []string{"-bin", bin, "-proxy", proxy, "-rates", "50,100,200", "-duration", "2s"}},
+		{name: "kv", pkg: "./benchmarks/kv", dirFlag: "-results-dir",
+			full:  []string{"-bin", bin, "-proxy", proxy},
+			quick: []string{"-bin", bin, "-proxy", proxy, "-keys", "3000", "-reads", "1", "-scenarios", "plain,pbfs-1", "-fd-clients", "300"}},
+		{name: "wordpress", pkg: "./benchmarks/wordpress", dirFlag: "-results-dir",
+			full:  []string{"-install", "-bin", bin, "-proxy", proxy},
+			quick: []string{"-install", "-bin", bin, "-proxy", proxy, "-scenarios", "plain,pbfs-1,semisync", "-peak-for", "6s", "-point-for", "5s", "-fractions", "0.5,0.7"}},
+		{name: "sysbench", pkg: "./benchmarks/sysbench", dirFlag: "-results-dir",
+			full:  []string{"-bin", bin, "-tune=false"},
+			quick: []string{"-bin", bin, "-quick", "-time", "5s", "-tune=false", "-scenarios", "plain,pbfs-2-replicated", "-workloads", "oltp_write_only"}},
 	}
 }
 
@@ -55,9 +63,16 @@ func main() {
 	quick := flag.Bool("quick", false, "short versions of every benchmark, under five minutes in all")
 	bin := flag.String("bin", "bin/pbfs", "pbfs binary")
 	proxy := flag.String("proxy", "bin/http-proxy", "http-proxy plugin binary")
-	only := flag.String("only", "", "run only these benchmarks (comma-separated: replicate,http,kv,wordpress,sysbench)")
+	only := flag.String("only", "", "run only these benchmarks (comma-separated: fs,replicate,http,kv,wordpress,sysbench)")
 	results := flag.String("results-dir", "benchmarks/results", "where the run's directory and summary.json go")
+	install := flag.Bool("install", false, "apt-get install the tools the benchmarks need when missing (fio, sqlite3, sysbench, mariadb-server; wordpress installs its own)")
 	flag.Parse()
+	if *install {
+		if err := installTools(); err != nil {
+			fmt.Fprintln(os.Stderr, "suite:", err)
+			os.Exit(1)
+		}
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	kind := "bench"
@@ -76,16 +91,23 @@ func main() {
 		if *only != "" && !slices.Contains(strings.Split(*only, ","), s.name) {
 			continue
 		}
-		args := s.full
+		args, env := s.full, s.env
 		if *quick {
-			args = s.quick
+			args, env = s.quick, s.quickEnv
 		}
-		argv := append([]string{"run", s.pkg}, args...)
-		argv = append(argv, s.dirFlag, dir)
-		fmt.Printf("\n### %s: go %s\n", s.name, strings.Join(argv, " "))
-		t := time.Now()
-		cmd := exec.CommandContext(ctx, "go", argv...)
+		var cmd *exec.Cmd
+		if s.script != "" {
+			env = append(env, "BENCH_RESULTS_DIR="+dir)
+			fmt.Printf("\n### %s: %s bash %s\n", s.name, strings.Join(env, " "), s.script)
+			cmd = exec.CommandContext(ctx, "bash", s.script)
+		} else {
+			argv := append(append([]string{"run", s.pkg}, args...), s.dirFlag, dir)
+			fmt.Printf("\n### %s: go %s\n", s.name, strings.Join(argv, " "))
+			cmd = exec.CommandContext(ctx, "go", argv...)
+		}
+		cmd.Env = append(os.Environ(), env...)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		t := time.Now()
 		if err := cmd.Run(); err != nil {
 			failed = append(failed, fmt.Sprintf("%s (%v)", s.name, err))
 		}
@@ -168,4 +190,27 @@ func writeIndex(dir, kind string, start time.Time, ran, failed []string) error {
 		}
 	}
 	return os.WriteFile(filepath.Join(dir, "README.md"), []byte(b.String()), 0o644)
+}
+
+// tools are the Debian packages the suite's benchmarks run.
+var tools = []string{"fio", "sqlite3", "sysbench", "mariadb-server"}
+
+// installTools installs the missing ones, non-interactively.
+func installTools() error {
+	var missing []string
+	for _, p := range tools {
+		if exec.Command("dpkg-query", "-W", "-f=${Status}", p).Run() != nil {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	fmt.Println("installing", strings.Join(missing, " "))
+	cmd := exec.Command("apt-get", append([]string{"install", "-y", "--no-install-recommends"}, missing...)...)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("apt-get install: %v\n%s", err, out)
+	}
+	return nil
 }

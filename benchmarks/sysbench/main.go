@@ -230,40 +230,11 @@ func preflight(cfg config) error {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		return fmt.Errorf("no /dev/fuse: %w", err)
 	}
-	if wd, _ := os.Getwd(); wd != "" {
-		if abs, _ := filepath.Abs(cfg.workdir); strings.HasPrefix(abs+"/", wd+"/") {
-			return fmt.Errorf("-workdir %s is inside the current directory: use a scratch directory such as /var/tmp", cfg.workdir)
-		}
-	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(cfg.workdir, &st); err != nil {
-		return fmt.Errorf("statfs %s: %w", cfg.workdir, err)
-	}
-	if fsName(st.Type) == "tmpfs" || fsName(st.Type) == "ramfs" {
-		return fmt.Errorf("-workdir %s is a %s: the plain baseline must be on a real disk", cfg.workdir, fsName(st.Type))
-	}
-	return nil
+	_, err := benchproc.CheckWorkdir(cfg.workdir)
+	return err
 }
 
-func fsName(t int64) string {
-	switch t {
-	case 0x01021994:
-		return "tmpfs"
-	case 0x858458f6:
-		return "ramfs"
-	case 0xEF53:
-		return "ext2/3/4"
-	case 0x58465342:
-		return "xfs"
-	case 0x9123683E:
-		return "btrfs"
-	case 0x65735546:
-		return "fuse"
-	case 0x794c7630:
-		return "overlayfs"
-	}
-	return fmt.Sprintf("0x%x", t)
-}
+func fsName(t int64) string { return benchproc.FSName(t) }
 
 // build builds pbfs and mysql-hint into the run directory unless pinned.
 func (b *bench) build() error {

@@ -110,8 +110,9 @@ func between(s, a, b string) string {
 // sample is one editPost: when it was due, how long it took from then,
 // and whether it succeeded.
 type sample struct {
-	lat time.Duration
-	ok  bool
+	lat  time.Duration
+	ok   bool
+	late time.Duration // open loop: how long after it was due the request was sent
 }
 
 // editor sends wp.editPost round-robin over ids.
@@ -145,7 +146,7 @@ func (e *editor) closedLoop(ctx context.Context, clients int, d time.Duration) [
 			for time.Now().Before(end) && ctx.Err() == nil {
 				t := time.Now()
 				err := e.edit(ctx)
-				mine = append(mine, sample{time.Since(t), err == nil})
+				mine = append(mine, sample{lat: time.Since(t), ok: err == nil})
 			}
 			mu.Lock()
 			out = append(out, mine...)
@@ -175,7 +176,7 @@ func (e *editor) openLoop(ctx context.Context, rate float64, d time.Duration, se
 		case sem <- struct{}{}:
 		default:
 			mu.Lock()
-			out = append(out, sample{0, false})
+			out = append(out, sample{})
 			mu.Unlock()
 			continue
 		}
@@ -183,9 +184,10 @@ func (e *editor) openLoop(ctx context.Context, rate float64, d time.Duration, se
 		go func(due time.Time) {
 			defer wg.Done()
 			defer func() { <-sem }()
+			late := time.Since(due)
 			err := e.edit(ctx)
 			mu.Lock()
-			out = append(out, sample{time.Since(due), err == nil})
+			out = append(out, sample{time.Since(due), err == nil, late})
 			mu.Unlock()
 		}(due)
 	}

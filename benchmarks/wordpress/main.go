@@ -90,16 +90,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "wordpress:", err)
 		os.Exit(1)
 	}
+	fsName, err := benchproc.CheckWorkdir(cfg.workdir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "wordpress:", err)
+		os.Exit(2)
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := run(ctx, cfg); err != nil {
+	if err := run(ctx, cfg, fsName); err != nil {
 		fmt.Fprintln(os.Stderr, "wordpress: FAILED:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, cfg config) error {
-	rep := &wpReport{cfg: cfg, start: time.Now(), load0: benchproc.LoadAvg()}
+func run(ctx context.Context, cfg config, fsName string) error {
+	rep := &wpReport{cfg: cfg, start: time.Now(), load0: benchproc.LoadAvg(), commit: benchproc.Commit(), fs: fsName}
 	var plainPeak float64
 	for _, name := range cfg.scenarios {
 		n, delay, _ := report.ParseScenario(name)

@@ -13,6 +13,7 @@ import (
 )
 
 type wpReport struct {
+	commit, fs   string
 	cfg          config
 	start, end   time.Time
 	load0, load1 string
@@ -36,7 +37,11 @@ func (rep *wpReport) markdown() string {
 	p("- plain: clients talk to nginx directly; pbfs-N: MariaDB's data directory on a pbfs mount with N backups (--ack all), clients through the http-proxy plugin; pbfs-N-delay: the same with %s added each way on every backup's link; semisync: MariaDB's semi-synchronous replication (AFTER_SYNC, sync_binlog=1) to two replicas on plain directories, clients direct, the replicas' CPU in the backups column\n", report.LinkDelay)
 	p("- peak: %d editors in a closed loop for %s; then an open-loop Poisson client at %v of plain's peak for %s each, latency counted from when each request was due\n",
 		cfg.clients, cfg.peakFor, cfg.fractions, cfg.pointFor)
-	p("- %s, %d CPUs; load average at start %s, at end %s; run took %s\n\n", runtime.Version(), runtime.NumCPU(), rep.load0, rep.load1, rep.end.Sub(rep.start).Round(time.Second))
+	p("- pbfs %s; %s, %d CPUs; work directory on %s; load average at start %s, at end %s; run took %s\n\n",
+		rep.commit, runtime.Version(), runtime.NumCPU(), rep.fs, rep.load0, rep.load1, rep.end.Sub(rep.start).Round(time.Second))
+	if bad := rep.failedChecks(); len(bad) > 0 {
+		p("**FAILED: this run's figures are not results.** %s\n\n", strings.Join(bad, "; "))
+	}
 	var plain *scenarioRun
 	for _, r := range rep.runs {
 		if r.name == "plain" {
@@ -87,6 +92,27 @@ func (rep *wpReport) markdown() string {
 	return b.String()
 }
 
+// maxLate is how late the open-loop generator may send its p99 request
+// before the run counts as limited by the generator rather than the site.
+const maxLate = 10 * time.Millisecond
+
+// failedChecks lists what makes the run's figures untrustworthy: a load
+// generator that used too much CPU or could not keep its schedule.
+func (rep *wpReport) failedChecks() []string {
+	var bad []string
+	for _, r := range rep.runs {
+		for _, pt := range append([]*point{r.peak}, r.points...) {
+			if pt.client > benchproc.MaxClientCPU {
+				bad = append(bad, fmt.Sprintf("%s: the load generator used %.2f vCPU (over %.2f)", r.name, pt.client, benchproc.MaxClientCPU))
+			}
+			if pt.lateP99 > maxLate {
+				bad = append(bad, fmt.Sprintf("%s at %.1f/s: the generator sent its p99 request %v late (over %v)", r.name, pt.offered, pt.lateP99.Round(time.Millisecond), maxLate))
+			}
+		}
+	}
+	return bad
+}
+
 func (pt *point) backupsOr1(r *scenarioRun) int { return max(1, r.backups) }
 
 // write prints the report and writes it, and the workload's entry in
@@ -96,6 +122,9 @@ func (rep *wpReport) write(dir string) error {
 	md := rep.markdown()
 	fmt.Print("\n" + md)
 	if dir == "" {
+		if bad := rep.failedChecks(); len(bad) > 0 {
+			return fmt.Errorf("checks failed: %s", strings.Join(bad, "; "))
+		}
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -111,6 +140,10 @@ func (rep *wpReport) write(dir string) error {
 		return err
 	}
 	fmt.Println("report:", path)
+	if bad := rep.failedChecks(); len(bad) > 0 {
+		// Written with its FAILED banner, but kept out of summary.json.
+		return fmt.Errorf("checks failed: %s", strings.Join(bad, "; "))
+	}
 	at := 0
 	for i, f := range rep.cfg.fractions {
 		if abs(f-0.7) < abs(rep.cfg.fractions[at]-0.7) {

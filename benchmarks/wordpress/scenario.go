@@ -32,6 +32,8 @@ type point struct {
 	shipped   float64       // bytes sent to backups (each backup counted)
 	stored    float64       // bytes the primary's journal stored
 	batches   float64
+	client    float64       // vCPUs the load generator itself used
+	lateP99   time.Duration // open loop: p99 of how late requests were sent
 }
 
 type scenarioRun struct {
@@ -167,17 +169,21 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 		web0, db0 := s.cpu()
 		m0, b0 := mount.CPU(), cpuOf(bk).Plus(s.replicaCPU())
 		met0 := benchproc.Scrape(admin)
+		self0 := benchproc.SelfCPU()
 		t0 := time.Now()
 		samples := do()
 		el := time.Since(t0)
+		client := float64(benchproc.SelfCPU().Minus(self0).Total()) / float64(el)
 		web1, db1 := s.cpu()
 		m1, b1 := mount.CPU(), cpuOf(bk).Plus(s.replicaCPU())
 		met1 := benchproc.Scrape(admin)
 		p := &point{offered: offered, cpuWeb: web1.Minus(web0), cpuDB: db1.Minus(db0), cpuMount: m1.Minus(m0), cpuBackup: b1.Minus(b0),
 			shipped: met1["pbfs_replicate_bytes_sent_total"] - met0["pbfs_replicate_bytes_sent_total"],
 			stored:  met1[`pbfs_journal_bytes_total{stage="stored"}`] - met0[`pbfs_journal_bytes_total{stage="stored"}`],
-			batches: met1["pbfs_journal_batches_total"] - met0["pbfs_journal_batches_total"]}
+			batches: met1["pbfs_journal_batches_total"] - met0["pbfs_journal_batches_total"], client: client}
+		var late []time.Duration
 		for _, sm := range samples {
+			late = append(late, sm.late)
 			if sm.ok {
 				p.ok++
 				p.lat = append(p.lat, sm.lat)
@@ -186,6 +192,10 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 			}
 		}
 		slices.Sort(p.lat)
+		slices.Sort(late)
+		if offered > 0 && len(late) > 0 {
+			p.lateP99 = late[len(late)*99/100]
+		}
 		p.rate = float64(p.ok) / el.Seconds()
 		fmt.Printf("  offered %6.1f/s: %6.1f ok/s  p50 %7.1f ms  p99 %7.1f ms  failed %d\n", offered, p.rate,
 			report.Pct(p.lat, 0.5), report.Pct(p.lat, 0.99), p.fail)

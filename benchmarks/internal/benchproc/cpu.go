@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -64,3 +65,17 @@ func (p *Proc) CPU() CPU {
 	}
 	return GroupCPU(p.Cmd.Process.Pid)
 }
+
+// SelfCPU is the CPU time this process (the load generator) used so far.
+func SelfCPU() CPU {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return CPU{}
+	}
+	return CPU{User: time.Duration(ru.Utime.Nano()), Sys: time.Duration(ru.Stime.Nano())}
+}
+
+// MaxClientCPU is the share of the machine's vCPUs above which a load
+// generator may itself be what limits the throughput it measures: a
+// report flags (and fails) a run whose client used more.
+const MaxClientCPU = 0.75
