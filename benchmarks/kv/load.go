@@ -167,6 +167,7 @@ type scenarioRun struct {
 	clients  int
 	keys     int
 	phases   []*phase
+	curve    []*phase // updates at each of -curve-clients
 	verified string
 	exited   []string
 	shed     map[string]float64
@@ -206,6 +207,21 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 		if ctx.Err() != nil {
 			s.down(true)
 			return nil, ctx.Err()
+		}
+	}
+	// The curve: updates of the first curveKeys keys at each client count,
+	// for latency against throughput (not in the lowered-limit run).
+	if fdLimit == 0 && cfg.curveKeys > 0 {
+		for i, n := range cfg.curveClients {
+			c := newClient(n)
+			ph := runPhase(ctx, s, c, fmt.Sprintf("update, %d clients", n), min(cfg.curveKeys, keys), n, cfg.value, 3+i, true, acked, tried)
+			c.CloseIdleConnections()
+			r.curve = append(r.curve, ph)
+			fmt.Printf("  curve: %3d clients %8.0f ok/s  p50 %6.2f ms  p99 %7.2f ms\n", n, ph.rate(), pctMs(ph.lat, 0.5), pctMs(ph.lat, 0.99))
+			if ctx.Err() != nil {
+				s.down(true)
+				return nil, ctx.Err()
+			}
 		}
 	}
 	client.CloseIdleConnections()

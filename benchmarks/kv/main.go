@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -43,6 +44,8 @@ type config struct {
 	scenarios           []string
 	fdLimit             int // 0: no lowered-limit run
 	fdClients           int
+	curveClients        []int
+	curveKeys           int
 	workdir, resultsDir string
 	mountArgs           []string
 }
@@ -62,11 +65,21 @@ func main() {
 	flag.IntVar(&cfg.fdClients, "fd-clients", 512, "concurrent clients in the lowered-limit run")
 	flag.StringVar(&cfg.workdir, "workdir", "/var/tmp", "where the run's directory is made (not a tmpfs)")
 	flag.StringVar(&cfg.resultsDir, "results-dir", "benchmarks/results", "where kv-<date>.md and summary.json are written (empty: stdout only)")
+	curve := flag.String("curve-clients", "1,4,16,64", "client counts of the update curve (latency against throughput)")
+	flag.IntVar(&cfg.curveKeys, "curve-keys", 2000, "keys updated at each client count of the curve (0: no curve)")
 	mountArgs := flag.String("mount-args", "", "extra flags for `pbfs mount`, space-separated (for example --admin=127.0.0.1:6060 for pprof)")
 	flag.Parse()
 	cfg.mountArgs = strings.Fields(*mountArgs)
+	for _, f := range strings.Split(*curve, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "kv: -curve-clients: %q\n", f)
+			os.Exit(2)
+		}
+		cfg.curveClients = append(cfg.curveClients, n)
+	}
 	if *quick {
-		cfg.keys, cfg.readPasses = 10000, 2
+		cfg.keys, cfg.readPasses, cfg.curveKeys = 10000, 2, 500
 	}
 	cfg.scenarios = strings.Split(scenarios, ",")
 	for _, s := range cfg.scenarios {

@@ -114,6 +114,18 @@ func (rep *kvReport) markdown() string {
 			}
 		}
 	}
+	if len(rep.runs) > 0 && len(rep.runs[0].curve) > 0 {
+		p("\n## Update curve\n\nUpdates of the first %d keys at each client count, each client with its own kept-alive connection.\n\n", rep.cfg.curveKeys)
+		p("| clients | scenario | ok/s | p50 ms | p95 ms | p99 ms | errors |\n|---:|---|---:|---:|---:|---:|---:|\n")
+		for i, n := range rep.cfg.curveClients {
+			for _, r := range rep.runs {
+				if i < len(r.curve) {
+					ph := r.curve[i]
+					p("| %d | %s | %.0f | %.2f | %.2f | %.2f | %d |\n", n, r.name, ph.rate(), pctMs(ph.lat, 0.5), pctMs(ph.lat, 0.95), pctMs(ph.lat, 0.99), ph.errors())
+				}
+			}
+		}
+	}
 	p("\n## Checks\n\n")
 	for _, r := range rep.runs {
 		p("- %s: backups %s; processes that died: %s\n", r.name, r.verified, orNone(r.exited))
@@ -182,11 +194,16 @@ func (rep *kvReport) write(dir string) error {
 		}
 		return nil
 	}
-	path := filepath.Join(dir, "kv-"+rep.start.UTC().Format("2006-01-02-150405")+".md")
+	stem := "kv-" + rep.start.UTC().Format("2006-01-02-150405")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+	charts, err := rep.charts(dir, stem)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, stem+".md")
+	if err := os.WriteFile(path, []byte(md+charts), 0o644); err != nil {
 		return err
 	}
 	fmt.Println("report:", path)
@@ -209,4 +226,35 @@ func (rep *kvReport) write(dir string) error {
 		}
 	}
 	return nil
+}
+
+// charts draws the update curve's p50 and p99 latency against throughput,
+// one line per scenario, and returns the Markdown that shows them.
+func (rep *kvReport) charts(dir, stem string) (string, error) {
+	if len(rep.runs) == 0 || len(rep.runs[0].curve) == 0 {
+		return "", nil
+	}
+	var md strings.Builder
+	md.WriteString("\n## Charts\n\n")
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"p50", 0.5}, {"p99", 0.99}} {
+		var series []report.Series
+		for _, r := range rep.runs {
+			s := report.Series{Name: r.name}
+			for _, ph := range r.curve {
+				if ph.ok > 0 {
+					s.Points = append(s.Points, report.Point{X: ph.rate(), Y: pctMs(ph.lat, q.p)})
+				}
+			}
+			series = append(series, s)
+		}
+		file := stem + "-update-" + q.name + ".png"
+		if err := report.Curves(filepath.Join(dir, file), "KV updates: "+q.name+" latency against throughput", "updates/s", q.name+" latency, ms", series); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&md, "![%s latency against throughput](%s)\n\n", q.name, file)
+	}
+	return md.String(), nil
 }

@@ -49,7 +49,7 @@ func steps(bin, proxy string) []step {
 			quick: []string{"-bin", bin, "-proxy", proxy, "-rates", "50,100,200", "-duration", "2s"}},
 		{name: "kv", pkg: "./benchmarks/kv", dirFlag: "-results-dir",
 			full:  []string{"-bin", bin, "-proxy", proxy},
-			quick: []string{"-bin", bin, "-proxy", proxy, "-keys", "3000", "-reads", "1", "-scenarios", "plain,pbfs-1", "-fd-clients", "300"}},
+			quick: []string{"-bin", bin, "-proxy", proxy, "-keys", "3000", "-reads", "1", "-scenarios", "plain,pbfs-1", "-fd-clients", "300", "-curve-clients", "4,32", "-curve-keys", "400"}},
 		{name: "wordpress", pkg: "./benchmarks/wordpress", dirFlag: "-results-dir",
 			full:  []string{"-install", "-bin", bin, "-proxy", proxy},
 			quick: []string{"-install", "-bin", bin, "-proxy", proxy, "-scenarios", "plain,pbfs-1,semisync", "-peak-for", "6s", "-point-for", "5s", "-fractions", "0.5,0.7"}},
