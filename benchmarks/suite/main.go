@@ -172,8 +172,15 @@ func writeIndex(dir, kind string, start time.Time, ran, failed []string) error {
 			ratio := "–"
 			if v.RatioToPlain > 0 {
 				ratio = fmt.Sprintf("%.2f", v.RatioToPlain)
+				if base := w.Scenarios[report.BaselineScenario]; base != nil && base.ClientBound && sc != report.BaselineScenario {
+					ratio = "≤ " + ratio // plain was limited by its load generator
+				}
 			}
-			p("| %s | %s | %.1f %s/s | %s | %.2f | %.2f | %.2f | %d |\n", n, sc, v.Throughput, w.Unit, ratio, v.P50Ms, v.P95Ms, v.P99Ms, v.Errors)
+			name := sc
+			if v.ClientBound {
+				name += " (client-bound)"
+			}
+			p("| %s | %s | %.1f %s/s | %s | %.2f | %.2f | %.2f | %d |\n", n, name, v.Throughput, w.Unit, ratio, v.P50Ms, v.P95Ms, v.P99Ms, v.Errors)
 		}
 	}
 	p("\n## Reports\n\n")

@@ -48,8 +48,8 @@ func (rep *wpReport) markdown() string {
 			plain = r
 		}
 	}
-	p("## Peak\n\n| scenario | editPost/s | ratio to plain | p50 ms | p95 ms | p99 ms | failed | CPU ms/request: nginx + php-fpm | mariadbd | pbfs mount + proxy | backups or replicas | all replication | journal stored B/request | shipped B/request/backup |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("## Peak\n\n| scenario | editPost/s | ratio to plain | p50 ms | p95 ms | p99 ms | failed | client vCPU | CPU ms/request: nginx + php-fpm | mariadbd | pbfs mount + proxy | backups or replicas | all replication | journal stored B/request | shipped B/request/backup |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.runs {
 		pt := r.peak
 		ratio := "–"
@@ -63,8 +63,8 @@ func (rep *wpReport) markdown() string {
 				shipped = fmt.Sprintf("%.0f", pt.shipped/float64(pt.backupsOr1(r))/float64(pt.ok))
 			}
 		}
-		p("| %s | %.1f | %s | %.1f | %.1f | %.1f | %d | %s | %s | %s | %s | %s | %s | %s |\n", r.name, pt.rate, ratio,
-			report.Pct(pt.lat, 0.5), report.Pct(pt.lat, 0.95), report.Pct(pt.lat, 0.99), pt.fail,
+		p("| %s | %.1f | %s | %.1f | %.1f | %.1f | %d | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", r.name, pt.rate, ratio,
+			report.Pct(pt.lat, 0.5), report.Pct(pt.lat, 0.95), report.Pct(pt.lat, 0.99), pt.fail, pt.client,
 			perReq(pt.cpuWeb, pt.ok), perReq(pt.cpuDB, pt.ok), perReq(pt.cpuMount, pt.ok), perReq(pt.cpuBackup, pt.ok),
 			perReq(pt.cpuMount.Plus(pt.cpuBackup), pt.ok), stored, shipped)
 	}
@@ -96,15 +96,14 @@ func (rep *wpReport) markdown() string {
 // before the run counts as limited by the generator rather than the site.
 const maxLate = 10 * time.Millisecond
 
-// failedChecks lists what makes the run's figures untrustworthy: a load
-// generator that used too much CPU or could not keep its schedule.
+// failedChecks lists what makes the run's figures untrustworthy: an
+// open-loop generator that could not keep its schedule. (WordPress costs
+// tens of ms of CPU per request; its generator uses a few percent of a
+// vCPU, which the report shows.)
 func (rep *wpReport) failedChecks() []string {
 	var bad []string
 	for _, r := range rep.runs {
 		for _, pt := range append([]*point{r.peak}, r.points...) {
-			if pt.client > benchproc.MaxClientCPU {
-				bad = append(bad, fmt.Sprintf("%s: the load generator used %.2f vCPU (over %.2f)", r.name, pt.client, benchproc.MaxClientCPU))
-			}
 			if pt.lateP99 > maxLate {
 				bad = append(bad, fmt.Sprintf("%s at %.1f/s: the generator sent its p99 request %v late (over %v)", r.name, pt.offered, pt.lateP99.Round(time.Millisecond), maxLate))
 			}

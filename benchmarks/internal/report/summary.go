@@ -46,6 +46,10 @@ type Scenario struct {
 	// RatioToPlain is Throughput divided by the plain scenario's, 0
 	// when there is no plain scenario (1 for plain itself).
 	RatioToPlain float64 `json:"ratio_to_plain"`
+	// ClientBound: the load generator used more than its share of the
+	// machine (benchproc.MaxClientCPU), so this throughput may be the
+	// generator's limit. On plain it makes every ratio an upper bound.
+	ClientBound bool `json:"client_bound,omitempty"`
 }
 
 // Latencies summarizes a set of latencies as a Scenario's percentiles.
