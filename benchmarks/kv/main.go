@@ -125,7 +125,7 @@ func run(ctx context.Context, cfg config, fsName string) error {
 	}
 	if cfg.fdLimit > 0 {
 		fmt.Printf("== pbfs-1 under a descriptor limit of %d, %d clients\n", cfg.fdLimit, cfg.fdClients)
-		res, err := runScenario(ctx, cfg, "pbfs-1-fd-limit", 1, 0, cfg.fdLimit, cfg.fdClients, max(1, cfg.keys/5), 1)
+		res, err := runScenario(ctx, cfg, "pbfs-1-fd-limit", 1, 0, cfg.fdLimit, cfg.fdClients, max(1, min(5000, cfg.keys/5)), 1)
 		if err != nil {
 			return fmt.Errorf("lowered descriptor limit: %w", err)
 		}
