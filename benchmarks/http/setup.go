@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
-	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
 	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -24,10 +23,10 @@ type target struct{ name, url, metrics string }
 // setup is every scenario's processes, all started before the sweep so
 // the scenarios run interleaved at each rate.
 type setup struct {
-	dir     string
-	procs   []*benchproc.Proc
-	proxies []*delayproxy.Proxy
-	targets []target
+	dir      string
+	procs    []*benchproc.Proc
+	clusters []*benchproc.Cluster
+	targets  []target
 }
 
 // parseScenario reads plain, pbfs-N, pbfs-N-delay and pbfs-N-no-proxy.
@@ -46,8 +45,8 @@ func (s *setup) stop() {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
-	for _, px := range s.proxies {
-		px.Close()
+	for _, c := range s.clusters {
+		c.Close()
 	}
 	for _, m := range benchproc.MountsUnder(s.dir) {
 		syscall.Unmount(m, syscall.MNT_DETACH)
@@ -90,32 +89,7 @@ func startAll(ctx context.Context, bin, proxyBin string, scenarios []string, poo
 		t := target{name: name, url: "http://" + svcAddr}
 		var mount *benchproc.Proc
 		if backups >= 0 {
-			argv := []string{bin, "mount", "--journal", filepath.Join(sdir, "jp"), "--ack", "all"}
-			for i := 0; i < backups; i++ {
-				addr, err := benchproc.FreeAddr()
-				if err != nil {
-					return s, err
-				}
-				bvol := filepath.Join(sdir, fmt.Sprintf("b%d", i))
-				os.Mkdir(bvol, 0o755)
-				b, err := s.start(fmt.Sprintf("%s-backup%d", name, i), env, bin, "backup", "--listen", addr,
-					"--journal", filepath.Join(sdir, fmt.Sprintf("jb%d", i)), bvol)
-				if err != nil {
-					return s, err
-				}
-				if err := benchproc.WaitListening(ctx, b, addr); err != nil {
-					return s, err
-				}
-				if delay > 0 {
-					px, err := delayproxy.New("127.0.0.1:0", addr, delay)
-					if err != nil {
-						return s, err
-					}
-					s.proxies = append(s.proxies, px)
-					addr = px.Addr()
-				}
-				argv = append(argv, "--backup", addr)
-			}
+			cc := benchproc.ClusterConfig{Bin: bin, Dir: sdir, Vol: vol, Name: name + "-", Backups: backups, Delay: delay, Env: env}
 			if viaProxy {
 				proxyAddr, err := benchproc.FreeAddr()
 				if err != nil {
@@ -128,18 +102,18 @@ func startAll(ctx context.Context, bin, proxyBin string, scenarios []string, poo
 				if extra != "" {
 					cfg += "," + extra
 				}
-				argv = append(argv, "--plugin", "http-proxy="+proxyBin, "--plugin-config", cfg)
+				cc.Args = []string{"--plugin", "http-proxy=" + proxyBin, "--plugin-config", cfg}
 				t.url = "http://" + proxyAddr
 			}
-			if mount, err = s.start(name+"-primary", env, append(argv, vol)...); err != nil {
-				return s, err
+			c, err := benchproc.StartCluster(ctx, cc)
+			if c != nil {
+				s.clusters = append(s.clusters, c)
+				s.procs = append(s.procs, c.Procs...)
 			}
-			for i := 0; !benchproc.Mounted(vol); i++ {
-				if mount.Exited() || i > 500 {
-					return s, fmt.Errorf("%s: the mount did not come up:\n%s", name, mount.LogTail(20))
-				}
-				time.Sleep(20 * time.Millisecond)
+			if err != nil {
+				return s, fmt.Errorf("%s: %w", name, err)
 			}
+			mount = c.Mount
 		}
 		kv := filepath.Join(vol, "kv")
 		os.Mkdir(kv, 0o755)

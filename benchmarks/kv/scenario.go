@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
-	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
 )
 
 // scenario is one run's processes: the service, and for pbfs-N the
@@ -32,7 +31,7 @@ type scenario struct {
 	target  string // where clients send requests
 	metrics string // the proxy's metrics address, when there is a proxy
 	procs   []*benchproc.Proc
-	proxies []*delayproxy.Proxy // in front of the backups, for -delay scenarios
+	cluster *benchproc.Cluster // nil for plain
 }
 
 // buildService builds the key-value service once for the whole run.
@@ -79,32 +78,6 @@ func up(ctx context.Context, cfg config, name string, backups int, delay time.Du
 	}
 	s.target = "http://" + svcAddr
 	if backups >= 0 {
-		argv := []string{cfg.bin, "mount", "--journal", s.jdir, "--ack", "all"}
-		for i := 0; i < backups; i++ {
-			addr, err := benchproc.FreeAddr()
-			if err != nil {
-				return s, err
-			}
-			bvol := filepath.Join(dir, fmt.Sprintf("b%d", i))
-			os.Mkdir(bvol, 0o755)
-			b, err := s.start(fmt.Sprintf("backup%d", i), env, cfg.bin, "backup", "--listen", addr, "--journal", filepath.Join(dir, fmt.Sprintf("jb%d", i)), bvol)
-			if err != nil {
-				return s, err
-			}
-			if err := benchproc.WaitListening(ctx, b, addr); err != nil {
-				return s, err
-			}
-			s.backups = append(s.backups, b)
-			if delay > 0 {
-				px, err := delayproxy.New("127.0.0.1:0", addr, delay)
-				if err != nil {
-					return s, err
-				}
-				s.proxies = append(s.proxies, px)
-				addr = px.Addr()
-			}
-			argv = append(argv, "--backup", addr)
-		}
 		proxyAddr, err := benchproc.FreeAddr()
 		if err != nil {
 			return s, err
@@ -112,21 +85,19 @@ func up(ctx context.Context, cfg config, name string, backups int, delay time.Du
 		if s.metrics, err = benchproc.FreeAddr(); err != nil {
 			return s, err
 		}
-		argv = append(argv, cfg.mountArgs...)
-		argv = append(argv, "--plugin", "http-proxy="+cfg.proxy, "--plugin-config",
-			fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s,metrics=%s", proxyAddr, svcAddr, s.metrics), vol)
+		cc := benchproc.ClusterConfig{Bin: cfg.bin, Dir: dir, Vol: vol, Backups: backups, Delay: delay, Env: env,
+			Args: append(append([]string{}, cfg.mountArgs...), "--plugin", "http-proxy="+cfg.proxy, "--plugin-config",
+				fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s,metrics=%s", proxyAddr, svcAddr, s.metrics))}
 		if fdLimit > 0 {
-			argv = append([]string{"prlimit", fmt.Sprintf("--nofile=%d:%d", fdLimit, fdLimit)}, argv...)
+			cc.Wrap = []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", fdLimit, fdLimit)}
 		}
-		if s.mount, err = s.start("primary", env, argv...); err != nil {
+		c, err := benchproc.StartCluster(ctx, cc)
+		s.cluster = c
+		s.procs = append(s.procs, c.Procs...)
+		if err != nil {
 			return s, err
 		}
-		for i := 0; !benchproc.Mounted(vol); i++ {
-			if s.mount.Exited() || i > 500 {
-				return s, fmt.Errorf("the mount did not come up:\n%s", s.mount.LogTail(20))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		s.mount, s.backups = c.Mount, c.Backups
 		s.target = "http://" + proxyAddr
 	}
 	kv := filepath.Join(vol, "kv")
@@ -212,8 +183,8 @@ func (s *scenario) down(keep bool) error {
 			errs = append(errs, err.Error())
 		}
 	}
-	for _, px := range s.proxies {
-		px.Close()
+	if s.cluster != nil {
+		s.cluster.Close()
 	}
 	for _, m := range benchproc.MountsUnder(s.dir) {
 		syscall.Unmount(m, syscall.MNT_DETACH)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
-	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
 	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -96,33 +95,6 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	}
 	target := "http://" + nginx
 	if backups >= 0 {
-		argv := []string{cfg.bin, "mount", "--journal", jdir, "--ack", "all"}
-		for i := 0; i < backups; i++ {
-			addr, err := benchproc.FreeAddr()
-			if err != nil {
-				return fail(err)
-			}
-			bvol := filepath.Join(dir, fmt.Sprintf("b%d", i))
-			os.Mkdir(bvol, 0o755)
-			b, err := benchproc.Start(fmt.Sprintf("%s/backup%d", name, i), filepath.Join(dir, fmt.Sprintf("backup%d.log", i)), env,
-				cfg.bin, "backup", "--listen", addr, "--journal", filepath.Join(dir, fmt.Sprintf("jb%d", i)), bvol)
-			if err != nil {
-				return fail(err)
-			}
-			procs, bk = append(procs, b), append(bk, b)
-			if err := benchproc.WaitListening(ctx, b, addr); err != nil {
-				return fail(err)
-			}
-			if delay > 0 {
-				px, err := delayproxy.New("127.0.0.1:0", addr, delay)
-				if err != nil {
-					return fail(err)
-				}
-				defer px.Close() // after cleanup: the mount stops first
-				addr = px.Addr()
-			}
-			argv = append(argv, "--backup", addr)
-		}
 		proxy, err := benchproc.FreeAddr()
 		if err != nil {
 			return fail(err)
@@ -130,18 +102,15 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 		if admin, err = benchproc.FreeAddr(); err != nil {
 			return fail(err)
 		}
-		argv = append(argv, "--admin", admin, "--plugin", "http-proxy="+cfg.proxy, "--plugin-config",
-			fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s", proxy, nginx), vol)
-		if mount, err = benchproc.Start(name+"/primary", filepath.Join(dir, "primary.log"), env, argv...); err != nil {
+		c, err := benchproc.StartCluster(ctx, benchproc.ClusterConfig{Bin: cfg.bin, Dir: dir, Vol: vol,
+			Backups: backups, Delay: delay, Env: env, Args: []string{"--admin", admin, "--plugin", "http-proxy=" + cfg.proxy,
+				"--plugin-config", fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s", proxy, nginx)}})
+		procs = append(procs, c.Procs...)
+		defer c.Close() // after cleanup: the mount stops first
+		if err != nil {
 			return fail(err)
 		}
-		procs = append(procs, mount)
-		for i := 0; !benchproc.Mounted(vol); i++ {
-			if mount.Exited() || i > 500 {
-				return fail(fmt.Errorf("the mount did not come up:\n%s", mount.LogTail(20)))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		mount, bk = c.Mount, c.Backups
 		target = "http://" + proxy
 	}
 	replicas := 0
