@@ -159,34 +159,27 @@ func writeReport(dir string, all []result, dur time.Duration, pool, barriers int
 
 // charts draws p50 and p99 latency against 2xx/s, one line per target.
 func charts(b *strings.Builder, dir, stem string, all []result) error {
-	b.WriteString("\n## Charts\n\n")
-	for _, q := range []struct {
-		name string
-		p    float64
-	}{{"p50", 0.5}, {"p99", 0.99}} {
-		var series []report.Series
-		var names []string
-		for _, r := range all {
-			if !slices.Contains(names, r.target) {
-				names = append(names, r.target)
-			}
+	var names []string
+	for _, r := range all {
+		if !slices.Contains(names, r.target) {
+			names = append(names, r.target)
 		}
+	}
+	md, err := report.LatencyCharts(dir, stem, "HTTP output commit", "2xx/s", func(q float64) []report.Series {
+		var series []report.Series
 		for _, target := range names {
 			s := report.Series{Name: target}
 			for _, r := range all {
 				if r.target == target && r.ok > 0 {
-					s.Points = append(s.Points, report.Point{X: r.goodput(), Y: float64(r.pct(q.p)) / 1e6})
+					s.Points = append(s.Points, report.Point{X: r.goodput(), Y: float64(r.pct(q)) / 1e6})
 				}
 			}
 			series = append(series, s)
 		}
-		file := stem + "-" + q.name + ".png"
-		if err := report.Curves(filepath.Join(dir, file), "HTTP output commit: "+q.name+" latency against throughput", "2xx/s", q.name+" latency, ms", series); err != nil {
-			return err
-		}
-		fmt.Fprintf(b, "![%s latency against throughput](%s)\n\n", q.name, file)
-	}
-	return nil
+		return series
+	})
+	b.WriteString(md)
+	return err
 }
 
 // summarize writes the workload to summary.json: each target's best

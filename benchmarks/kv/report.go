@@ -256,27 +256,17 @@ func (rep *kvReport) charts(dir, stem string) (string, error) {
 	if len(rep.runs) == 0 || len(rep.runs[0].curve) == 0 {
 		return "", nil
 	}
-	var md strings.Builder
-	md.WriteString("\n## Charts\n\n")
-	for _, q := range []struct {
-		name string
-		p    float64
-	}{{"p50", 0.5}, {"p99", 0.99}} {
+	return report.LatencyCharts(dir, stem+"-update", "KV updates", "updates/s", func(q float64) []report.Series {
 		var series []report.Series
 		for _, r := range rep.runs {
 			s := report.Series{Name: r.name}
 			for _, ph := range r.curve {
 				if ph.ok > 0 {
-					s.Points = append(s.Points, report.Point{X: ph.rate(), Y: pctMs(ph.lat, q.p)})
+					s.Points = append(s.Points, report.Point{X: ph.rate(), Y: pctMs(ph.lat, q)})
 				}
 			}
 			series = append(series, s)
 		}
-		file := stem + "-update-" + q.name + ".png"
-		if err := report.Curves(filepath.Join(dir, file), "KV updates: "+q.name+" latency against throughput", "updates/s", q.name+" latency, ms", series); err != nil {
-			return "", err
-		}
-		fmt.Fprintf(&md, "![%s latency against throughput](%s)\n\n", q.name, file)
-	}
-	return md.String(), nil
+		return series
+	})
 }

@@ -172,28 +172,17 @@ func abs(f float64) float64 {
 // per scenario (its open-loop points and its peak), and returns the
 // Markdown that shows them.
 func (rep *wpReport) charts(dir, stem string) (string, error) {
-	var md strings.Builder
-	md.WriteString("\n## Charts\n\n")
-	for _, q := range []struct {
-		name string
-		p    float64
-	}{{"p50", 0.5}, {"p99", 0.99}} {
+	return report.LatencyCharts(dir, stem, "WordPress wp.editPost", "editPost/s", func(q float64) []report.Series {
 		var series []report.Series
 		for _, r := range rep.runs {
 			s := report.Series{Name: r.name}
 			for _, pt := range append(append([]*point{}, r.points...), r.peak) {
 				if pt.ok > 0 {
-					s.Points = append(s.Points, report.Point{X: pt.rate, Y: report.Pct(pt.lat, q.p)})
+					s.Points = append(s.Points, report.Point{X: pt.rate, Y: report.Pct(pt.lat, q)})
 				}
 			}
 			series = append(series, s)
 		}
-		file := stem + "-" + q.name + ".png"
-		if err := report.Curves(filepath.Join(dir, file), "WordPress wp.editPost: "+q.name+" latency against throughput",
-			"editPost/s", q.name+" latency, ms", series); err != nil {
-			return "", err
-		}
-		fmt.Fprintf(&md, "![%s latency against throughput](%s)\n\n", q.name, file)
-	}
-	return md.String(), nil
+		return series
+	})
 }

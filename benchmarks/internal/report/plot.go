@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"image/color"
+	"path/filepath"
 	"slices"
 
 	"gonum.org/v1/plot"
@@ -74,4 +75,23 @@ func Curves(path, title, xLabel, yLabel string, series []Series) error {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}
 	return nil
+}
+
+// LatencyCharts draws p50 and p99 latency against throughput as
+// dir/<stem>-p50.png and -p99.png, with series(q) giving each scenario's
+// points for quantile q (latency in ms), and returns the Markdown
+// section that shows them.
+func LatencyCharts(dir, stem, title, xLabel string, series func(q float64) []Series) (string, error) {
+	md := "\n## Charts\n\n"
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"p50", 0.5}, {"p99", 0.99}} {
+		file := stem + "-" + q.name + ".png"
+		if err := Curves(filepath.Join(dir, file), title+": "+q.name+" latency against throughput", xLabel, q.name+" latency, ms", series(q.p)); err != nil {
+			return "", err
+		}
+		md += fmt.Sprintf("![%s latency against throughput](%s)\n\n", q.name, file)
+	}
+	return md, nil
 }
