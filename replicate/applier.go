@@ -84,7 +84,7 @@ func (b *Backup) applyOne(seq uint64, run func(*journal.Batch) error) error {
 		return fmt.Errorf("apply batch %d: %w", seq, err)
 	}
 	// When the next batch is ready, say it is being applied in the same
-	// write as this one's "applied": one journal sync per batch, not two.
+	// write as this one's "applied": one progress sync per batch, not two.
 	// Recovery reads an "applying" whose batch never reached its first op
 	// as such (the apply mark names an earlier batch).
 	if next := seq + 1; next <= b.complete.Load() && !b.stalled.Load() {

@@ -84,8 +84,9 @@ type Backup struct {
 	// batches it does not hold whole, so the volume only ever takes
 	// states the primary had.
 	complete atomic.Uint64
-	// applyingNext: the "applying" key already names this seq (written
-	// with the previous batch's "applied"); 0 when it does not.
+	// applyingNext: the recorded "applying" (apply.progress) already
+	// names this seq, written with the previous batch's "applied"; 0 when
+	// it does not.
 	applyingNext atomic.Uint64
 	progress     chan struct{} // closed and replaced when applied advances; guarded by mu
 	stalled      atomic.Bool   // apply failed: the volume needs a resync
