@@ -64,6 +64,7 @@ type config struct {
 	resultsDir string
 	mountArgs  []string
 	args       []string
+	fractions  []float64 // open-loop rates after each run, as fractions of plain's tps
 }
 
 // allScenarios can be run; pbfs-2-ack1 (pbfs-2-replicated with --ack 1:
@@ -79,6 +80,7 @@ func main() {
 	var scen, work string
 	flag.StringVar(&cfg.bin, "bin", os.Getenv("PBFS_BIN"), "pbfs binary under test (default $PBFS_BIN, else built from this module into the run directory)")
 	flag.StringVar(&cfg.hint, "hint", os.Getenv("PBFS_MYSQL_HINT"), "mysql-hint plugin binary (default $PBFS_MYSQL_HINT, else built from this module)")
+	fractions := flag.String("fractions", "0.5,0.7,0.9", "after each run, runs at these fractions of plain's tps with sysbench --rate (latency against offered load); empty for none; -quick makes none")
 	flag.BoolVar(&cfg.quick, "quick", envBool("SYSBENCH_QUICK"), "short runs: 10 s and 10,000 rows per table unless -time or -rows say otherwise (also SYSBENCH_QUICK=1)")
 	flag.DurationVar(&cfg.duration, "time", envDuration("SYSBENCH_TIME", 30*time.Second), "length of each sysbench run (also SYSBENCH_TIME)")
 	flag.IntVar(&cfg.rows, "rows", envInt("SYSBENCH_ROWS", 50000), "rows per table (also SYSBENCH_ROWS)")
@@ -95,6 +97,20 @@ func main() {
 	cfg.args = os.Args[1:]
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.quick && !set["fractions"] {
+		*fractions = ""
+	}
+	for _, f := range strings.Split(*fractions, ",") {
+		if f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v <= 0 || v > 2 {
+			fmt.Fprintf(os.Stderr, "sysbench: -fractions: %q\n", f)
+			os.Exit(2)
+		}
+		cfg.fractions = append(cfg.fractions, v)
+	}
 	if cfg.quick {
 		if !set["time"] && os.Getenv("SYSBENCH_TIME") == "" {
 			cfg.duration = 10 * time.Second
@@ -145,6 +161,7 @@ type bench struct {
 	// sysbenchCPU is the CPU time of the last sysbench process.
 	sysbenchCPU time.Duration
 	rep         *report
+	plainTPS    map[string]float64 // by workload, once plain ran
 }
 
 func run(cfg config) (err error) {
@@ -157,7 +174,7 @@ func run(cfg config) (err error) {
 	if err != nil {
 		return fmt.Errorf("run directory: %w", err)
 	}
-	b := &bench{cfg: cfg, ctx: ctx, runDir: runDir, token: fmt.Sprintf("sb-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	b := &bench{cfg: cfg, ctx: ctx, runDir: runDir, token: fmt.Sprintf("sb-%d-%d", os.Getpid(), time.Now().UnixNano()), plainTPS: map[string]float64{}}
 	defer func() {
 		if e := b.cleanup(); e != nil {
 			err = errors.Join(err, e)
@@ -201,8 +218,16 @@ func run(cfg config) (err error) {
 		return fmt.Errorf("interrupted, no report written: %w", ctx.Err())
 	}
 	if cfg.resultsDir != "" {
-		path := filepath.Join(cfg.resultsDir, "sysbench-"+b.rep.start.UTC().Format("2006-01-02-150405")+".md")
-		if e := os.WriteFile(path, []byte(text), 0o644); e != nil {
+		stem := "sysbench-" + b.rep.start.UTC().Format("2006-01-02-150405")
+		if e := os.MkdirAll(cfg.resultsDir, 0o755); e != nil {
+			return e
+		}
+		charts, e := b.rep.charts(cfg.resultsDir, stem)
+		if e != nil {
+			return fmt.Errorf("draw charts: %w", e)
+		}
+		path := filepath.Join(cfg.resultsDir, stem+".md")
+		if e := os.WriteFile(path, []byte(text+charts), 0o644); e != nil {
 			return fmt.Errorf("write report: %w", e)
 		}
 		fmt.Fprintln(os.Stderr, "sysbench: report written to", path)

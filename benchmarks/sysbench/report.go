@@ -138,6 +138,7 @@ func (rep *report) markdown() string {
 			break
 		}
 	}
+	w.WriteString(rep.curveSection())
 	p("\n## Failures and warnings\n\n")
 	if len(rep.failures) == 0 {
 		p("No run failed.\n")
@@ -288,4 +289,60 @@ func (rep *report) summarize(dir string) error {
 		}
 	}
 	return nil
+}
+
+// curveSection tables the open-loop runs (sysbench --rate) of every row
+// that has them.
+func (rep *report) curveSection() string {
+	var b strings.Builder
+	for _, r := range rep.rows {
+		for _, pt := range r.r.curve {
+			if b.Len() == 0 {
+				b.WriteString("\n## Latency against offered load\n\nAfter each run, sysbench `--rate` at fractions of plain's tps for the same workload (latency as sysbench reports it in that mode). \"overloaded\": sysbench's event queue overflowed, the scenario could not take that rate.\n\n")
+				b.WriteString("| workload | scenario | offered tps | tps | p50 ms | p95 ms | p99 ms |\n|---|---|---:|---:|---:|---:|---:|\n")
+			}
+			if pt.overloaded {
+				fmt.Fprintf(&b, "| %s | %s | %.0f | overloaded | | | |\n", r.workload, r.scenario, pt.offered)
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %.2f | %.2f | %.2f |\n", r.workload, r.scenario, pt.offered, pt.tps, pt.p50, pt.p95, pt.p99)
+		}
+	}
+	return b.String()
+}
+
+// charts draws, per workload, p50 and p99 latency against tps, one line
+// per scenario (its open-loop runs and its closed-loop peak).
+func (rep *report) charts(dir, stem string) (string, error) {
+	var out strings.Builder
+	var workloads []string
+	for _, r := range rep.rows {
+		if len(r.r.curve) > 0 && !slices.Contains(workloads, r.workload) {
+			workloads = append(workloads, r.workload)
+		}
+	}
+	for _, w := range workloads {
+		md, err := report_.LatencyCharts(dir, stem+"-"+w, "sysbench "+w, "transactions/s", func(q float64) []report_.Series {
+			var series []report_.Series
+			for _, r := range rep.rows {
+				if r.workload != w || r.failed != "" {
+					continue
+				}
+				s := report_.Series{Name: r.scenario}
+				for _, pt := range r.r.curve {
+					if !pt.overloaded {
+						s.Points = append(s.Points, report_.Point{X: pt.tps, Y: map[float64]float64{0.5: pt.p50, 0.99: pt.p99}[q]})
+					}
+				}
+				s.Points = append(s.Points, report_.Point{X: r.r.tps, Y: map[float64]float64{0.5: r.r.p50, 0.99: r.r.p99}[q]})
+				series = append(series, s)
+			}
+			return series
+		})
+		if err != nil {
+			return "", err
+		}
+		out.WriteString(strings.Replace(md, "## Charts", "## Charts: "+w, 1))
+	}
+	return out.String(), nil
 }

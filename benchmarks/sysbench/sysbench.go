@@ -26,17 +26,38 @@ type sbResult struct {
 	maxLat      float64
 	intervalTPS []float64 // per --report-interval
 	cpu         cpuUse    // over the run
+	curve       []ratePoint
+}
+
+// ratePoint is one open-loop run at a fixed offered rate (sysbench
+// --rate): latency as sysbench reports it in that mode.
+type ratePoint struct {
+	offered, tps  float64
+	p50, p95, p99 float64
+	overloaded    bool // sysbench gave up: its event queue overflowed
+}
+
+// firstErrLine is the first line of the first non-nil error.
+func firstErrLine(errs ...error) string {
+	for _, err := range errs {
+		if err != nil {
+			l, _, _ := strings.Cut(err.Error(), "\n")
+			return l
+		}
+	}
+	return ""
 }
 
 // sysbench runs one phase (prepare, run, cleanup) of a workload against
 // the server and returns its output, also kept in the run directory.
-func (b *bench) sysbench(ctx context.Context, s *server, workload, phase, logName string) (string, error) {
+func (b *bench) sysbench(ctx context.Context, s *server, workload, phase, logName string, extra ...string) (string, error) {
 	argv := []string{workload, "--db-driver=mysql", "--mysql-socket=" + s.sock(), "--mysql-user=root", "--mysql-db=sbtest",
 		fmt.Sprintf("--tables=%d", b.cfg.tables), fmt.Sprintf("--table-size=%d", b.cfg.rows), fmt.Sprintf("--threads=%d", b.cfg.threads)}
 	timeout := 30 * time.Minute
 	if phase == "run" {
 		argv = append(argv, fmt.Sprintf("--time=%d", int(b.cfg.duration.Seconds())), "--report-interval=5",
 			"--percentile=99", "--histogram=on")
+		argv = append(argv, extra...)
 		timeout = b.cfg.duration + 5*time.Minute
 	}
 	argv = append(argv, phase)
@@ -154,6 +175,25 @@ func (b *bench) workloadRun(s *server, scenario, workload string, around func(af
 	if around != nil {
 		if err := around(true); err != nil {
 			return r, err
+		}
+	}
+	if scenario == "plain" {
+		b.plainTPS[workload] = r.tps
+	}
+	if peak := b.plainTPS[workload]; peak > 0 {
+		for _, f := range b.cfg.fractions {
+			rate := int(f*peak + 0.5)
+			out, err := b.sysbench(ctx, s, workload, "run", fmt.Sprintf("%s-rate-%d.log", tag, rate), fmt.Sprintf("--rate=%d", rate))
+			pr, perr := parseRun(out)
+			if err != nil || perr != nil {
+				// Past its capacity sysbench's event queue overflows and it
+				// exits non-zero: the scenario cannot take this rate.
+				r.curve = append(r.curve, ratePoint{offered: float64(rate), overloaded: true})
+				fmt.Fprintf(os.Stderr, "   %s: at --rate=%d: overloaded (%v)\n", tag, rate, firstErrLine(err, perr))
+				break
+			}
+			r.curve = append(r.curve, ratePoint{offered: float64(rate), tps: pr.tps, p50: pr.p50, p95: pr.p95, p99: pr.p99})
+			fmt.Fprintf(os.Stderr, "   %s: at --rate=%d: %.1f tps, p50 %.2f ms, p99 %.2f ms\n", tag, rate, pr.tps, pr.p50, pr.p99)
 		}
 	}
 	if _, err := b.sysbench(ctx, s, workload, "cleanup", tag+"-cleanup.log"); err != nil {
