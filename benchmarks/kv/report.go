@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -207,30 +206,8 @@ func (rep *kvReport) clientBound() []string {
 // write prints the report, and writes it and the summary.json entries to
 // dir unless dir is empty.
 func (rep *kvReport) write(dir string) error {
-	md := rep.markdown()
-	fmt.Print("\n" + md)
-	if dir == "" {
-		if bad := rep.failedChecks(); len(bad) > 0 {
-			return fmt.Errorf("checks failed: %s", strings.Join(bad, "; "))
-		}
-		return nil
-	}
-	stem := "kv-" + rep.start.UTC().Format("2006-01-02-150405")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	charts, err := rep.charts(dir, stem)
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(dir, stem+".md")
-	if err := os.WriteFile(path, []byte(md+charts), 0o644); err != nil {
-		return err
-	}
-	fmt.Println("report:", path)
-	if bad := rep.failedChecks(); len(bad) > 0 {
-		// Written with its FAILED banner, but kept out of summary.json.
-		return fmt.Errorf("checks failed: %s", strings.Join(bad, "; "))
+	if err := report.Publish(dir, "kv", rep.start, rep.markdown(), rep.charts, rep.failedChecks()); err != nil || dir == "" {
+		return err // a failed run is written, but kept out of summary.json
 	}
 	for _, w := range []string{"kv-insert", "kv-update", "kv-read"} {
 		wl := &report.Workload{Benchmark: "kv", Unit: "requests", Updated: rep.end.UTC(), Scenarios: map[string]*report.Scenario{}}

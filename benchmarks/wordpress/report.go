@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -124,30 +123,8 @@ func (pt *point) backupsOr1(r *scenarioRun) int { return max(1, r.backups) }
 // summary.json (throughput at peak; latency at the point nearest 70 % of
 // plain's peak), to dir unless dir is empty.
 func (rep *wpReport) write(dir string) error {
-	md := rep.markdown()
-	fmt.Print("\n" + md)
-	if dir == "" {
-		if bad := rep.failedChecks(); len(bad) > 0 {
-			return fmt.Errorf("checks failed: %s", strings.Join(bad, "; "))
-		}
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	stem := "wordpress-" + rep.start.UTC().Format("2006-01-02-150405")
-	charts, err := rep.charts(dir, stem)
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(dir, stem+".md")
-	if err := os.WriteFile(path, []byte(md+charts), 0o644); err != nil {
-		return err
-	}
-	fmt.Println("report:", path)
-	if bad := rep.failedChecks(); len(bad) > 0 {
-		// Written with its FAILED banner, but kept out of summary.json.
-		return fmt.Errorf("checks failed: %s", strings.Join(bad, "; "))
+	if err := report.Publish(dir, "wordpress", rep.start, rep.markdown(), rep.charts, rep.failedChecks()); err != nil || dir == "" {
+		return err // a failed run is written, but kept out of summary.json
 	}
 	at := 0
 	for i, f := range rep.cfg.fractions {

@@ -133,3 +133,31 @@ func ParseScenario(name string) (backups int, delay time.Duration, err error) {
 	}
 	return n, delay, nil
 }
+
+// Publish prints a benchmark's report and, unless dir is empty, writes
+// it with its charts (drawn by charts into dir, named after stem) as
+// dir/<name>-<start>.md. A run whose checks failed is written, with its
+// FAILED banner, and then returned as an error, so the caller merges into
+// summary.json only on success with a dir.
+func Publish(dir, name string, start time.Time, md string, charts func(dir, stem string) (string, error), failed []string) error {
+	fmt.Print("\n" + md)
+	if dir != "" {
+		stem := name + "-" + start.UTC().Format("2006-01-02-150405")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		ch, err := charts(dir, stem)
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(dir, stem+".md")
+		if err := os.WriteFile(path, []byte(md+ch), 0o644); err != nil {
+			return err
+		}
+		fmt.Println("report:", path)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("checks failed: %s", strings.Join(failed, "; "))
+	}
+	return nil
+}
