@@ -1,9 +1,12 @@
 // Package journal owns the state-diff journal: captured ops, their
 // coalescing into a batch, the versioned binary batch format (zstd body,
-// CRC-32C checksums, epoch and sequence number) and the Badger store that
-// keeps sealed batches. It is the only package that imports Badger or zstd.
+// CRC-32C checksums, epoch and sequence number) and the store that keeps
+// sealed batches: their bodies in a log of preallocated segment files
+// (segment.go, seglog.go), the journal's metadata in Badger. It is the
+// only package that imports Badger or zstd.
 //
-// docs/FORMAT.md describes every byte of a batch and every key of the store.
+// docs/FORMAT.md describes every byte of a batch, of the batch log and
+// every key of the store.
 //
 // # Basics
 //
@@ -40,14 +43,16 @@
 //
 // # Caveats
 //
-//   - The bytes Scan passes to fn are Badger's and valid only during the
-//     call: copy them to keep them. Get returns a copy.
+//   - The bytes Scan passes to fn are reused for the next batch and valid
+//     only during the call: copy them to keep them. Get returns a copy.
 //   - One process at a time: a second OpenStore of the same directory fails
 //     with ErrLocked (the running mount's control socket serves its journal
 //     to `pbfs journal` meanwhile).
-//   - After a crash the logs may end in a torn write: OpenStore with
-//     ReadOnly fails with ErrNeedsRecovery, and a read-write open cuts the
-//     torn tail off (what the next start does anyway).
+//   - After a crash the logs may end in a torn write: a read-write open cuts
+//     it off (what the next start does anyway). A read-only open reads the
+//     batch log up to it, and fails with ErrNeedsRecovery when Badger's own
+//     logs are torn or the batches are still in Badger, where journals made
+//     before the batch log kept them (migrate.go moves them).
 //   - Badger writes its value log through mmap, and a full disk is a SIGBUS,
 //     not an error: appends keep StoreOptions.Reserve free on the file system
 //     (DefaultReserve when zero) and fail with ErrJournalFull, which wraps

@@ -38,31 +38,21 @@ func (s *Store) Trim(upTo uint64, olderThan time.Time) (int, error) {
 	if err != nil && !errors.Is(err, errStop) {
 		return 0, fmt.Errorf("trim journal: %w", err)
 	}
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	for _, seq := range doomed {
-		if err := wb.Delete(batchKey(seq)); err != nil {
-			return 0, fmt.Errorf("trim journal: %w", err)
-		}
+	if len(doomed) == 0 {
+		return 0, nil
 	}
-	if err := wb.Flush(); err != nil {
-		return 0, fmt.Errorf("trim journal: %w", err)
-	}
-	return len(doomed), nil
+	return s.bl.trim(doomed[len(doomed)-1] + 1), nil
 }
 
 // First returns the oldest stored seq, 0 if the journal is empty.
 func (s *Store) First() uint64 {
-	var first uint64
-	s.Scan(0, func(seq uint64, _ []byte) error {
-		first = seq
-		return errStop
-	})
+	first, _ := s.bl.bounds()
 	return first
 }
 
-// CollectGarbage rewrites Badger's value log files that trimming left
-// mostly empty, so the disk space comes back.
+// CollectGarbage rewrites Badger's value log files that metadata updates
+// left mostly empty, so the disk space comes back. (Trimmed batches give
+// theirs back with their segments.)
 func (s *Store) CollectGarbage() (int, error) {
 	n := 0
 	for {

@@ -49,11 +49,31 @@ type space struct {
 
 	checked  atomic.Int64 // unix ns of the last statfs
 	refusals atomic.Uint64
+
+	// slack is the space the batch log holds allocated and not yet
+	// written (its newest segment's preallocated tail, its spare): the
+	// journal's appends go there before they take free space. nil: none.
+	slack func() int64
 }
 
-// read reads the file system's free space and reserve; ok is false when
-// statfs fails.
+// read reads the journal's free space (the file system's and the batch
+// log's slack) and the reserve; ok is false when statfs fails.
 func (sp *space) read() (free, reserve int64, ok bool) {
+	free, reserve, ok = sp.readFS()
+	if !ok {
+		return 0, 0, false
+	}
+	if sp.slack != nil {
+		free += sp.slack()
+	}
+	sp.free.Store(free)
+	sp.reserveNow.Store(reserve)
+	sp.checked.Store(time.Now().UnixNano())
+	return free, reserve, ok
+}
+
+// readFS returns the file system's own free space and the reserve.
+func (sp *space) readFS() (free, reserve int64, ok bool) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(sp.dir, &st); err != nil {
 		return 0, 0, false
@@ -63,10 +83,30 @@ func (sp *space) read() (free, reserve int64, ok bool) {
 	if reserve == 0 {
 		reserve = DefaultReserve(size)
 	}
-	sp.free.Store(free)
-	sp.reserveNow.Store(reserve)
-	sp.checked.Store(time.Now().UnixNano())
 	return free, reserve, true
+}
+
+// room reports whether allocating n more bytes of the file system (a
+// segment's preallocation, a spare) leaves the reserve free.
+func (sp *space) room(n int64) bool {
+	free, reserve, ok := sp.readFS()
+	return ok && free-n >= reserve
+}
+
+// segmentSizeFor is the batch log's segment size on a file system of
+// size bytes: a 32nd of it, between 1 MiB and segmentSize, so that the
+// preallocated segment and the spare never take much of a small disk.
+func segmentSizeFor(size int64) int64 {
+	return min(max(size/32&^(1<<20-1), 1<<20), segmentSize)
+}
+
+// fsSize is the size of the file system dir is on (0 if unknown).
+func fsSize(dir string) int64 {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0
+	}
+	return int64(st.Blocks) * st.Bsize
 }
 
 // admit reports whether need more bytes still leave the reserve free. A

@@ -15,12 +15,14 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// Store key layout (docs/FORMAT.md):
+// Store key layout in Badger (docs/FORMAT.md); the batches themselves are
+// in the batch log (seglog.go):
 //
-//	"b/" + seq (8 bytes, big-endian)  -> encoded batch
 //	"m/epoch"                         -> epoch (8 bytes, big-endian)
 //	"m/open"                          -> seq (8 bytes) at which a mount opened the journal;
 //	                                     deleted by a clean unmount
+//	"b/" + seq (8 bytes, big-endian)  -> encoded batch, in journals made before
+//	                                     the batch log (migrate.go)
 var (
 	batchPrefix = []byte("b/")
 	epochKey    = []byte("m/epoch")
@@ -59,9 +61,11 @@ type StoreOptions struct {
 	Reserve int64
 }
 
-// Store keeps sealed batches in Badger, durably and in seq order.
+// Store keeps sealed batches durably and in seq order: their bodies in
+// the batch log, the journal's metadata in Badger.
 type Store struct {
 	db  *badger.DB
+	bl  *batchLog
 	dir string
 	log *slog.Logger
 
@@ -129,8 +133,14 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	}
 	s := &Store{db: db, dir: dir, log: log, epoch: 1, changed: make(chan struct{}), lazy: o.LazyAppends,
 		ro: o.ReadOnly, space: space{dir: dir, reserve: o.Reserve}}
+	if s.bl, err = s.openLog(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open journal %s: %w", dir, err)
+	}
+	s.space.slack = s.bl.slack
 	// A read-only store is opened to inspect the journal, damage included.
 	if err := s.load(); err != nil && !o.ReadOnly {
+		s.bl.close()
 		db.Close()
 		return nil, fmt.Errorf("open journal %s: %w (pbfs journal verify tells more)", dir, err)
 	}
@@ -138,7 +148,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 }
 
 func (s *Store) load() error {
-	return s.db.View(func(txn *badger.Txn) error {
+	err := s.db.View(func(txn *badger.Txn) error {
 		if it, err := txn.Get(epochKey); err == nil {
 			if err := it.Value(func(v []byte) error {
 				if len(v) != 8 {
@@ -152,23 +162,23 @@ func (s *Store) load() error {
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
 			return fmt.Errorf("load epoch: %w", err)
 		}
-		opt := badger.DefaultIteratorOptions
-		opt.Reverse, opt.PrefetchValues = true, false
-		it := txn.NewIterator(opt)
-		defer it.Close()
-		it.Seek(batchKey(^uint64(0)))
-		if !it.ValidForPrefix(batchPrefix) {
-			return nil
-		}
-		return it.Item().Value(func(v []byte) error {
-			h, err := Verify(v)
-			if err != nil {
-				return fmt.Errorf("load last batch: %w", err)
-			}
-			s.last = h
-			return nil
-		})
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	_, last := s.bl.bounds()
+	if last == 0 {
+		return nil
+	}
+	enc, err := s.bl.get(last)
+	if err == nil {
+		s.last, err = Verify(enc)
+	}
+	if err != nil {
+		return fmt.Errorf("load last batch: %w", err)
+	}
+	return nil
 }
 
 func batchKey(seq uint64) []byte {
@@ -257,7 +267,7 @@ func (s *Store) Append(ops []Op, created time.Time, written uint64, more bool) (
 	if err := s.space.admit(int64(len(buf))); err != nil {
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
 	}
-	err = s.db.Update(func(txn *badger.Txn) error { return txn.Set(batchKey(b.Seq), buf) })
+	err = s.bl.append(b.Seq, [][]byte{buf}, !s.lazy)
 	s.space.read() // before the caller stops counting the batch as to come
 	if err != nil {
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
@@ -281,7 +291,7 @@ func (s *Store) Sync() error {
 		return nil
 	}
 	s.syncs.Add(1)
-	if err := s.flushAll(); err != nil {
+	if err := s.bl.sync(); err != nil {
 		s.dirty.Store(true)
 		return fmt.Errorf("sync journal: %w", err)
 	}
@@ -304,13 +314,21 @@ func (s *Store) update(fn func(txn *badger.Txn) error) error {
 	return nil
 }
 
-// flushAll makes everything Badger wrote durable. Badger's own Sync covers
+// flushAll makes every batch appended and everything Badger wrote durable.
+func (s *Store) flushAll() error {
+	if err := s.bl.sync(); err != nil {
+		return err
+	}
+	return s.flushBadger()
+}
+
+// flushBadger makes everything Badger wrote durable. Badger's own Sync covers
 // only the newest value log and the active memtable's log: without
 // SyncWrites a value log that filled up, a memtable log set aside for
 // flushing, and the files' directory entries are written back whenever
 // the kernel likes. So every log file and the directory are synced too.
 // (Tables and the manifest Badger syncs itself when it writes them.)
-func (s *Store) flushAll() error {
+func (s *Store) flushBadger() error {
 	if err := s.db.Sync(); err != nil {
 		return err
 	}
@@ -338,41 +356,13 @@ func syncFile(path string) error {
 }
 
 // Get returns the encoded batch seq.
-func (s *Store) Get(seq uint64) ([]byte, error) {
-	var out []byte
-	err := s.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get(batchKey(seq))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return fmt.Errorf("get batch %d: %w", seq, ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("get batch %d: %w", seq, err)
-		}
-		out, err = it.ValueCopy(nil)
-		return err
-	})
-	return out, err
-}
+func (s *Store) Get(seq uint64) ([]byte, error) { return s.bl.get(seq) }
 
 // Scan calls fn with every stored batch from seq from on, in order, with
 // its encoded bytes (valid only during the call). fn returning an error
 // stops the scan with that error.
 func (s *Store) Scan(from uint64, fn func(seq uint64, enc []byte) error) error {
-	return s.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: false, Prefix: batchPrefix})
-		defer it.Close()
-		for it.Seek(batchKey(from)); it.Valid(); it.Next() {
-			k := it.Item().Key()
-			if len(k) != len(batchPrefix)+8 {
-				return fmt.Errorf("scan journal: key %q: %w", k, ErrCorrupt)
-			}
-			seq := binary.BigEndian.Uint64(k[len(batchPrefix):])
-			if err := it.Item().Value(func(v []byte) error { return fn(seq, v) }); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return s.bl.scan(from, fn)
 }
 
 // ErrChain refuses a batch that does not continue the stored chain.
@@ -394,8 +384,6 @@ func (s *Store) AppendEncoded(encs [][]byte) (Header, error) {
 		return s.last, fmt.Errorf("append batches: %w", err)
 	}
 	appendDelay() // a failpoint: a slow disk
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
 	for _, enc := range encs {
 		h, err := Verify(enc)
 		if err != nil {
@@ -410,20 +398,11 @@ func (s *Store) AppendEncoded(encs [][]byte) (Header, error) {
 		if h.Epoch < last.Epoch {
 			return s.last, fmt.Errorf("batch %d has epoch %d after epoch %d: %w", h.Seq, h.Epoch, last.Epoch, ErrChain)
 		}
-		if err := wb.Set(batchKey(h.Seq), enc); err != nil {
-			return s.last, fmt.Errorf("append batch %d: %w", h.Seq, err)
-		}
 		last = h
 	}
-	if err := wb.Flush(); err != nil {
-		return s.last, fmt.Errorf("append batches: %w", err)
-	}
-	// With synced writes Badger has synced the value log and the
-	// memtable's log before Flush returns (DB.writeRequests); a lazy store
-	// flushes everything itself.
-	if s.lazy {
-		if err := s.flushAll(); err != nil {
-			return s.last, fmt.Errorf("append batches: sync: %w", err)
+	if len(encs) > 0 {
+		if err := s.bl.append(last.Seq+1-uint64(len(encs)), encs, true); err != nil {
+			return s.last, fmt.Errorf("append batches: %w", err)
 		}
 	}
 	if last.Seq != s.last.Seq {
@@ -443,28 +422,15 @@ func (s *Store) Reset(anchor []byte) error {
 			return fmt.Errorf("reset journal: %w", err)
 		}
 	}
-	var seqs []uint64
-	if err := s.Scan(0, func(seq uint64, _ []byte) error { seqs = append(seqs, seq); return nil }); err != nil {
-		return fmt.Errorf("reset journal: %w", err)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	for _, seq := range seqs {
-		if err := wb.Delete(batchKey(seq)); err != nil {
-			return fmt.Errorf("reset journal: %w", err)
+	err := s.rewrite(func(put func(uint64, []byte) error) error {
+		if anchor == nil {
+			return nil
 		}
-	}
-	if anchor != nil {
-		if err := wb.Set(batchKey(h.Seq), anchor); err != nil {
-			return fmt.Errorf("reset journal: %w", err)
-		}
-	}
-	if err := wb.Flush(); err != nil {
-		return fmt.Errorf("reset journal: %w", err)
-	}
-	if err := s.db.Sync(); err != nil {
+		return put(h.Seq, anchor)
+	})
+	if err != nil {
 		return fmt.Errorf("reset journal: %w", err)
 	}
 	s.setLast(h)
@@ -536,10 +502,39 @@ func (s *Store) SetMetaUint(name string, v uint64) error {
 	return s.SetMeta(name, binary.BigEndian.AppendUint64(nil, v))
 }
 
-// Put stores an encoded batch under its seq without checks; tests use it
+// Put stores an encoded batch under its seq without checks: next in line,
+// or in place of a stored one (which rewrites the whole log); tests use it
 // to plant corrupt batches.
 func (s *Store) Put(seq uint64, enc []byte) error {
-	return s.update(func(txn *badger.Txn) error { return txn.Set(batchKey(seq), enc) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if next := s.bl.next(); next == 0 || seq == next {
+		return s.bl.append(seq, [][]byte{enc}, true)
+	}
+	var held [][]byte
+	var seqs []uint64
+	if err := s.bl.scan(0, func(q uint64, b []byte) error {
+		if q == seq {
+			b = enc
+		}
+		held, seqs = append(held, append([]byte(nil), b...)), append(seqs, q)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return s.rewrite(func(put func(uint64, []byte) error) error {
+		for i, b := range held {
+			if err := put(seqs[i], b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// rewrite replaces the batch log with what fill puts; the caller holds mu.
+func (s *Store) rewrite(fill func(put func(uint64, []byte) error) error) error {
+	return s.bl.replace(fill)
 }
 
 // closeTimeout bounds Close. Badger's Close flushes the memtable to a
@@ -561,6 +556,7 @@ func (s *Store) close() error {
 	if !s.ro {
 		syncErr = s.flushAll()
 	}
+	s.bl.close()
 	done := make(chan error, 1)
 	go func() { done <- s.db.Close() }()
 	select {

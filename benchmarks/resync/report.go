@@ -213,10 +213,10 @@ func (r *report) markdown() string {
 				peakB = s
 			}
 		}
-		fmt.Fprintf(&b, "\nBy Badger file kind, apparent / allocated MiB:\n\n| | vlog | sst | mem | other |\n|---|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "\nBy kind (batch log segments, Badger's files), apparent / allocated MiB:\n\n| | seg | vlog | sst | mem | other |\n|---|---:|---:|---:|---:|---:|\n")
 		kinds := func(label string, u diskUse) {
 			fmt.Fprintf(&b, "| %s |", label)
-			for _, k := range []string{"vlog", "sst", "mem", "other"} {
+			for _, k := range []string{"seg", "vlog", "sst", "mem", "other"} {
 				fmt.Fprintf(&b, " %s / %s |", mib(float64(u.byKind[k])), mib(float64(u.allocByKind[k])))
 			}
 			b.WriteString("\n")

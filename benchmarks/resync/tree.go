@@ -442,10 +442,10 @@ func compareTrees(primary, backup string) (comparison, error) {
 
 // diskUse is the size of a directory's files: apparent (what `du -sb`
 // reports: st_size) and allocated (st_blocks), with the apparent size split
-// by Badger file kind.
+// by kind: the batch log's segments (and its spare) and Badger's files.
 type diskUse struct {
 	apparent, allocated int64
-	byKind              map[string]int64 // vlog, sst, mem, other (apparent)
+	byKind              map[string]int64 // seg, vlog, sst, mem, other (apparent)
 	allocByKind         map[string]int64
 	files               int
 }
@@ -472,6 +472,9 @@ func measureDisk(dir string) (diskUse, error) {
 			return nil
 		}
 		kind := "other"
+		if filepath.Base(filepath.Dir(p)) == "batches" {
+			kind = "seg"
+		}
 		switch filepath.Ext(p) {
 		case ".vlog":
 			kind = "vlog"

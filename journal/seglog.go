@@ -1,0 +1,357 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// batchLog keeps the journal's batches: segment files (segment.go) in one
+// directory and an index of them in memory, rebuilt by scanning the
+// segments at open. Writes (append, sync) are serialized by the caller;
+// reads may run alongside them.
+type batchLog struct {
+	dir     string
+	ro      bool
+	log     *slog.Logger
+	segSize int64              // segmentSizeFor the file system
+	room    func(n int64) bool // whether n bytes may be preallocated; nil: never
+
+	mu    sync.RWMutex // guards segs, index, first and segments' files
+	segs  []*segFile   // oldest first
+	index []recLoc     // index[i] is seq first+i
+	first uint64
+
+	wmu      sync.Mutex // serializes writes and syncs
+	w        *os.File   // the newest segment, open for writing; changed under mu and wmu
+	wseg     *segFile   // changed under mu and wmu
+	wcap     int64      // w's size: where its preallocation ends; under mu and wmu
+	kicked   int64      // offset in w up to which write-back was started
+	dirDirty bool       // a segment was named since dir was last synced
+
+	spare *spare
+}
+
+// openBatchLog opens the log in dir (which must exist), cutting a torn
+// tail off its newest segment unless ro.
+func openBatchLog(dir string, ro bool, log *slog.Logger, room func(int64) bool) (*batchLog, error) {
+	l := &batchLog{dir: dir, ro: ro, log: log, segSize: segmentSizeFor(fsSize(dir)), room: room, spare: newSpare(dir, log, room)}
+	segs, err := listSegments(dir)
+	if err != nil {
+		return nil, err
+	}
+	for i, seg := range segs {
+		locs, err := scanSegment(seg, i == len(segs)-1)
+		if err != nil {
+			return nil, err
+		}
+		if len(l.index) > 0 && seg.first != l.first+uint64(len(l.index)) {
+			// Segments before a gap are leftovers of a trim a crash
+			// interrupted (or damage): the log is the newest run.
+			log.Warn("journal: dropping segments before a gap in the batch log", "dropped_to", l.first+uint64(len(l.index))-1, "next", seg.first)
+			l.segs, l.index = nil, nil
+		}
+		if len(l.index) == 0 {
+			l.first = seg.first
+		}
+		l.segs = append(l.segs, seg)
+		l.index = append(l.index, locs...)
+	}
+	if len(l.segs) > 0 && !ro {
+		if err := l.reopenTail(); err != nil {
+			return nil, err
+		}
+	}
+	if !ro {
+		l.spare.load()
+	}
+	return l, nil
+}
+
+// reopenTail opens the newest segment for appends. What lies past its
+// last record (a torn write, records a crash left behind a hole) is cut
+// off first: a later record written there must never be followed by one
+// of the file's earlier life that happens to carry the next seq.
+func (l *batchLog) reopenTail() error {
+	seg := l.segs[len(l.segs)-1]
+	f, err := os.OpenFile(seg.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open batch log: %w", err)
+	}
+	st, err := f.Stat()
+	if err == nil && st.Size() > seg.end {
+		if err = f.Truncate(seg.end); err == nil {
+			l.preallocate(f, seg.end)
+			err = f.Sync()
+		}
+	}
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("open batch log: cut the tail of %s: %w", seg.path, err)
+	}
+	l.w, l.wseg, l.wcap, l.kicked = f, seg, fileSize(f), seg.end
+	return nil
+}
+
+// preallocate gives f the blocks of a whole segment past its first used
+// bytes, where the file system can and has room for them above the
+// journal's reserve.
+func (l *batchLog) preallocate(f *os.File, used int64) {
+	if size := max(l.segSize, used); l.room != nil && l.room(size-used) {
+		// Not every file system can (EOPNOTSUPP); appends then allocate.
+		unix.Fallocate(int(f.Fd()), 0, 0, size)
+	}
+}
+
+func fileSize(f *os.File) int64 {
+	st, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// slack is what the log holds allocated and unwritten: the newest
+// segment's preallocated tail and the spare.
+func (l *batchLog) slack() int64 {
+	l.mu.RLock()
+	n := int64(0)
+	if l.wseg != nil {
+		n = max(l.wcap-l.wseg.end, 0)
+	}
+	l.mu.RUnlock()
+	return n + l.spare.bytes()
+}
+
+// next is the seq the next record must carry (0: any, the log is empty).
+func (l *batchLog) next() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if len(l.index) == 0 {
+		return 0
+	}
+	return l.first + uint64(len(l.index))
+}
+
+// bounds returns the oldest and newest seq held (0, 0 when empty).
+func (l *batchLog) bounds() (first, last uint64) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if len(l.index) == 0 {
+		return 0, 0
+	}
+	return l.first, l.first + uint64(len(l.index)) - 1
+}
+
+// writebackEvery is how many bytes lazy appends leave dirty before write-back
+// of them is started.
+const writebackEvery = 1 << 20
+
+// maxIov bounds the buffers of one pwritev (the kernel's IOV_MAX is 1024).
+const maxIov = 1024
+
+// append writes bodies as seqs first, first+1, ... at the end of the log;
+// with sync they are durable before they can be read. A failed append
+// leaves the log as it was.
+func (l *batchLog) append(first uint64, bodies [][]byte, sync bool) error {
+	if l.ro {
+		return errors.New("append to a read-only journal")
+	}
+	if n := l.next(); n != 0 && first != n {
+		return fmt.Errorf("append batch %d: the log continues at %d: %w", first, n, ErrChain)
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	need := int64(0)
+	for _, b := range bodies {
+		need += recHdrSize + int64(len(b))
+	}
+	if l.w == nil || (l.wseg.end > 0 && l.wseg.end+need > l.segSize) {
+		if err := l.rotate(first); err != nil {
+			return err
+		}
+	}
+	off := l.wseg.end
+	iov := make([][]byte, 0, min(2*len(bodies), maxIov))
+	locs := make([]recLoc, 0, len(bodies))
+	for i, b := range bodies {
+		iov = append(iov, recordHeader(first+uint64(i), b), b)
+		locs = append(locs, recLoc{seg: l.wseg, off: off + recHdrSize, n: uint32(len(b))})
+		off += recHdrSize + int64(len(b))
+		if len(iov) == cap(iov) || i == len(bodies)-1 {
+			if err := pwriteAll(l.w, iov, off-sumLen(iov)); err != nil {
+				return fmt.Errorf("append batch %d: %w", first, err)
+			}
+			iov = iov[:0]
+		}
+	}
+	if sync {
+		if err := l.syncLocked(); err != nil {
+			return fmt.Errorf("append batch %d: %w", first, err)
+		}
+	} else if off-l.kicked >= writebackEvery {
+		// Start write-back of what lazy appends left dirty, without
+		// waiting for it: the next sync, or the rotation's, then finds
+		// little to do instead of stalling on many MiB at once.
+		unix.SyncFileRange(int(l.w.Fd()), l.kicked, off-l.kicked, unix.SYNC_FILE_RANGE_WRITE)
+		l.kicked = off
+	}
+	l.mu.Lock()
+	if len(l.index) == 0 {
+		l.first = first
+	}
+	l.index = append(l.index, locs...)
+	l.wseg.end, l.wseg.n = off, l.wseg.n+len(locs)
+	l.wcap = max(l.wcap, off)
+	l.mu.Unlock()
+	if l.wseg.end > l.segSize/2 {
+		l.spare.make(l.segSize)
+	}
+	return nil
+}
+
+func sumLen(iov [][]byte) int64 {
+	n := int64(0)
+	for _, b := range iov {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// pwriteAll writes iov at off, finishing short writes.
+func pwriteAll(f *os.File, iov [][]byte, off int64) error {
+	for len(iov) > 0 {
+		n, err := unix.Pwritev(int(f.Fd()), iov, off)
+		if err != nil {
+			return err
+		}
+		off += int64(n)
+		for n > 0 && len(iov) > 0 {
+			if n >= len(iov[0]) {
+				n -= len(iov[0])
+				iov = iov[1:]
+			} else {
+				iov[0] = iov[0][n:]
+				n = 0
+			}
+		}
+	}
+	return nil
+}
+
+// rotate starts segment first: the spare if one is ready, else a new,
+// preallocated file. The segment it leaves is synced, so that only the
+// newest segment of a log can end torn.
+func (l *batchLog) rotate(first uint64) error {
+	if l.w != nil {
+		if err := unix.Fdatasync(int(l.w.Fd())); err != nil {
+			return fmt.Errorf("sync segment %s: %w", l.wseg.path, err)
+		}
+	}
+	path := filepath.Join(l.dir, segName(first))
+	f, err := l.spare.take(path)
+	if err != nil {
+		return fmt.Errorf("start segment %d: %w", first, err)
+	}
+	if f == nil {
+		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+			return fmt.Errorf("start segment %d: %w", first, err)
+		}
+		l.preallocate(f, 0)
+	}
+	seg := &segFile{first: first, path: path}
+	l.mu.Lock() // readers use w
+	l.segs = append(l.segs, seg)
+	if l.w != nil {
+		l.w.Close()
+	}
+	l.w, l.wseg, l.wcap, l.kicked, l.dirDirty = f, seg, fileSize(f), 0, true
+	l.mu.Unlock()
+	return nil
+}
+
+// sync makes every record appended so far durable.
+func (l *batchLog) sync() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.syncLocked()
+}
+
+func (l *batchLog) syncLocked() error {
+	if l.w == nil {
+		return nil
+	}
+	if err := unix.Fdatasync(int(l.w.Fd())); err != nil {
+		return fmt.Errorf("sync segment: %w", err)
+	}
+	if l.dirDirty {
+		if err := syncDir(l.dir); err != nil {
+			return fmt.Errorf("sync batch log directory: %w", err)
+		}
+		l.dirDirty = false
+	}
+	return nil
+}
+
+// get returns the body of seq.
+func (l *batchLog) get(seq uint64) ([]byte, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if seq < l.first || seq-l.first >= uint64(len(l.index)) {
+		return nil, fmt.Errorf("get batch %d: %w", seq, ErrNotFound)
+	}
+	loc := l.index[seq-l.first]
+	buf := make([]byte, loc.n)
+	if err := l.readAt(loc, buf); err != nil {
+		return nil, fmt.Errorf("get batch %d: %w", seq, err)
+	}
+	return buf, nil
+}
+
+// readAt reads loc's body into buf; the caller holds mu.
+func (l *batchLog) readAt(loc recLoc, buf []byte) error {
+	f := l.w
+	if loc.seg != l.wseg {
+		var err error
+		if f, err = os.Open(loc.seg.path); err != nil {
+			return err
+		}
+		defer f.Close()
+	}
+	if f == nil {
+		return fmt.Errorf("segment %s is not open", loc.seg.path)
+	}
+	_, err := f.ReadAt(buf, loc.off)
+	return err
+}
+
+// scan calls fn with every held batch from seq from on, in order. A batch
+// trimmed while the scan runs is skipped.
+func (l *batchLog) scan(from uint64, fn func(seq uint64, body []byte) error) error {
+	var buf []byte
+	for seq := from; ; seq++ {
+		l.mu.RLock()
+		if seq < l.first {
+			seq = l.first
+		}
+		if len(l.index) == 0 || seq-l.first >= uint64(len(l.index)) {
+			l.mu.RUnlock()
+			return nil
+		}
+		loc := l.index[seq-l.first]
+		buf = growTo(buf, int(loc.n))
+		err := l.readAt(loc, buf)
+		l.mu.RUnlock()
+		if err != nil {
+			return fmt.Errorf("scan journal: batch %d: %w", seq, err)
+		}
+		if err := fn(seq, buf); err != nil {
+			return err
+		}
+	}
+}
