@@ -71,6 +71,13 @@ func (a *Applier) Close() error { return a.root.Close() }
 // before it stay applied.
 func (a *Applier) Apply(b *journal.Batch) error { return a.apply(b, false) }
 
+// ApplyUnsynced is Apply without the syncfs: the batch is in the page
+// cache when it returns, and a later Sync makes it durable (see Window).
+func (a *Applier) ApplyUnsynced(b *journal.Batch) error { return a.ops(b, 0, false) }
+
+// RedoUnsynced is Redo without the syncfs.
+func (a *Applier) RedoUnsynced(b *journal.Batch) error { return a.ops(b, 0, true) }
+
 // Redo applies a batch that may already be partly applied (the applier
 // was killed in the middle of it): a create, mkdir, symlink or link whose
 // name exists, and an unlink, rmdir or rename whose name is gone, are taken
@@ -84,6 +91,14 @@ func (a *Applier) apply(b *journal.Batch, redo bool) error {
 }
 
 func (a *Applier) applyFrom(b *journal.Batch, start int, redo bool) error {
+	if err := a.ops(b, start, redo); err != nil {
+		return err
+	}
+	return a.Sync()
+}
+
+// ops applies b's ops from start on, without a sync.
+func (a *Applier) ops(b *journal.Batch, start int, redo bool) error {
 	s := session{a: a, dirs: map[string]*os.File{}}
 	defer s.close()
 	for i := start; i < len(b.Ops); i++ {
@@ -104,7 +119,7 @@ func (a *Applier) applyFrom(b *journal.Batch, start int, redo bool) error {
 			return &OpError{Seq: b.Seq, Index: i, Op: op.String(), Err: err}
 		}
 	}
-	return a.Sync()
+	return nil
 }
 
 func alreadyDone(k journal.Kind, err error) bool {

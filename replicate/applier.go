@@ -9,13 +9,45 @@ import (
 	"github.com/pbfs/pbfs/journal"
 )
 
+// A backup applies most batches in windows (apply.Window): one after
+// another into the page cache, then one syncfs of the volume and one
+// progress write for the lot, instead of a syncfs and two progress writes
+// per batch. A window ends when the next batch would make it unredoable,
+// when it holds windowMaxBatches or windowMaxBytes, after windowMaxAge,
+// and windowIdle after the last batch when no more are waiting. A batch a
+// window cannot take is applied alone, as before windows: "applying" is
+// recorded first, "applied" after its syncfs. The byte limit keeps a
+// window's syncfs short: one that flushes many MiB of the volume holds up
+// the next batch's journal sync behind it (32 MiB windows of 256 KiB
+// batches stalled barriers for 100 ms).
+var (
+	windowMaxBatches       = 256
+	windowMaxBytes   int64 = 1 << 20
+	windowMaxAge           = time.Second
+	windowIdle             = 20 * time.Millisecond
+)
+
+// applyWindow is the apply loop's window and when it began.
+type applyWindow struct {
+	apply.Window
+	started time.Time
+	gen     uint64 // b.resyncs when it began: a resync discards it
+}
+
 // applyLoop applies durable batches in order until Close. Progress is
-// kept in two numbers (progress.go): "applying" is written before a batch
-// touches the volume, "applied" after the batch and a syncfs of the
-// volume, so a restart knows whether it was killed in the middle of one.
+// kept in two numbers (progress.go): "applied", the newest batch whose
+// effects a syncfs made durable, and "applying", a batch applied alone
+// that may have touched the volume since. Batches applied in a window
+// after "applied" are found again at a restart (recoverWindow).
 func (b *Backup) applyLoop() {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	w := &applyWindow{gen: b.resyncs.Load()}
+	defer func() {
+		if err := b.syncWindow(w); err != nil {
+			b.log.Error("sync the volume at close", "err", err)
+		}
+	}()
 	if seq := b.retrySeq; seq != 0 {
 		if err := b.retryApply(seq, b.retryErr); err == errClosing {
 			return
@@ -24,11 +56,19 @@ func (b *Backup) applyLoop() {
 		}
 	}
 	for {
+		var idle <-chan time.Time
+		if w.Len() > 0 {
+			idle = time.After(windowIdle)
+		}
 		select {
 		case <-b.done:
 			return
 		case <-b.kick:
 		case <-t.C:
+		case <-idle:
+			if err := b.syncWindow(w); err != nil {
+				b.stall(b.applied.Load(), fmt.Errorf("sync the volume: %w", err))
+			}
 		}
 		for !b.stalled.Load() {
 			select {
@@ -40,9 +80,15 @@ func (b *Backup) applyLoop() {
 			if next > b.complete.Load() {
 				break
 			}
-			err := b.applyOne(next, b.applier.Apply)
+			err := b.applyNext(w, next)
 			if err != nil && transientApply(err) {
-				err = b.retryApply(next, err)
+				// What the window applied before this batch becomes
+				// durable; the batch is then retried alone.
+				if serr := b.syncWindow(w); serr != nil {
+					err = serr
+				} else {
+					err = b.retryApply(next, err)
+				}
 			}
 			if err == errSuperseded {
 				break
@@ -53,13 +99,70 @@ func (b *Backup) applyLoop() {
 					return
 				default:
 				}
+				w.Reset()
 				b.stall(next, err)
 			}
 		}
 	}
 }
 
-// applyOne applies batch seq with run (Apply, Redo or a Resume).
+// applyNext applies batch seq: in the window if it takes it, else alone
+// after a sync of the window.
+func (b *Backup) applyNext(w *applyWindow, seq uint64) error {
+	enc, err := b.store.Get(seq)
+	if err != nil {
+		return err
+	}
+	batch, err := journal.Decode(enc)
+	if err != nil {
+		return err
+	}
+	if gen := b.resyncs.Load(); w.gen != gen {
+		w.Reset()
+		w.gen = gen
+	}
+	if w.Len() < windowMaxBatches && w.Bytes()+int64(len(enc)) <= windowMaxBytes &&
+		(w.Len() == 0 || time.Since(w.started) < windowMaxAge) && w.Admit(batch, int64(len(enc))) {
+		if w.Len() == 1 {
+			w.started = time.Now()
+		}
+		if err := b.applier.ApplyUnsynced(batch); err != nil {
+			return wrapApply(seq, err)
+		}
+		b.setApplied(seq)
+		return nil
+	}
+	if err := b.syncWindow(w); err != nil {
+		return err
+	}
+	return b.applyDecoded(seq, batch, b.applier.Apply)
+}
+
+// syncWindow makes the batches applied in w durable: a syncfs of the
+// volume, then "applied" recorded. A resync since the window began
+// replaced the volume and its progress: the window is dropped.
+func (b *Backup) syncWindow(w *applyWindow) error {
+	if w.Len() == 0 {
+		return nil
+	}
+	defer w.Reset()
+	if err := b.applier.Sync(); err != nil {
+		return err
+	}
+	b.mu.Lock() // endResync writes the progress under mu
+	defer b.mu.Unlock()
+	if b.resyncs.Load() != w.gen || b.stalled.Load() {
+		return nil
+	}
+	applied := b.applied.Load()
+	if err := b.prog.save(applied, 0); err != nil {
+		return err
+	}
+	b.synced.Store(applied)
+	return nil
+}
+
+// applyOne applies batch seq alone with run (Apply, Redo or a Resume).
 func (b *Backup) applyOne(seq uint64, run func(*journal.Batch) error) error {
 	enc, err := b.store.Get(seq)
 	if err != nil {
@@ -69,32 +172,29 @@ func (b *Backup) applyOne(seq uint64, run func(*journal.Batch) error) error {
 	if err != nil {
 		return err
 	}
-	// The previous batch's "applied" may have said "applying" for this
-	// one already, in the same write (below).
-	if b.applyingNext.Load() != seq {
-		if err := b.prog.save(b.applied.Load(), seq); err != nil {
-			return err
-		}
-	}
-	b.applyingNext.Store(0)
-	if err := run(batch); err != nil {
-		if _, ok := errors.AsType[*apply.OpError](err); ok {
-			return err // it names the batch and the op
-		}
-		return fmt.Errorf("apply batch %d: %w", seq, err)
-	}
-	// When the next batch is ready, say it is being applied in the same
-	// write as this one's "applied": one progress sync per batch, not two.
-	// Recovery reads an "applying" whose batch never reached its first op
-	// as such (the apply mark names an earlier batch).
-	if next := seq + 1; next <= b.complete.Load() && !b.stalled.Load() {
-		if err := b.prog.save(seq, next); err != nil {
-			return err
-		}
-		b.applyingNext.Store(next)
-	} else if err := b.prog.save(seq, 0); err != nil {
+	return b.applyDecoded(seq, batch, run)
+}
+
+// applyDecoded applies batch seq alone: "applying" is recorded before it
+// touches the volume and "applied" after run, which syncs it.
+func (b *Backup) applyDecoded(seq uint64, batch *journal.Batch, run func(*journal.Batch) error) error {
+	if err := b.prog.save(b.applied.Load(), seq); err != nil {
 		return err
 	}
+	if err := run(batch); err != nil {
+		return wrapApply(seq, err)
+	}
+	if err := b.prog.save(seq, 0); err != nil {
+		return err
+	}
+	b.synced.Store(seq)
 	b.setApplied(seq)
 	return nil
+}
+
+func wrapApply(seq uint64, err error) error {
+	if _, ok := errors.AsType[*apply.OpError](err); ok {
+		return err // it names the batch and the op
+	}
+	return fmt.Errorf("apply batch %d: %w", seq, err)
 }

@@ -76,7 +76,11 @@ type Backup struct {
 	policy   AckPolicy // the last primary's (report.go)
 	active   *session  // the primary stream being served, if any
 
-	applied atomic.Uint64
+	applied atomic.Uint64 // newest batch applied to the volume
+	synced  atomic.Uint64 // newest batch applied and synced (the progress file's "applied")
+	// resyncs counts resyncs begun: one replaces the volume under an
+	// apply window (applier.go).
+	resyncs atomic.Uint64
 	// formerPrimary: the journal last served a primary (see OpenBackup).
 	formerPrimary bool
 	// complete is the newest durable seq that ends a seal (a batch
@@ -84,12 +88,8 @@ type Backup struct {
 	// batches it does not hold whole, so the volume only ever takes
 	// states the primary had.
 	complete atomic.Uint64
-	// applyingNext: the recorded "applying" (apply.progress) already
-	// names this seq, written with the previous batch's "applied"; 0 when
-	// it does not.
-	applyingNext atomic.Uint64
-	progress     chan struct{} // closed and replaced when applied advances; guarded by mu
-	stalled      atomic.Bool   // apply failed: the volume needs a resync
+	progress chan struct{} // closed and replaced when applied advances; guarded by mu
+	stalled  atomic.Bool   // apply failed: the volume needs a resync
 	// retrySeq is a torn batch whose recovery failed for want of a
 	// resource, with that error, for the apply loop to retry first.
 	retrySeq uint64
@@ -184,6 +184,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		return nil, err
 	}
 	b.applied.Store(applied)
+	b.synced.Store(applied)
 	b.complete.Store(lastComplete(st))
 	if role, _ := st.Meta(RoleKey); string(role) == RolePrimary && cfg.FirstTerm {
 		// The journal of a primary that ran before any coordinator (pbfs
@@ -192,6 +193,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		// marker, which the next mount on it acts on).
 		b.log.Info("this journal served a primary before the coordinator's first term; its volume holds all of it", "seq", st.Last().Seq)
 		b.applied.Store(st.Last().Seq)
+		b.synced.Store(st.Last().Seq)
 		applying = 0
 		if err := prog.save(st.Last().Seq, 0); err != nil {
 			b.Close()
@@ -218,6 +220,8 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		b.log.Error("this backup stalled applying a batch in an earlier run; its volume needs a resync", "seq", stalled)
 	} else if applying > b.applied.Load() {
 		b.recoverTorn(applying)
+	} else {
+		b.recoverWindow()
 	}
 	b.loops.Add(1)
 	go func() { defer b.loops.Done(); b.applyLoop() }()
@@ -225,7 +229,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		cfg.Retain = 10 * time.Minute
 	}
 	if cfg.Retain > 0 {
-		r := &journal.Retention{Store: st, Window: cfg.Retain, SafeSeq: b.applied.Load,
+		r := &journal.Retention{Store: st, Window: cfg.Retain, SafeSeq: b.synced.Load,
 			Every: min(10*time.Second, cfg.Retain), Logger: b.log}
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { <-b.done; cancel() }()
@@ -249,51 +253,6 @@ func lastComplete(st *journal.Store) uint64 {
 		}
 	}
 	return 0
-}
-
-// recoverTorn finishes a batch the last run was killed in the middle of.
-// If the machine has not rebooted since, the apply mark says exactly
-// where it stopped and the batch is resumed there (apply.Resume). Else a
-// tolerant redo is used when that is exact (apply.Redoable), and
-// otherwise the backup stalls until a resync.
-func (b *Backup) recoverTorn(seq uint64) {
-	if mseq, index, ino, ok := b.mark.read(); ok && mseq <= seq {
-		run := func(batch *journal.Batch) error { return b.applier.Resume(batch, index, ino) }
-		if mseq < seq {
-			run, index = b.applier.Apply, 0 // the batch never reached its first op
-		}
-		b.log.Warn("the last run was killed while applying a batch; resuming it where it stopped", "seq", seq, "op", index)
-		if err := b.applyOne(seq, run); err != nil {
-			b.tornFailed(seq, err)
-		}
-		return
-	}
-	enc, err := b.store.Get(seq)
-	var batch *journal.Batch
-	if err == nil {
-		batch, err = journal.Decode(enc)
-	}
-	if err == nil && !apply.Redoable(batch) {
-		err = errors.New("the machine rebooted since, and the batch reuses names, so a redo cannot know how far it got")
-	}
-	if err == nil {
-		b.log.Warn("the last run was killed while applying a batch; redoing it", "seq", seq)
-		err = b.applyOne(seq, b.applier.Redo)
-	}
-	if err != nil {
-		b.tornFailed(seq, err)
-	}
-}
-
-// tornFailed handles a torn batch whose recovery failed: for want of a
-// resource the apply loop retries it (the marks this run wrote say where
-// it stopped), else the backup stalls.
-func (b *Backup) tornFailed(seq uint64, err error) {
-	if transientApply(err) {
-		b.retrySeq, b.retryErr = seq, err
-		return
-	}
-	b.stall(seq, fmt.Errorf("torn batch: %w", err))
 }
 
 // stall stops applying for good (until a resync) and persists that.

@@ -19,9 +19,11 @@ const progressFile = "apply.progress"
 
 // progress keeps the two numbers recovery needs after a crash or a power
 // loss: applied, the last batch whose effects a syncfs of the volume made
-// durable, and applying, a batch that may have touched the volume since
-// (0 when none). They change twice per batch, and each change must be
-// durable before the volume moves on, so they live in a file of their own
+// durable, and applying, a batch applied alone that may have touched the
+// volume since (0 when none; batches after applied may then have been
+// applied in an apply window, applier.go). They change once per window and
+// twice per batch applied alone, and each change must be durable before
+// the volume moves on, so they live in a file of their own
 // written with one pwrite and one fdatasync, not in Badger: a synced Badger
 // write msyncs its memtable's mapped log, and that was a fifth of a backup's
 // CPU per batch (docs/PERFORMANCE.md).

@@ -100,6 +100,11 @@ func Promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 		if err := b.WaitApplied(ctx, p.Seq); err != nil {
 			return p, fmt.Errorf("promote: apply what the journal holds: %w", err)
 		}
+		// The last apply window is in the page cache; the volume must
+		// hold it before it serves as a primary's.
+		if err := b.applier.Sync(); err != nil {
+			return p, fmt.Errorf("promote: %w", err)
+		}
 	}
 	rec, _ := json.Marshal(map[string]any{"epoch": p.Epoch, "seq": p.Seq, "at": time.Now().UTC(), "forced": p.Forced, "reasons": p.Reasons})
 	if err := b.store.SetMeta(promotedKey, rec); err != nil {

@@ -118,6 +118,7 @@ func (b *Backup) beginResync(start *replpb.ResyncStart) error {
 		b.active = nil
 	}
 	b.stalled.Store(true) // stops the apply loop
+	b.resyncs.Add(1)      // and drops its window
 	if err := b.store.SetMetaUint("stalled", start.Seq+1); err != nil {
 		return err
 	}
@@ -186,7 +187,11 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 			return err
 		}
 	}
-	b.applyingNext.Store(0)
+	// An apply mark of the volume's earlier life must not pass for one of
+	// the batches after the snapshot (recoverWindow).
+	if err := b.mark.write(0, 0, 0); err != nil {
+		return err
+	}
 	// The progress first, "stalled" cleared last: a crash in between
 	// leaves the backup stalled, waiting for another resync.
 	if err := b.prog.save(start.Seq, 0); err != nil {
@@ -200,6 +205,7 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 	}
 	b.volumeID = start.VolumeId
 	b.applied.Store(start.Seq)
+	b.synced.Store(start.Seq)
 	b.complete.Store(start.Seq)
 	b.m.applied.Set(float64(start.Seq))
 	b.m.durable.Set(float64(start.Seq))
