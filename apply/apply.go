@@ -43,6 +43,7 @@ type Applier struct {
 	// resync must never remove (guard.go).
 	dev       uint64
 	protected []devIno
+	files     openFiles // kept open between batches (files.go)
 }
 
 // New opens the target directory dir.
@@ -63,7 +64,10 @@ func New(dir string, log *slog.Logger) (*Applier, error) {
 }
 
 // Close releases the target.
-func (a *Applier) Close() error { return a.root.Close() }
+func (a *Applier) Close() error {
+	a.files.drop()
+	return a.root.Close()
+}
 
 // Apply applies every op of b in order and then flushes the target's
 // filesystem (syncfs), so a nil return means the batch is durable. It stops
@@ -99,8 +103,7 @@ func (a *Applier) applyFrom(b *journal.Batch, start int, redo bool) error {
 
 // ops applies b's ops from start on, without a sync.
 func (a *Applier) ops(b *journal.Batch, start int, redo bool) error {
-	s := session{a: a, dirs: map[string]*os.File{}}
-	defer s.close()
+	s := session{a: a}
 	for i := start; i < len(b.Ops); i++ {
 		op := &b.Ops[i]
 		if err := a.markOp(b.Seq, i, op); err != nil {
@@ -111,7 +114,6 @@ func (a *Applier) ops(b *journal.Batch, start int, redo bool) error {
 		}
 		err := s.apply(op)
 		if redo && alreadyDone(op.Kind, err) {
-			s.forget(op.Path)
 			continue
 		}
 		if err != nil {
@@ -149,21 +151,10 @@ func (a *Applier) Sync() error {
 	return nil
 }
 
-// session caches the directories and the file one batch touches.
+// session is one batch's run; the directories and files it opens stay
+// open in the Applier (files.go).
 type session struct {
-	a        *Applier
-	dirs     map[string]*os.File
-	file     *os.File
-	filePath string
-}
-
-func (s *session) close() {
-	for _, d := range s.dirs {
-		d.Close()
-	}
-	if s.file != nil {
-		s.file.Close()
-	}
+	a *Applier
 }
 
 // dir opens the directory holding p and returns it with p's last component.
@@ -173,47 +164,19 @@ func (s *session) dir(p string) (*os.File, string, error) {
 	}
 	d, base := path.Split(p)
 	d = path.Clean(d)
-	if f := s.dirs[d]; f != nil {
-		return f, base, nil
-	}
-	f, err := s.a.root.OpenFile(d, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	f, err := s.a.files.get(keptDir, d, func() (*os.File, error) {
+		return s.a.root.OpenFile(d, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	})
 	if err != nil {
 		return nil, "", err
 	}
-	s.dirs[d] = f
 	return f, base, nil
-}
-
-// forget drops cached directories at or under p after p moved or vanished.
-func (s *session) forget(p string) {
-	for d, f := range s.dirs {
-		if d == p || len(d) > len(p) && d[:len(p)] == p && d[len(p)] == '/' {
-			f.Close()
-			delete(s.dirs, d)
-		}
-	}
-	if s.file != nil {
-		s.file.Close()
-		s.file, s.filePath = nil, ""
-	}
 }
 
 // open returns p opened for writing: a regular file, never a final
 // symlink, FIFO or device (openRegular).
 func (s *session) open(p string) (*os.File, error) {
-	if s.file != nil && s.filePath == p {
-		return s.file, nil
-	}
-	if s.file != nil {
-		s.file.Close()
-		s.file = nil
-	}
-	f, err := openRegular(s.a.root, p, os.O_WRONLY)
-	if err != nil {
-		return nil, err
-	}
-	s.file, s.filePath = f, p
-	return f, nil
+	return s.a.files.get(keptFile, p, func() (*os.File, error) { return openRegular(s.a.root, p, os.O_WRONLY) })
 }
 
 func fd(f *os.File) int { return int(f.Fd()) }

@@ -15,6 +15,12 @@ func (s *session) apply(op *journal.Op) error {
 	if err := op.Check(); err != nil {
 		return err
 	}
+	if op.Kind.IsNamespace() {
+		// A name may stand for another file or directory after it. (The
+		// directories the op itself opens hold the names it changes; they
+		// stay what they were.)
+		s.a.files.drop()
+	}
 	switch op.Kind {
 	case journal.KindCreate, journal.KindMknod, journal.KindMkdir, journal.KindSymlink:
 		return s.create(op)
@@ -29,7 +35,6 @@ func (s *session) apply(op *journal.Op) error {
 		if op.Kind == journal.KindRmdir {
 			flags = unix.AT_REMOVEDIR
 		}
-		s.forget(op.Path)
 		return unix.Unlinkat(fd(d), base, flags)
 	case journal.KindRename:
 		d1, b1, err := s.dir(op.Path)
@@ -40,10 +45,7 @@ func (s *session) apply(op *journal.Op) error {
 		if err != nil {
 			return err
 		}
-		err = unix.Renameat2(fd(d1), b1, fd(d2), b2, uint(op.Flags))
-		s.forget(op.Path)
-		s.forget(op.Path2)
-		return err
+		return unix.Renameat2(fd(d1), b1, fd(d2), b2, uint(op.Flags))
 	case journal.KindWrite:
 		f, err := s.open(op.Path)
 		if err != nil {

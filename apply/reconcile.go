@@ -47,6 +47,7 @@ type Reconciler struct {
 
 // Reconciler starts a resync of the target.
 func (a *Applier) Reconciler() *Reconciler {
+	a.files.drop() // the resync changes names under the applier
 	return &Reconciler{a: a, seen: map[string]bool{".": true}, claimed: map[uint64]string{}, fresh: map[string]bool{}}
 }
 

@@ -3,7 +3,6 @@ package apply
 import (
 	"errors"
 	"fmt"
-	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -87,8 +86,7 @@ func (a *Applier) finishOp(seq uint64, i int, op *journal.Op, ino uint64) error 
 	if op.Kind == journal.KindRename && a.inode(op.Path) != ino {
 		return nil // the source moved: the rename happened
 	}
-	s := session{a: a, dirs: map[string]*os.File{}}
-	defer s.close()
+	s := session{a: a}
 	op = redoable(op)
 	err := s.apply(op)
 	switch {

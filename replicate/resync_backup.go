@@ -187,6 +187,7 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 			return err
 		}
 	}
+	b.applier.Forget() // files kept open may have been replaced
 	// An apply mark of the volume's earlier life must not pass for one of
 	// the batches after the snapshot (recoverWindow).
 	if err := b.mark.write(0, 0, 0); err != nil {
