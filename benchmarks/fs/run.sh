@@ -582,5 +582,6 @@ cat "$REPORT"
 if [ "${BENCH_NO_RESULTS:-0}" != 1 ]; then
 	mkdir -p "$RESULTS_DIR"
 	cp "$REPORT" "$RESULTS_DIR/fs-$DATE.md"
-	log "results written to $RESULTS_DIR/fs-$DATE.md"
+	python3 "$ROOT/benchmarks/fs/summary.py" "$RESULTS" "$RESULTS_DIR/summary.json"
+	log "results written to $RESULTS_DIR/fs-$DATE.md and merged into $RESULTS_DIR/summary.json"
 fi
