@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
 	"github.com/pbfs/pbfs/control"
 )
 
@@ -29,13 +30,15 @@ type cluster struct {
 	backups []*benchproc.Proc
 	bvols   []string
 	client  *control.Client
-	stopped bool // the mount was stopped
+	proxies []*delayproxy.Proxy // between the mount and its backups, with a delay
+	stopped bool                // the mount was stopped
 }
 
 // startCluster starts n backups and a mount with --ack ack over an empty
 // volume; with plugin, the mount runs mysql-hint with fsync=replicated,
-// reading the server's options from cnf.
-func (b *bench) startCluster(name string, n int, ack string, plugin bool, cnf string) (*cluster, error) {
+// reading the server's options from cnf. A delay above 0 is added each
+// way on every backup's link (delayproxy).
+func (b *bench) startCluster(name string, n int, ack string, plugin bool, cnf string, delay time.Duration) (*cluster, error) {
 	ctx := b.ctx
 	c := &cluster{name: name, dir: filepath.Join(b.runDir, name)}
 	b.clusters = append(b.clusters, c)
@@ -63,6 +66,14 @@ func (b *bench) startCluster(name string, n int, ack string, plugin bool, cnf st
 		c.backups = append(c.backups, p)
 		if err := benchproc.WaitListening(ctx, p, addr); err != nil {
 			return c, err
+		}
+		if delay > 0 {
+			px, err := delayproxy.New("127.0.0.1:0", addr, delay)
+			if err != nil {
+				return c, fmt.Errorf("start %s: %w", name, err)
+			}
+			c.proxies = append(c.proxies, px)
+			addr = px.Addr()
 		}
 		argv = append(argv, "--backup", addr)
 	}
@@ -310,6 +321,9 @@ func (c *cluster) stop() error {
 			continue
 		}
 		errs = append(errs, p.Stop(30*time.Second))
+	}
+	for _, px := range c.proxies {
+		px.Close()
 	}
 	return errors.Join(errs...)
 }

@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	report_ "github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
 // row is one measured run: a workload in a scenario (or a tuning variant).
@@ -59,11 +61,13 @@ func (b *bench) scenario(name string) error {
 		}
 		return b.stopServers()
 	case "pbfs-0":
-		return b.pbfsScenario(name, 0, "", false, nil)
+		return b.pbfsScenario(name, 0, "", false, 0, nil)
 	case "pbfs-2-replicated":
-		return b.pbfsScenario(name, 2, "all", true, nil)
+		return b.pbfsScenario(name, 2, "all", true, 0, nil)
+	case "pbfs-2-replicated-delay":
+		return b.pbfsScenario(name, 2, "all", true, report_.LinkDelay, nil)
 	case "pbfs-2-ack1":
-		return b.pbfsScenario(name, 2, "1", true, nil)
+		return b.pbfsScenario(name, 2, "1", true, 0, nil)
 	case "semisync":
 		return b.semisync()
 	}
@@ -147,7 +151,7 @@ func (b *bench) pbfsAround(c *cluster) func(rw *row, after bool) error {
 // volume (the volume's root) with n backups and --ack ack. With variants (tuning), it
 // runs oltp_write_only once per variant instead, restarting the server
 // with the variant's options each time.
-func (b *bench) pbfsScenario(name string, n int, ack string, plugin bool, variants []variant) error {
+func (b *bench) pbfsScenario(name string, n int, ack string, plugin bool, delay time.Duration, variants []variant) error {
 	cnf := filepath.Join(b.runDir, name+"-my.cnf")
 	if plugin {
 		// The server's options as an option file, for mysql-hint's checks;
@@ -157,7 +161,7 @@ func (b *bench) pbfsScenario(name string, n int, ack string, plugin bool, varian
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	c, err := b.startCluster(name, n, ack, plugin, cnf)
+	c, err := b.startCluster(name, n, ack, plugin, cnf, delay)
 	if err != nil {
 		return err
 	}
@@ -241,7 +245,7 @@ func (b *bench) tuning() error {
 		{"innodb_flush_method=fsync", []string{"innodb_flush_method=fsync"}},
 		{"baseline again", nil},
 	}
-	return b.pbfsScenario("tune", 2, "all", true, vs)
+	return b.pbfsScenario("tune", 2, "all", true, 0, vs)
 }
 
 // semisync runs the workloads on a primary with two semi-sync replicas.
