@@ -10,13 +10,17 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 )
 
 // result is one run of the open-loop generator at one offered rate.
 type result struct {
 	target   string
-	rate     float64 // offered, requests per second
-	duration time.Duration
+	rate     float64       // offered, requests per second
+	fraction float64       // rate as a fraction of plain's peak (0: a fixed -rates sweep)
+	duration time.Duration // arrivals were offered for this long
+	elapsed  time.Duration // from the first arrival until the last answer
 	sent     int
 	ok       int // 2xx
 	status5  int // 5xx answers (503 = shed or withheld)
@@ -27,9 +31,13 @@ type result struct {
 	barrier  time.Duration // mean barrier round trip seen by the proxy
 	hold     time.Duration // mean time a response was held
 	barriers float64       // barriers taken
+	client   float64       // vCPU this process used (closed loop only): the generator, and a target's delay proxies
 }
 
-func (r result) goodput() float64 { return float64(r.ok) / r.duration.Seconds() }
+// goodput is 2xx per second over the time the answers took: an
+// overloaded target answers long after the last arrival, and counting its
+// answers against the offered duration alone would overstate it.
+func (r result) goodput() float64 { return float64(r.ok) / max(r.duration, r.elapsed).Seconds() }
 
 func (r result) pct(p float64) time.Duration {
 	if len(r.lat) == 0 {
@@ -51,11 +59,12 @@ func openLoop(ctx context.Context, client *http.Client, url string, rate float64
 		body[i] = byte('a' + rng.IntN(26))
 	}
 	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, maxInflight)
-		next = time.Now()
-		end  = next.Add(d)
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, maxInflight)
+		start = time.Now()
+		next  = start
+		end   = next.Add(d)
 	)
 	for {
 		next = next.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
@@ -93,7 +102,51 @@ func openLoop(ctx context.Context, client *http.Client, url string, rate float64
 		}(next)
 	}
 	wg.Wait()
+	res.elapsed = time.Since(start)
 	slices.Sort(res.lat)
+	return res
+}
+
+// closedLoop keeps clients requests in flight for d, each client sending
+// its next as soon as its last is answered: the target's peak rate.
+func closedLoop(ctx context.Context, client *http.Client, url string, clients int, d time.Duration, seed uint64) result {
+	res := result{target: url, duration: d}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	self0, start := benchproc.SelfCPU(), time.Now()
+	end := start.Add(d)
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(c)))
+			body := make([]byte, 512)
+			for i := range body {
+				body[i] = byte('a' + rng.IntN(26))
+			}
+			for time.Now().Before(end) && ctx.Err() == nil {
+				start := time.Now()
+				code := post(ctx, client, fmt.Sprintf("%s/kv/k%d", url, rng.IntN(10000)), body)
+				lat := time.Since(start)
+				mu.Lock()
+				res.sent++
+				switch {
+				case code/100 == 2:
+					res.ok++
+					res.lat = append(res.lat, lat)
+				case code/100 == 5:
+					res.status5++
+				default:
+					res.failed++
+				}
+				mu.Unlock()
+			}
+		}(c)
+	}
+	wg.Wait()
+	res.client = float64(benchproc.SelfCPU().Minus(self0).Total()) / float64(time.Since(start))
+	slices.Sort(res.lat)
+	res.rate = float64(res.sent) / d.Seconds()
 	return res
 }
 

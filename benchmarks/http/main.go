@@ -1,5 +1,7 @@
-// Command http measures what output commit costs an HTTP service: an
-// open-loop load generator with Poisson arrivals sweeps offered rates
+// Command http measures what output commit costs an HTTP service. It first
+// finds each scenario's peak with a closed loop (-peak-clients clients
+// posting back to back), then an open-loop load generator with Poisson
+// arrivals offers fractions of plain's peak (-fractions; or fixed -rates)
 // and reports, per rate, the 2xx per second and latency percentiles of
 // each scenario, side by side (interleaved at each rate):
 //
@@ -25,22 +27,21 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
-	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
 func main() {
 	bin := flag.String("bin", "bin/pbfs", "pbfs binary")
 	proxyBin := flag.String("proxy", "bin/http-proxy", "http-proxy plugin binary")
-	rates := flag.String("rates", "100,200,400,800,1600", "offered rates to sweep, requests per second")
+	rates := flag.String("rates", "", "offered rates to sweep, requests per second, instead of -fractions of plain's peak")
+	fractions := flag.String("fractions", "0.25,0.5,0.7,0.9", "offered rates to sweep, as fractions of plain's closed-loop peak")
+	peakFor := flag.Duration("peak-for", 5*time.Second, "how long each scenario's closed-loop peak is measured")
+	peakClients := flag.Int("peak-clients", 32, "clients of the closed loop that finds each scenario's peak")
 	dur := flag.Duration("duration", 5*time.Second, "time at each rate and target")
 	pool := flag.Int("pool", 16, "the proxy's upstream pool")
 	barriers := flag.Int("barriers", 1, "the proxy's barriers in flight")
@@ -56,26 +57,52 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	if _, err := benchproc.CheckWorkdir(*workdir); err != nil {
+	fsName, err := benchproc.CheckWorkdir(*workdir)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "http benchmark:", err)
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := run(ctx, *bin, *proxyBin, *rates, strings.Split(*scenarios, ","), *dur, *pool, *barriers, *extra, *workdir, *results); err != nil {
+	sw := sweep{rates: *rates, fractions: *fractions, dur: *dur, peakFor: *peakFor, peakClients: *peakClients, fsName: fsName}
+	if err := run(ctx, *bin, *proxyBin, sw, strings.Split(*scenarios, ","), *pool, *barriers, *extra, *workdir, *results); err != nil {
 		fmt.Fprintln(os.Stderr, "http benchmark:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, bin, proxyBin, rateList string, scenarios []string, dur time.Duration, pool, barriers int, extra, workdir, resultsDir string) error {
-	var rates []float64
-	for _, f := range strings.Split(rateList, ",") {
-		r, err := strconv.ParseFloat(f, 64)
-		if err != nil || r <= 0 {
-			return fmt.Errorf("-rates: %q", f)
+// sweep is what run measures: each target's peak, then the open-loop
+// rates (fixed, or fractions of plain's peak), dur each.
+type sweep struct {
+	rates, fractions string
+	dur, peakFor     time.Duration
+	peakClients      int
+	fsName           string // the work directory's file system
+}
+
+// parseList parses comma-separated positive numbers.
+func parseList(flagName, list string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(list, ",") {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("-%s: %q", flagName, f)
 		}
-		rates = append(rates, r)
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func run(ctx context.Context, bin, proxyBin string, sw sweep, scenarios []string, pool, barriers int, extra, workdir, resultsDir string) error {
+	var rates, fractions []float64
+	var err error
+	if sw.rates != "" {
+		rates, err = parseList("rates", sw.rates)
+	} else {
+		fractions, err = parseList("fractions", sw.fractions)
+	}
+	if err != nil {
+		return err
 	}
 	s, err := startAll(ctx, bin, proxyBin, scenarios, pool, barriers, extra, workdir)
 	if s != nil {
@@ -90,12 +117,33 @@ func run(ctx context.Context, bin, proxyBin, rateList string, scenarios []string
 	for _, t := range targets {
 		openLoop(ctx, client, t.url, 50, time.Second, 1, 4096)
 	}
+	peaks := map[string]result{}
+	for _, t := range targets {
+		r := closedLoop(ctx, client, t.url, sw.peakClients, sw.peakFor, 7)
+		r.target = t.name
+		peaks[t.name] = r
+		fmt.Printf("%-16s peak (closed loop, %d clients): %7.1f 2xx/s  p50 %8s  p99 %8s  5xx %d  failed %d\n",
+			t.name, sw.peakClients, r.goodput(), r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond), r.status5, r.failed)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	base, ok := peaks["plain"]
+	if fractions != nil && (!ok || base.goodput() <= 0) {
+		return fmt.Errorf("-fractions needs a plain scenario with a peak above 0 (got %.1f/s); use -rates", base.goodput())
+	}
+	for _, f := range fractions {
+		rates = append(rates, f*base.goodput())
+	}
 	var all []result
 	for i, rate := range rates {
 		for _, t := range targets {
 			before := benchproc.Scrape(t.metrics)
-			r := openLoop(ctx, client, t.url, rate, dur, uint64(i+1), 4096)
+			r := openLoop(ctx, client, t.url, rate, sw.dur, uint64(i+1), 4096)
 			r.target = t.name
+			if fractions != nil {
+				r.fraction = fractions[i]
+			}
 			if t.metrics != "" {
 				proxyStats(&r, before, benchproc.Scrape(t.metrics))
 			}
@@ -108,7 +156,7 @@ func run(ctx context.Context, bin, proxyBin, rateList string, scenarios []string
 			}
 		}
 	}
-	return writeReport(resultsDir, all, dur, pool, barriers, extra)
+	return writeReport(resultsDir, peaks, all, sw, pool, barriers, extra)
 }
 
 // proxyStats fills r's proxy columns from the metrics before and after.
@@ -124,96 +172,4 @@ func proxyStats(r *result, before, after map[string]float64) {
 	r.barrier = time.Duration(mean("pbfs_proxy_barrier_seconds") * float64(time.Second))
 	r.hold = time.Duration(mean("pbfs_proxy_hold_seconds") * float64(time.Second))
 	r.barriers = after["pbfs_proxy_barrier_seconds_count"] - before["pbfs_proxy_barrier_seconds_count"]
-}
-
-func writeReport(dir string, all []result, dur time.Duration, pool, barriers int, extra string) error {
-	var b strings.Builder
-	host, _ := os.Hostname()
-	fmt.Fprintf(&b, "# HTTP output commit: open-loop Poisson sweep\n\n%s, %d CPUs, %s, host %s. Each cell ran %s; targets interleaved at each rate.\n",
-		time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.Version(), host, dur)
-	fmt.Fprintf(&b, "pbfs %s. Service: POST 512 B -> write+fsync+rename, answers Connection: close. pbfs-N: N backups, --ack all, clients through the proxy. Proxy pool %d, barriers in flight %d, extra config %q.\n\n", benchproc.Commit(), pool, barriers, extra)
-	b.WriteString("| target | offered/s | 2xx/s | p50 ms | p90 ms | p99 ms | max ms | 5xx | failed | dropped | barriers/s | responses per barrier | mean barrier ms | mean hold ms |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/1e6) }
-	for _, r := range all {
-		px := "| | | |"
-		if r.barriers > 0 {
-			px = fmt.Sprintf("%.0f | %.1f | %s | %s |", r.barriers/r.duration.Seconds(), r.group, ms(r.barrier), ms(r.hold))
-		}
-		fmt.Fprintf(&b, "| %s | %.0f | %.1f | %s | %s | %s | %s | %d | %d | %d | %s\n", r.target, r.rate, r.goodput(),
-			ms(r.pct(0.5)), ms(r.pct(0.9)), ms(r.pct(0.99)), ms(r.pct(1)), r.status5, r.failed, r.dropped, px)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	stem := "http-" + time.Now().UTC().Format("2006-01-02-150405")
-	if err := charts(&b, dir, stem, all); err != nil {
-		return err
-	}
-	path := filepath.Join(dir, stem+".md")
-	fmt.Println("report:", path)
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return err
-	}
-	return summarize(dir, all)
-}
-
-// charts draws p50 and p99 latency against 2xx/s, one line per target.
-func charts(b *strings.Builder, dir, stem string, all []result) error {
-	var names []string
-	for _, r := range all {
-		if !slices.Contains(names, r.target) {
-			names = append(names, r.target)
-		}
-	}
-	md, err := report.LatencyCharts(dir, stem, "HTTP output commit", "2xx/s", func(q float64) []report.Series {
-		var series []report.Series
-		for _, target := range names {
-			s := report.Series{Name: target}
-			for _, r := range all {
-				if r.target == target && r.ok > 0 {
-					s.Points = append(s.Points, report.Point{X: r.goodput(), Y: float64(r.pct(q)) / 1e6})
-				}
-			}
-			series = append(series, s)
-		}
-		return series
-	})
-	b.WriteString(md)
-	return err
-}
-
-// summarize writes the workload to summary.json: each target's best
-// goodput, and its latency at the highest rate every target served
-// without errors (or the lowest rate, if none did).
-func summarize(dir string, all []result) error {
-	clean := map[float64]bool{}
-	for _, r := range all {
-		if _, ok := clean[r.rate]; !ok {
-			clean[r.rate] = true
-		}
-		if r.status5+r.failed+r.dropped > 0 {
-			clean[r.rate] = false
-		}
-	}
-	at := -1.0
-	for rate, ok := range clean {
-		if ok && rate > at {
-			at = rate
-		}
-	}
-	wl := &report.Workload{Benchmark: "http", Unit: "requests", Updated: time.Now().UTC(), Scenarios: map[string]*report.Scenario{}}
-	for _, r := range all {
-		name := r.target
-		sc := wl.Scenarios[name]
-		if sc == nil {
-			sc = &report.Scenario{}
-			wl.Scenarios[name] = sc
-		}
-		sc.Throughput = max(sc.Throughput, r.goodput())
-		sc.Errors += int64(r.status5 + r.failed + r.dropped)
-		if r.rate == at || (at < 0 && sc.P50Ms == 0) {
-			sc.P50Ms, sc.P95Ms, sc.P99Ms = float64(r.pct(0.5))/1e6, float64(r.pct(0.95))/1e6, float64(r.pct(0.99))/1e6
-		}
-	}
-	return report.Merge(dir, "http-output-commit", wl)
 }

@@ -46,7 +46,7 @@ func steps(bin, proxy string) []step {
 			quick: []string{"-bin", bin, "-rounds", "1", "-duration", "1s", "-sizes", "0,4096,262144", "-delays", "0,500us"}},
 		{name: "http", pkg: "./benchmarks/http", dirFlag: "-results",
 			full:  []string{"-bin", bin, "-proxy", proxy},
-			quick: []string{"-bin", bin, "-proxy", proxy, "-rates", "50,100,200", "-duration", "2s", "-scenarios", "plain,pbfs-1-no-proxy,pbfs-1"}},
+			quick: []string{"-bin", bin, "-proxy", proxy, "-fractions", "0.5,0.9", "-peak-for", "2s", "-duration", "2s", "-scenarios", "plain,pbfs-1-no-proxy,pbfs-1"}},
 		{name: "kv", pkg: "./benchmarks/kv", dirFlag: "-results-dir",
 			full:  []string{"-bin", bin, "-proxy", proxy},
 			quick: []string{"-bin", bin, "-proxy", proxy, "-keys", "3000", "-reads", "1", "-scenarios", "plain,pbfs-1", "-fd-clients", "300", "-curve-clients", "4,32", "-curve-keys", "400"}},
