@@ -45,6 +45,11 @@ func (l *batchLog) close() {
 	defer l.wmu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.closeWriter()
+}
+
+// closeWriter closes the newest segment; the caller holds wmu and mu.
+func (l *batchLog) closeWriter() {
 	if l.w != nil {
 		l.w.Close()
 		l.w, l.wseg = nil, nil
@@ -59,10 +64,7 @@ func (l *batchLog) replace(fill func(put func(seq uint64, body []byte) error) er
 	defer l.wmu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.w != nil {
-		l.w.Close()
-		l.w, l.wseg = nil, nil
-	}
+	l.closeWriter()
 	err := rewriteLog(l.dir, l.log, fill)
 	nl, oerr := openBatchLog(l.dir, false, l.log, l.room)
 	if oerr != nil {

@@ -109,11 +109,7 @@ func (b *Backup) applyLoop() {
 // applyNext applies batch seq: in the window if it takes it, else alone
 // after a sync of the window.
 func (b *Backup) applyNext(w *applyWindow, seq uint64) error {
-	enc, err := b.store.Get(seq)
-	if err != nil {
-		return err
-	}
-	batch, err := journal.Decode(enc)
+	batch, size, err := b.batch(seq)
 	if err != nil {
 		return err
 	}
@@ -121,8 +117,8 @@ func (b *Backup) applyNext(w *applyWindow, seq uint64) error {
 		w.Reset()
 		w.gen = gen
 	}
-	if w.Len() < windowMaxBatches && w.Bytes()+int64(len(enc)) <= windowMaxBytes &&
-		(w.Len() == 0 || time.Since(w.started) < windowMaxAge) && w.Admit(batch, int64(len(enc))) {
+	if w.Len() < windowMaxBatches && w.Bytes()+size <= windowMaxBytes &&
+		(w.Len() == 0 || time.Since(w.started) < windowMaxAge) && w.Admit(batch, size) {
 		if w.Len() == 1 {
 			w.started = time.Now()
 		}
@@ -164,15 +160,25 @@ func (b *Backup) syncWindow(w *applyWindow) error {
 
 // applyOne applies batch seq alone with run (Apply, Redo or a Resume).
 func (b *Backup) applyOne(seq uint64, run func(*journal.Batch) error) error {
-	enc, err := b.store.Get(seq)
-	if err != nil {
-		return err
-	}
-	batch, err := journal.Decode(enc)
+	batch, _, err := b.batch(seq)
 	if err != nil {
 		return err
 	}
 	return b.applyDecoded(seq, batch, run)
+}
+
+// batch reads and decodes batch seq from the journal; size is its encoded
+// length.
+func (b *Backup) batch(seq uint64) (*journal.Batch, int64, error) {
+	enc, err := b.store.Get(seq)
+	if err != nil {
+		return nil, 0, err
+	}
+	batch, err := journal.Decode(enc)
+	if err != nil {
+		return nil, 0, err
+	}
+	return batch, int64(len(enc)), nil
 }
 
 // applyDecoded applies batch seq alone: "applying" is recorded before it

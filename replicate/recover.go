@@ -28,11 +28,7 @@ func (b *Backup) recoverTorn(seq uint64) {
 		}
 		return
 	}
-	enc, err := b.store.Get(seq)
-	var batch *journal.Batch
-	if err == nil {
-		batch, err = journal.Decode(enc)
-	}
+	batch, _, err := b.batch(seq)
 	if err == nil && !apply.Redoable(batch) {
 		err = errors.New("the machine rebooted since, and the batch reuses names, so a redo cannot know how far it got")
 	}
@@ -87,12 +83,8 @@ func (b *Backup) recoverWindow() {
 	var w apply.Window
 	var batches []*journal.Batch
 	for seq := a + 1; seq <= complete && w.Len() < windowMaxBatches; seq++ {
-		enc, err := b.store.Get(seq)
-		if err != nil {
-			break
-		}
-		batch, err := journal.Decode(enc)
-		if err != nil || w.Bytes()+int64(len(enc)) > windowMaxBytes || !w.Admit(batch, int64(len(enc))) {
+		batch, size, err := b.batch(seq)
+		if err != nil || w.Bytes()+size > windowMaxBytes || !w.Admit(batch, size) {
 			break
 		}
 		batches = append(batches, batch)

@@ -69,6 +69,52 @@ func windowJournal(t *testing.T, jdir, vol string, batches []*journal.Batch, who
 	}
 }
 
+// windowRestart stages a backup stopped inside an apply window: the journal
+// holds windowBatches, the volume the first whole of them and ops of the
+// next, the progress file says batch 1 was synced, and the apply mark (of
+// this boot, or of another when otherBoot) names op 1 of batch 4. It then
+// opens the backup, waits until it applied everything, requires the volume
+// a clean apply gives, and returns the backup.
+func windowRestart(t *testing.T, whole, ops int, otherBoot bool) *Backup {
+	t.Helper()
+	dir := t.TempDir()
+	vol, jdir, want := filepath.Join(dir, "vol"), filepath.Join(dir, "j"), filepath.Join(dir, "want")
+	os.Mkdir(vol, 0o755)
+	os.Mkdir(want, 0o755)
+	batches := windowBatches()
+	windowJournal(t, jdir, vol, batches, whole, ops)
+	a, _ := apply.New(want, nil)
+	for _, b := range batches {
+		if err := a.ApplyUnsynced(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Close()
+	p, _ := openProgress(jdir)
+	p.save(1, 0)
+	p.close()
+	m, _ := openApplyMark(jdir)
+	if otherBoot {
+		copy(m.boot[:], "00000000-0000-0000-0000-000000000000")
+	}
+	m.write(4, 1, 0)
+	m.close()
+	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: jdir, Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.WaitApplied(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	if got, w := volumeTree(t, vol), volumeTree(t, want); !reflect.DeepEqual(got, w) {
+		t.Fatalf("volume after the restart:\n got %v\nwant %v", got, w)
+	}
+	return b
+}
+
 // TestWindowRedoneAfterReboot: a machine that lost power in the middle of
 // an apply window left the volume holding any part of it, and an apply
 // mark of an earlier boot. The restarted backup rebuilds the window from
@@ -77,41 +123,7 @@ func windowJournal(t *testing.T, jdir, vol string, batches []*journal.Batch, who
 func TestWindowRedoneAfterReboot(t *testing.T) {
 	for _, cut := range []struct{ whole, ops int }{{1, 0}, {2, 1}, {3, 2}, {5, 0}} {
 		t.Run(fmt.Sprintf("%d+%d", cut.whole, cut.ops), func(t *testing.T) {
-			dir := t.TempDir()
-			vol, jdir, want := filepath.Join(dir, "vol"), filepath.Join(dir, "j"), filepath.Join(dir, "want")
-			os.Mkdir(vol, 0o755)
-			os.Mkdir(want, 0o755)
-			batches := windowBatches()
-			windowJournal(t, jdir, vol, batches, cut.whole, cut.ops)
-			a, _ := apply.New(want, nil)
-			for _, b := range batches {
-				if err := a.ApplyUnsynced(b); err != nil {
-					t.Fatal(err)
-				}
-			}
-			a.Close()
-			// Batch 1 was synced; the mark is from another boot.
-			p, _ := openProgress(jdir)
-			p.save(1, 0)
-			p.close()
-			m, _ := openApplyMark(jdir)
-			copy(m.boot[:], "00000000-0000-0000-0000-000000000000")
-			m.write(4, 1, 0)
-			m.close()
-
-			b, err := OpenBackup(BackupConfig{Volume: vol, Journal: jdir, Token: "t"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := b.WaitApplied(ctx, 5); err != nil {
-				t.Fatal(err)
-			}
-			if got, w := volumeTree(t, vol), volumeTree(t, want); !reflect.DeepEqual(got, w) {
-				t.Fatalf("volume after the redo:\n got %v\nwant %v", got, w)
-			}
+			b := windowRestart(t, cut.whole, cut.ops, true)
 			if applied, applying, ok := b.prog.load(); !ok || applied != 5 || applying != 0 {
 				t.Fatalf("progress after the redo: applied %d applying %d (%v), want 5 0", applied, applying, ok)
 			}
@@ -120,39 +132,11 @@ func TestWindowRedoneAfterReboot(t *testing.T) {
 }
 
 // TestWindowResumedInTheSameBoot: a backup killed inside a window, on a
-// machine that kept running, resumes at the op its mark names: the
-// batches before it are whole in the page cache.
+// machine that kept running, resumes at the op its mark names (batch 4's
+// rename done, its write not): the batches before it are whole in the page
+// cache.
 func TestWindowResumedInTheSameBoot(t *testing.T) {
-	dir := t.TempDir()
-	vol, jdir, want := filepath.Join(dir, "vol"), filepath.Join(dir, "j"), filepath.Join(dir, "want")
-	os.Mkdir(vol, 0o755)
-	os.Mkdir(want, 0o755)
-	batches := windowBatches()
-	windowJournal(t, jdir, vol, batches, 3, 1) // batch 4's rename done, its write not
-	a, _ := apply.New(want, nil)
-	for _, b := range batches {
-		a.ApplyUnsynced(b)
-	}
-	a.Close()
-	p, _ := openProgress(jdir)
-	p.save(1, 0)
-	p.close()
-	m, _ := openApplyMark(jdir)
-	m.write(4, 1, 0) // before batch 4's second op
-	m.close()
-	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: jdir, Token: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := b.WaitApplied(ctx, 5); err != nil {
-		t.Fatal(err)
-	}
-	if got, w := volumeTree(t, vol), volumeTree(t, want); !reflect.DeepEqual(got, w) {
-		t.Fatalf("volume after the resume:\n got %v\nwant %v", got, w)
-	}
+	b := windowRestart(t, 3, 1, false)
 	if b.synced.Load() < 4 {
 		t.Fatalf("synced %d after resuming batch 4", b.synced.Load())
 	}

@@ -34,6 +34,19 @@ type result struct {
 	client   float64       // vCPU this process used (closed loop only): the generator, and a target's delay proxies
 }
 
+// record counts one answer with status code (0: a transport error).
+func (r *result) record(code int, lat time.Duration) {
+	switch {
+	case code/100 == 2:
+		r.ok++
+		r.lat = append(r.lat, lat)
+	case code/100 == 5:
+		r.status5++
+	default:
+		r.failed++
+	}
+}
+
 // goodput is 2xx per second over the time the answers took: an
 // overloaded target answers long after the last arrival, and counting its
 // answers against the offered duration alone would overstate it.
@@ -90,15 +103,7 @@ func openLoop(ctx context.Context, client *http.Client, url string, rate float64
 			lat := time.Since(at)
 			mu.Lock()
 			defer mu.Unlock()
-			switch {
-			case code/100 == 2:
-				res.ok++
-				res.lat = append(res.lat, lat)
-			case code/100 == 5:
-				res.status5++
-			default:
-				res.failed++
-			}
+			res.record(code, lat)
 		}(next)
 	}
 	wg.Wait()
@@ -130,15 +135,7 @@ func closedLoop(ctx context.Context, client *http.Client, url string, clients in
 				lat := time.Since(start)
 				mu.Lock()
 				res.sent++
-				switch {
-				case code/100 == 2:
-					res.ok++
-					res.lat = append(res.lat, lat)
-				case code/100 == 5:
-					res.status5++
-				default:
-					res.failed++
-				}
+				res.record(code, lat)
 				mu.Unlock()
 			}
 		}(c)
