@@ -156,7 +156,19 @@ func run(ctx context.Context, bin, proxyBin string, sw sweep, scenarios []string
 			}
 		}
 	}
-	return writeReport(resultsDir, peaks, all, sw, pool, barriers, extra)
+	// The backups must hold what the primaries hold, or the numbers count
+	// work that was not done.
+	var checks []string
+	for _, t := range targets {
+		if c := s.clusterOf[t.name]; c != nil {
+			got, err := c.Verify()
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+			checks = append(checks, t.name+": "+got)
+		}
+	}
+	return writeReport(resultsDir, peaks, all, sw, checks, pool, barriers, extra)
 }
 
 // proxyStats fills r's proxy columns from the metrics before and after.

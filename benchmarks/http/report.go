@@ -16,12 +16,15 @@ import (
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/1e6) }
 
-func writeReport(dir string, peaks map[string]result, all []result, sw sweep, pool, barriers int, extra string) error {
+func writeReport(dir string, peaks map[string]result, all []result, sw sweep, checks []string, pool, barriers int, extra string) error {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "# HTTP output commit: closed-loop peaks, then an open-loop Poisson sweep\n\n%s, %d CPUs, %s, host %s, work directory on %s.\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.Version(), host, sw.fsName)
 	fmt.Fprintf(&b, "pbfs %s. Service: POST 512 B -> write+fsync+rename, answers Connection: close. pbfs-N: N backups, --ack all, clients through the proxy. Proxy pool %d, barriers in flight %d, extra config %q.\n\n", benchproc.Commit(), pool, barriers, extra)
+	if len(checks) > 0 {
+		fmt.Fprintf(&b, "Checked at the end: %s.\n\n", strings.Join(checks, "; "))
+	}
 	names := targetNames(all, peaks)
 	fmt.Fprintf(&b, "## Peaks\n\nEach target alone, %d clients posting back to back for %s. The generator's vCPU includes the delay proxies of a -delay target; above %.2f the peak is marked client-bound (it may be the generator's limit, and on plain every ratio is then an upper bound).\n\n",
 		sw.peakClients, sw.peakFor, benchproc.MaxClientCPU)

@@ -27,6 +27,8 @@ type setup struct {
 	procs    []*benchproc.Proc
 	clusters []*benchproc.Cluster
 	targets  []target
+	// clusterOf is each pbfs scenario's primary and backups.
+	clusterOf map[string]*benchproc.Cluster
 }
 
 // parseScenario reads plain, pbfs-N, pbfs-N-delay and pbfs-N-no-proxy.
@@ -67,7 +69,7 @@ func startAll(ctx context.Context, bin, proxyBin string, scenarios []string, poo
 	if err != nil {
 		return nil, err
 	}
-	s := &setup{dir: dir}
+	s := &setup{dir: dir, clusterOf: map[string]*benchproc.Cluster{}}
 	svcBin := filepath.Join(dir, "service")
 	if out, err := exec.Command("go", "build", "-o", svcBin, "./benchmarks/http/service").CombinedOutput(); err != nil {
 		return s, fmt.Errorf("build the service: %v\n%s", err, out)
@@ -108,6 +110,7 @@ func startAll(ctx context.Context, bin, proxyBin string, scenarios []string, poo
 			c, err := benchproc.StartCluster(ctx, cc)
 			if c != nil {
 				s.clusters = append(s.clusters, c)
+				s.clusterOf[name] = c
 				s.procs = append(s.procs, c.Procs...)
 			}
 			if err != nil {

@@ -5,7 +5,8 @@
 // no backups (pbfs-0), on a pbfs mount replicating to two backups with
 // --ack all and the mysql-hint plugin's fsync=replicated policy
 // (pbfs-2-replicated: the redo log's fsync is a barrier, so a COMMIT
-// returns once it is durable on both backups), the same with 0.5 ms added
+// returns once it is durable on both backups; pbfs-1-replicated: the same
+// with one backup), the same with 0.5 ms added
 // each way on every backup's link (pbfs-2-replicated-delay, through
 // benchmarks/internal/delayproxy), and with two semi-sync replicas
 // (semisync); -scenarios can add pbfs-2-ack1, pbfs-2-replicated
@@ -73,8 +74,8 @@ type config struct {
 // a barrier waits for one backup, as semi-sync waits for one replica) is
 // not in the default list.
 var (
-	allScenarios     = []string{"plain", "pbfs-0", "pbfs-2-replicated", "pbfs-2-replicated-delay", "pbfs-2-ack1", "semisync"}
-	defaultScenarios = []string{"plain", "pbfs-0", "pbfs-2-replicated", "pbfs-2-replicated-delay", "semisync"}
+	allScenarios     = []string{"plain", "pbfs-0", "pbfs-1-replicated", "pbfs-2-replicated", "pbfs-2-replicated-delay", "pbfs-2-ack1", "semisync"}
+	defaultScenarios = []string{"plain", "pbfs-0", "pbfs-1-replicated", "pbfs-2-replicated", "pbfs-2-replicated-delay", "semisync"}
 )
 
 func main() {

@@ -62,6 +62,8 @@ func (b *bench) scenario(name string) error {
 		return b.stopServers()
 	case "pbfs-0":
 		return b.pbfsScenario(name, 0, "", false, 0, nil)
+	case "pbfs-1-replicated":
+		return b.pbfsScenario(name, 1, "all", true, 0, nil)
 	case "pbfs-2-replicated":
 		return b.pbfsScenario(name, 2, "all", true, 0, nil)
 	case "pbfs-2-replicated-delay":
@@ -138,7 +140,7 @@ func (b *bench) pbfsAround(c *cluster) func(rw *row, after bool) error {
 			return err
 		}
 		if len(c.backups) > 0 {
-			rw.checks = append(rw.checks, fmt.Sprintf("after a barrier both backups acked the last seq %d", last))
+			rw.checks = append(rw.checks, fmt.Sprintf("after a barrier every backup (%d) acked the last seq %d", len(c.backups), last))
 		}
 		if f := rw.d["pbfs_fs_fsync_barrier_failures_total"]; f > 0 {
 			return fmt.Errorf("%.0f replicated fsyncs failed (EIO)", f)
@@ -197,7 +199,7 @@ func (b *bench) pbfsScenario(name string, n int, ack string, plugin bool, delay 
 		if err != nil {
 			return b.failPbfs(c, err)
 		}
-		checks = append(checks, fmt.Sprintf("after the server's clean shutdown, both backups acked and applied the last seq %d", last))
+		checks = append(checks, fmt.Sprintf("after the server's clean shutdown, every backup (%d) acked and applied the last seq %d", n, last))
 	}
 	if err := c.stopMount(); err != nil {
 		return b.failPbfs(c, err)

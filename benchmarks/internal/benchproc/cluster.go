@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -32,13 +33,15 @@ type Cluster struct {
 	Jdir    string // the primary's journal
 	Procs   []*Proc
 	proxies []*delayproxy.Proxy
+	bin     string
+	env     []string
 }
 
 // StartCluster starts the backups (behind delay proxies when cfg.Delay is
 // set) and the primary with --ack all, and waits until the volume is
 // mounted. On failure the caller still stops c.Procs and calls Close.
 func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
-	c := &Cluster{Jdir: filepath.Join(cfg.Dir, "jp")}
+	c := &Cluster{Jdir: filepath.Join(cfg.Dir, "jp"), bin: cfg.Bin, env: cfg.Env}
 	if err := os.MkdirAll(cfg.Vol, 0o755); err != nil {
 		return c, err
 	}
@@ -94,6 +97,20 @@ func (c *Cluster) BackupCPU() CPU {
 		t = t.Plus(b.CPU())
 	}
 	return t
+}
+
+// Verify runs `pbfs verify` against the running primary: every backup's
+// volume must equal the primary's. It says what it found, for a report.
+func (c *Cluster) Verify() (string, error) {
+	if len(c.Backups) == 0 {
+		return "no backups", nil
+	}
+	cmd := exec.Command(c.bin, "verify", "--journal", c.Jdir)
+	cmd.Env = append(os.Environ(), c.env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("pbfs verify: %v\n%s", err, out)
+	}
+	return fmt.Sprintf("%d backups identical to the primary (pbfs verify)", len(c.Backups)), nil
 }
 
 // Close closes the delay proxies (after the processes were stopped).
