@@ -160,7 +160,8 @@ func toCome(unjournaled int64) int64 {
 // ask before every write.
 func (s *Store) Writable(unjournaled int64) error { return s.space.writable(unjournaled) }
 
-// FreeBytes is the journal file system's free space when last read.
+// FreeBytes is the room for the journal when last read: its file system's
+// free space and what the batch log holds preallocated and unwritten.
 func (s *Store) FreeBytes() int64 { return s.space.free.Load() }
 
 // Refusals counts appends refused for want of space.
@@ -171,7 +172,7 @@ func (s *Store) Refusals() uint64 { return s.space.refusals.Load() }
 func (s *Store) SpaceCollectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "pbfs_journal_free_bytes", Help: "Free space on the journal's file system when last read.",
+			Name: "pbfs_journal_free_bytes", Help: "Room for the journal when last read: free space on its file system plus what the batch log holds preallocated and unwritten.",
 		}, func() float64 { return float64(s.FreeBytes()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "pbfs_journal_appends_refused_total", Help: "Appends refused because they would leave less than the reserve free on the journal's file system.",
