@@ -228,7 +228,7 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	r.shed = s.shed()
 	r.exited = s.exited()
 	if len(r.exited) == 0 {
-		if r.verified, err = s.verify(cfg.bin); err != nil {
+		if r.verified, err = s.verify(); err != nil {
 			s.down(true)
 			return nil, err
 		}

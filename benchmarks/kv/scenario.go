@@ -139,17 +139,11 @@ func (s *scenario) cpu() (service, mount, backups benchproc.CPU) {
 
 // verify runs `pbfs verify`: every backup's volume must equal the
 // primary's.
-func (s *scenario) verify(bin string) (string, error) {
-	if len(s.backups) == 0 {
+func (s *scenario) verify() (string, error) {
+	if s.cluster == nil {
 		return "no backups", nil
 	}
-	cmd := exec.Command(bin, "verify", "--journal", s.jdir)
-	cmd.Env = append(os.Environ(), "PBFS_TOKEN="+s.token)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("pbfs verify: %v\n%s", err, out)
-	}
-	return "identical (pbfs verify)", nil
+	return s.cluster.Verify()
 }
 
 // shed reads the proxy's 503 counters by reason.

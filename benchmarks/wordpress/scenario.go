@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -53,11 +52,12 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	var procs []*benchproc.Proc
 	var mount *benchproc.Proc
 	var bk []*benchproc.Proc
+	var cluster *benchproc.Cluster
 	var admin string
 	var tok [16]byte
 	rand.Read(tok[:])
 	env := []string{"PBFS_TOKEN=" + hex.EncodeToString(tok[:])}
-	vol, jdir := filepath.Join(dir, "vol"), filepath.Join(dir, "jp")
+	vol := filepath.Join(dir, "vol")
 	os.Mkdir(vol, 0o755)
 	var s *site
 	cleanup := func(keep bool) error {
@@ -110,7 +110,7 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 		if err != nil {
 			return fail(err)
 		}
-		mount, bk = c.Mount, c.Backups
+		mount, bk, cluster = c.Mount, c.Backups, c
 		target = "http://" + proxy
 	}
 	replicas := 0
@@ -196,12 +196,9 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	}
 	s = nil
 	if backups > 0 {
-		cmd := exec.Command(cfg.bin, "verify", "--journal", jdir)
-		cmd.Env = append(os.Environ(), env...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fail(fmt.Errorf("pbfs verify: %v\n%s", err, out))
+		if r.verified, err = cluster.Verify(); err != nil {
+			return fail(err)
 		}
-		r.verified = "identical (pbfs verify)"
 	}
 	return r, cleanup(false)
 }
