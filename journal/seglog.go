@@ -171,7 +171,9 @@ func (l *batchLog) append(first uint64, bodies [][]byte, sync bool) error {
 	for _, b := range bodies {
 		need += recHdrSize + int64(len(b))
 	}
-	if l.w == nil || (l.wseg.end > 0 && l.wseg.end+need > l.segSize) {
+	// A segment a crash left empty carries the name of the append that
+	// never landed in it; a record under another seq starts its own.
+	if l.w == nil || (l.wseg.end > 0 && l.wseg.end+need > l.segSize) || (l.wseg.n == 0 && l.wseg.first != first) {
 		if err := l.rotate(first); err != nil {
 			return err
 		}
@@ -266,6 +268,10 @@ func (l *batchLog) rotate(first uint64) error {
 	}
 	seg := &segFile{first: first, path: path}
 	l.mu.Lock() // readers use w
+	if old := l.wseg; old != nil && old.n == 0 {
+		l.segs = l.segs[:len(l.segs)-1]
+		os.Remove(old.path)
+	}
 	l.segs = append(l.segs, seg)
 	if l.w != nil {
 		l.w.Close()

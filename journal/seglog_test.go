@@ -295,3 +295,32 @@ func FuzzScanSegment(f *testing.F) {
 		}
 	})
 }
+
+// TestBatchLogEmptySegmentRenamed: a crash right after the log moved to a
+// new segment leaves it empty, named for a batch that never landed; an
+// append under another seq (a Put, a fresh chain) must not go into it.
+func TestBatchLogEmptySegmentRenamed(t *testing.T) {
+	dir := t.TempDir()
+	logDir := filepath.Join(dir, batchDir)
+	st, err := OpenStore(dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	os.WriteFile(filepath.Join(logDir, segName(7)), nil, 0o600)
+	st, err = OpenStore(dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := appendN(t, st, 3, 100) // seqs 1..3
+	st.Close()
+	st, err = OpenStore(dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	checkJournal(t, st, want)
+	if _, err := os.Stat(filepath.Join(logDir, segName(7))); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the empty segment is still there: %v", err)
+	}
+}
