@@ -117,21 +117,33 @@ func (b *Backup) applyNext(w *applyWindow, seq uint64) error {
 		w.Reset()
 		w.gen = gen
 	}
-	if w.Len() < windowMaxBatches && w.Bytes()+size <= windowMaxBytes &&
-		(w.Len() == 0 || time.Since(w.started) < windowMaxAge) && w.Admit(batch, size) {
-		if w.Len() == 1 {
-			w.started = time.Now()
+	admitted := w.fits(size) && w.Admit(batch, size)
+	if !admitted && w.Len() > 0 {
+		// Full, or the batch would make it unredoable: the window is
+		// synced, and the batch may start the next one.
+		if err := b.syncWindow(w); err != nil {
+			return err
 		}
-		if err := b.applier.ApplyUnsynced(batch); err != nil {
-			return wrapApply(seq, err)
-		}
-		b.setApplied(seq)
-		return nil
+		admitted = w.fits(size) && w.Admit(batch, size)
 	}
-	if err := b.syncWindow(w); err != nil {
-		return err
+	if !admitted {
+		return b.applyDecoded(seq, batch, b.applier.Apply)
 	}
-	return b.applyDecoded(seq, batch, b.applier.Apply)
+	if w.Len() == 1 {
+		w.started = time.Now()
+	}
+	if err := b.applier.ApplyUnsynced(batch); err != nil {
+		return wrapApply(seq, err)
+	}
+	b.setApplied(seq)
+	return nil
+}
+
+// fits reports whether a batch of size encoded bytes stays within the
+// window's limits.
+func (w *applyWindow) fits(size int64) bool {
+	return w.Len() < windowMaxBatches && w.Bytes()+size <= windowMaxBytes &&
+		(w.Len() == 0 || time.Since(w.started) < windowMaxAge)
 }
 
 // syncWindow makes the batches applied in w durable: a syncfs of the
