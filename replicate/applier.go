@@ -14,9 +14,10 @@ import (
 // progress write for the lot, instead of a syncfs and two progress writes
 // per batch. A window ends when the next batch would make it unredoable,
 // when it holds windowMaxBatches or windowMaxBytes, after windowMaxAge,
-// and windowIdle after the last batch when no more are waiting. A batch a
-// window cannot take is applied alone, as before windows: "applying" is
-// recorded first, "applied" after its syncfs. The byte limit keeps a
+// and windowIdle after the last batch when no more are waiting; the batch
+// that ended it starts the next. A batch even an empty window cannot take
+// is applied alone, as before windows: "applying" is recorded first,
+// "applied" after its syncfs. The byte limit keeps a
 // window's syncfs short: one that flushes many MiB of the volume holds up
 // the next batch's journal sync behind it (32 MiB windows of 256 KiB
 // batches stalled barriers for 100 ms).
