@@ -63,6 +63,21 @@ func checkJournal(t *testing.T, st *Store, want map[uint64][]byte) {
 	}
 }
 
+// reopen closes st (if any) and opens dir again with o; the store is
+// closed at the end of the test.
+func reopen(t *testing.T, st *Store, dir string, o StoreOptions) *Store {
+	t.Helper()
+	if st != nil {
+		st.Close()
+	}
+	st, err := OpenStore(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 func segmentFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	m, _ := filepath.Glob(filepath.Join(dir, batchDir, "*"+segSuffix))
@@ -75,10 +90,7 @@ func segmentFiles(t *testing.T, dir string) []string {
 func TestBatchLogRotatesAndReopens(t *testing.T) {
 	smallSegments(t, 64<<10)
 	dir := t.TempDir()
-	st, err := OpenStore(dir, StoreOptions{LazyAppends: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := reopen(t, nil, dir, StoreOptions{LazyAppends: true})
 	want := appendN(t, st, 200, 3000)
 	if n := len(segmentFiles(t, dir)); n < 5 {
 		t.Fatalf("%d segments after 600 KB of batches in 64 KiB segments", n)
@@ -87,11 +99,7 @@ func TestBatchLogRotatesAndReopens(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	st, err = OpenStore(dir, StoreOptions{LazyAppends: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st = reopen(t, nil, dir, StoreOptions{LazyAppends: true})
 	checkJournal(t, st, want)
 	before := len(segmentFiles(t, dir))
 	if n, err := st.Trim(150, time.Now()); n != 149 || err != nil {
@@ -125,10 +133,7 @@ func TestBatchLogCutsATornTail(t *testing.T) {
 	for _, tear := range []string{"body", "header", "hole"} {
 		t.Run(tear, func(t *testing.T) {
 			dir := t.TempDir()
-			st, err := OpenStore(dir, StoreOptions{LazyAppends: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := reopen(t, nil, dir, StoreOptions{LazyAppends: true})
 			want := appendN(t, st, 10, 500)
 			st.Close()
 			segs := segmentFiles(t, dir)
@@ -154,10 +159,7 @@ func TestBatchLogCutsATornTail(t *testing.T) {
 			delete(want, 8)
 			delete(want, 9)
 			delete(want, 10)
-			st, err = OpenStore(dir, StoreOptions{LazyAppends: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st = reopen(t, nil, dir, StoreOptions{LazyAppends: true})
 			checkJournal(t, st, want)
 			if st.Last().Seq != 7 {
 				t.Fatalf("last %d after tearing batch 8", st.Last().Seq)
@@ -167,12 +169,7 @@ func TestBatchLogCutsATornTail(t *testing.T) {
 			for seq, enc := range appendN(t, st, 1, 500) {
 				want[seq] = enc
 			}
-			st.Close()
-			st, err = OpenStore(dir, StoreOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
+			st = reopen(t, st, dir, StoreOptions{})
 			checkJournal(t, st, want)
 			if st.Last().Seq != 8 {
 				t.Fatalf("last %d, want the rewritten 8 alone", st.Last().Seq)
@@ -185,20 +182,14 @@ func TestBatchLogCutsATornTail(t *testing.T) {
 // leaves the old log or the new one, never a mix.
 func TestBatchLogSwapRecovers(t *testing.T) {
 	dir := t.TempDir()
-	st, err := OpenStore(dir, StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := reopen(t, nil, dir, StoreOptions{})
 	want := appendN(t, st, 5, 100)
 	st.Close()
 	logDir := filepath.Join(dir, batchDir)
 	// An unfinished rewrite: its directory is dropped.
 	os.Mkdir(logDir+".new", 0o700)
 	os.WriteFile(filepath.Join(logDir+".new", segName(1)), []byte("partial"), 0o600)
-	st, err = OpenStore(dir, StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st = reopen(t, nil, dir, StoreOptions{})
 	checkJournal(t, st, want)
 	st.Close()
 	// Crashed between the renames: the new log is complete and wins.
@@ -206,11 +197,7 @@ func TestBatchLogSwapRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Mkdir(logDir+".old", 0o700)
-	st, err = OpenStore(dir, StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st = reopen(t, nil, dir, StoreOptions{})
 	checkJournal(t, st, want)
 	if _, err := os.Stat(logDir + ".old"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the set-aside log is still there: %v", err)
@@ -247,20 +234,12 @@ func TestOldJournalMoves(t *testing.T) {
 	if _, err := OpenStore(dir, StoreOptions{ReadOnly: true}); !errors.Is(err, ErrNeedsRecovery) {
 		t.Fatalf("read-only open of an old journal: %v, want ErrNeedsRecovery", err)
 	}
-	st, err := OpenStore(dir, StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := reopen(t, nil, dir, StoreOptions{})
 	checkJournal(t, st, want)
 	if old, _ := st.hasBadgerBatches(); old {
 		t.Fatal("batches are still in Badger after the move")
 	}
-	st.Close()
-	st, err = OpenStore(dir, StoreOptions{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st = reopen(t, st, dir, StoreOptions{ReadOnly: true})
 	checkJournal(t, st, want)
 }
 
@@ -302,23 +281,12 @@ func FuzzScanSegment(f *testing.F) {
 func TestBatchLogEmptySegmentRenamed(t *testing.T) {
 	dir := t.TempDir()
 	logDir := filepath.Join(dir, batchDir)
-	st, err := OpenStore(dir, StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := reopen(t, nil, dir, StoreOptions{})
 	st.Close()
 	os.WriteFile(filepath.Join(logDir, segName(7)), nil, 0o600)
-	st, err = OpenStore(dir, StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st = reopen(t, nil, dir, StoreOptions{})
 	want := appendN(t, st, 3, 100) // seqs 1..3
-	st.Close()
-	st, err = OpenStore(dir, StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st = reopen(t, st, dir, StoreOptions{})
 	checkJournal(t, st, want)
 	if _, err := os.Stat(filepath.Join(logDir, segName(7))); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the empty segment is still there: %v", err)

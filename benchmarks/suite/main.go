@@ -180,7 +180,11 @@ func writeIndex(dir, kind string, start time.Time, ran, failed []string) error {
 			if v.ClientBound {
 				name += " (client-bound)"
 			}
-			p("| %s | %s | %.1f %s/s | %s | %.2f | %.2f | %.2f | %d |\n", n, name, v.Throughput, w.Unit, ratio, v.P50Ms, v.P95Ms, v.P99Ms, v.Errors)
+			lat := fmt.Sprintf("%.2f | %.2f | %.2f", v.P50Ms, v.P95Ms, v.P99Ms)
+			if v.P50Ms == 0 && v.P95Ms == 0 && v.P99Ms == 0 {
+				lat = "– | – | –" // not measured (the fs jobs)
+			}
+			p("| %s | %s | %.1f %s/s | %s | %s | %d |\n", n, name, v.Throughput, w.Unit, ratio, lat, v.Errors)
 		}
 	}
 	p("\n## Reports\n\n")
