@@ -62,6 +62,16 @@ func openBatchLog(dir string, ro bool, log *slog.Logger, room func(int64) bool) 
 		l.segs = append(l.segs, seg)
 		l.index = append(l.index, locs...)
 	}
+	if n := len(l.segs); n > 0 && l.segs[n-1].n == 0 && !ro {
+		// A crash right after the log moved on left the newest segment
+		// empty, named for an append that never landed: the next append
+		// may carry another seq (a Put, a chain that starts over) and
+		// must start its own.
+		if err := os.Remove(l.segs[n-1].path); err != nil {
+			return nil, fmt.Errorf("open batch log: %w", err)
+		}
+		l.segs = l.segs[:n-1]
+	}
 	if len(l.segs) > 0 && !ro {
 		if err := l.reopenTail(); err != nil {
 			return nil, err
@@ -171,9 +181,7 @@ func (l *batchLog) append(first uint64, bodies [][]byte, sync bool) error {
 	for _, b := range bodies {
 		need += recHdrSize + int64(len(b))
 	}
-	// A segment a crash left empty carries the name of the append that
-	// never landed in it; a record under another seq starts its own.
-	if l.w == nil || (l.wseg.end > 0 && l.wseg.end+need > l.segSize) || (l.wseg.n == 0 && l.wseg.first != first) {
+	if l.w == nil || (l.wseg.end > 0 && l.wseg.end+need > l.segSize) {
 		if err := l.rotate(first); err != nil {
 			return err
 		}
@@ -268,10 +276,6 @@ func (l *batchLog) rotate(first uint64) error {
 	}
 	seg := &segFile{first: first, path: path}
 	l.mu.Lock() // readers use w
-	if old := l.wseg; old != nil && old.n == 0 {
-		l.segs = l.segs[:len(l.segs)-1]
-		os.Remove(old.path)
-	}
 	l.segs = append(l.segs, seg)
 	if l.w != nil {
 		l.w.Close()
