@@ -26,9 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	mrand "math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -201,7 +199,7 @@ func run(cfg config) (err error) {
 	rep := &report{cfg: cfg, commit: commit, start: time.Now(), loadStart: benchproc.LoadAvg(), otherMounts: countPbfsMounts()}
 	for _, d := range cfg.delays {
 		if d > 0 {
-			direct, proxied, err := calibrate(d)
+			direct, proxied, err := delayproxy.Calibrate(d)
 			if err != nil {
 				return fmt.Errorf("calibrate the delay proxy: %w", err)
 			}
@@ -484,56 +482,6 @@ func (m metrics) sum(name, label string) float64 {
 		}
 	}
 	return s
-}
-
-// calibrate measures an echo round trip directly and through a delay
-// proxy, to check that the proxy adds what it should.
-func calibrate(delay time.Duration) (direct, proxied time.Duration, err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	px, err := delayproxy.New("127.0.0.1:0", ln.Addr().String(), delay)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer px.Close()
-	rtt := func(addr string) (time.Duration, error) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			return 0, err
-		}
-		defer c.Close()
-		msg, got := make([]byte, 64), make([]byte, 64)
-		var ds []time.Duration
-		for i := 0; i < 200; i++ {
-			t := time.Now()
-			if _, err := c.Write(msg); err != nil {
-				return 0, err
-			}
-			if _, err := io.ReadFull(c, got); err != nil {
-				return 0, err
-			}
-			ds = append(ds, time.Since(t))
-		}
-		slices.Sort(ds)
-		return ds[len(ds)/2], nil
-	}
-	if direct, err = rtt(ln.Addr().String()); err != nil {
-		return 0, 0, err
-	}
-	proxied, err = rtt(px.Addr())
-	return direct, proxied, err
 }
 
 func countPbfsMounts() int {

@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
 	"github.com/pbfs/pbfs/control"
 )
 
@@ -341,7 +342,9 @@ func partResync(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	px, err := NewCountProxy(baddr)
+	// A proxy with no delay counts the bytes each way: the TCP payload, so
+	// gRPC and HTTP/2 framing are included.
+	px, err := delayproxy.New("127.0.0.1:0", baddr, 0)
 	if err != nil {
 		return err
 	}
@@ -442,7 +445,7 @@ func partResync(ctx context.Context, e *env) error {
 
 // watch waits for resync number n+1 and records the proxy's bytes between
 // its snapshot and its end.
-func (r *resyncRun) watch(ctx context.Context, primary, backup *proc, px *CountProxy, n int, started time.Time) error {
+func (r *resyncRun) watch(ctx context.Context, primary, backup *proc, px *delayproxy.Proxy, n int, started time.Time) error {
 	var err error
 	if r.snapshot, err = primary.WaitEvent(ctx, "resync: snapshot taken", n, 2*time.Minute); err != nil {
 		return err

@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
@@ -114,120 +110,6 @@ func (m metrics) sum(name, label string) float64 {
 		}
 	}
 	return s
-}
-
-// CountProxy forwards TCP connections to a target and counts the bytes
-// each way: the TCP payload, so gRPC and HTTP/2 framing are included.
-type CountProxy struct {
-	ln     net.Listener
-	target string
-	up     atomic.Int64 // client (primary) to target (backup)
-	down   atomic.Int64
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
-}
-
-// NewCountProxy listens on a free loopback port.
-func NewCountProxy(target string) (*CountProxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	p := &CountProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.serve()
-	return p, nil
-}
-
-// Addr is the address clients connect to.
-func (p *CountProxy) Addr() string { return p.ln.Addr().String() }
-
-// Bytes returns the bytes forwarded so far each way.
-func (p *CountProxy) Bytes() (up, down int64) { return p.up.Load(), p.down.Load() }
-
-// Close cuts every connection and waits for the proxy's goroutines.
-func (p *CountProxy) Close() error {
-	if p == nil {
-		return nil
-	}
-	p.mu.Lock()
-	p.closed = true
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	err := p.ln.Close()
-	p.wg.Wait()
-	return err
-}
-
-func (p *CountProxy) track(cs ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		for _, c := range cs {
-			c.Close()
-		}
-		return false
-	}
-	for _, c := range cs {
-		p.conns[c] = struct{}{}
-	}
-	return true
-}
-
-func (p *CountProxy) untrack(cs ...net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range cs {
-		delete(p.conns, c)
-		c.Close()
-	}
-}
-
-func (p *CountProxy) serve() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			t, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				return
-			}
-			if !p.track(c, t) {
-				return
-			}
-			defer p.untrack(c, t)
-			done := make(chan struct{}, 2)
-			pipe := func(dst, src net.Conn, n *atomic.Int64) {
-				io.Copy(countWriter{dst, n}, src)
-				done <- struct{}{}
-			}
-			go pipe(t, c, &p.up)
-			go pipe(c, t, &p.down)
-			<-done // either side closing ends the connection
-		}()
-	}
-}
-
-type countWriter struct {
-	w io.Writer
-	n *atomic.Int64
-}
-
-func (c countWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
-	c.n.Add(int64(n))
-	return n, err
 }
 
 // errs joins the non-nil errors.

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -207,21 +208,4 @@ func writeIndex(dir, kind string, start time.Time, ran, failed []string) error {
 var tools = []string{"fio", "sqlite3", "sysbench", "mariadb-server"}
 
 // installTools installs the missing ones, non-interactively.
-func installTools() error {
-	var missing []string
-	for _, p := range tools {
-		if exec.Command("dpkg-query", "-W", "-f=${Status}", p).Run() != nil {
-			missing = append(missing, p)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	fmt.Println("installing", strings.Join(missing, " "))
-	cmd := exec.Command("apt-get", append([]string{"install", "-y", "--no-install-recommends"}, missing...)...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("apt-get install: %v\n%s", err, out)
-	}
-	return nil
-}
+func installTools() error { return benchproc.InstallPackages(benchproc.MissingPackages(tools)) }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -30,25 +29,11 @@ const (
 
 // ensurePackages installs what is missing, non-interactively.
 func ensurePackages(install bool) error {
-	var missing []string
-	for _, p := range packages {
-		if err := exec.Command("dpkg-query", "-W", "-f=${Status}", p).Run(); err != nil {
-			missing = append(missing, p)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if !install {
+	missing := benchproc.MissingPackages(packages)
+	if len(missing) > 0 && !install {
 		return fmt.Errorf("missing packages %s (run with -install, or apt-get install -y them)", strings.Join(missing, " "))
 	}
-	fmt.Println("installing", strings.Join(missing, " "))
-	cmd := exec.Command("apt-get", append([]string{"install", "-y", "--no-install-recommends"}, missing...)...)
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("apt-get install: %v\n%s", err, out)
-	}
-	return nil
+	return benchproc.InstallPackages(missing)
 }
 
 // site is WordPress on nginx and php-fpm with its database in datadir.

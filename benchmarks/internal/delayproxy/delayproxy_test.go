@@ -15,32 +15,32 @@ func echoServer(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
+	go serveEcho(ln)
 	return ln.Addr().String()
+}
+
+// dialEcho connects to an echo server through a proxy with delay; both
+// close at the end of the test.
+func dialEcho(t *testing.T, delay time.Duration) (*Proxy, net.Conn) {
+	t.Helper()
+	px, err := New("127.0.0.1:0", echoServer(t), delay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	c, err := net.Dial("tcp", px.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return px, c
 }
 
 // TestDelayProxyDelaysEachWay: a round trip through the proxy takes at
 // least twice the delay, and not much more.
 func TestDelayProxyDelaysEachWay(t *testing.T) {
 	const delay = 5 * time.Millisecond
-	px, err := New("127.0.0.1:0", echoServer(t), delay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
-	c, err := net.Dial("tcp", px.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	px, c := dialEcho(t, delay)
 	buf := make([]byte, 100)
 	var best time.Duration
 	for i := 0; i < 10; i++ {
@@ -79,16 +79,7 @@ func TestDelayProxyDelaysEachWay(t *testing.T) {
 // through the proxy and checks what comes back, and that a half-close
 // reaches the far side.
 func TestDelayProxyKeepsBytesAndOrder(t *testing.T) {
-	px, err := New("127.0.0.1:0", echoServer(t), 200*time.Microsecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer px.Close()
-	c, err := net.Dial("tcp", px.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	_, c := dialEcho(t, 200*time.Microsecond)
 	want := make([]byte, 8<<20)
 	r := rand.New(rand.NewPCG(3, 4))
 	for i := range want {
