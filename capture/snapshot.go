@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -24,25 +25,44 @@ type Entry struct {
 
 // Snapshot pauses every mutation, seals what is open into the journal, and
 // walks the whole backing tree, so the entries are the volume exactly as of
-// the returned journal header. It returns how long mutations waited. One
-// commit at a time, as for barriers.
+// the returned journal header. It returns how long mutations waited.
 func (c *Committer) Snapshot(ctx context.Context) (journal.Header, []Entry, time.Duration, error) {
+	var hdr journal.Header
+	var entries []Entry
+	pause, err := c.Frozen(ctx, func(h journal.Header) (err error) {
+		hdr = h
+		entries, err = c.fs.walk()
+		return err
+	})
+	if err != nil {
+		return journal.Header{}, nil, pause, fmt.Errorf("snapshot: %w", err)
+	}
+	return hdr, entries, pause, nil
+}
+
+// Frozen pauses every mutation, seals what is open into the journal and
+// runs fn with the journal's newest header: while fn runs, the backing
+// directory is the volume exactly as of that batch, and no later batch
+// exists. It returns how long mutations waited. One commit at a time, as
+// for barriers.
+func (c *Committer) Frozen(ctx context.Context, fn func(journal.Header) error) (time.Duration, error) {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return journal.Header{}, nil, 0, ctx.Err()
+		return 0, ctx.Err()
 	}
 	defer func() { <-c.sem }()
 	if c.held != nil {
-		return journal.Header{}, nil, 0, fmt.Errorf("snapshot: the journal is refusing appends")
+		return 0, errors.New("the journal is refusing appends")
 	}
 	f := c.fs
 	f.sealMu.Lock()
+	defer f.sealMu.Unlock()
 	start := time.Now()
 	s := f.finishSeal(f.swapLocked())
 	var err error
-	// A snapshot is always as of some batch: an empty journal gets an
-	// empty one, so a resynced backup is never mistaken for a new one.
+	// Always as of some batch: an empty journal gets an empty one, so a
+	// resynced backup is never mistaken for a new one.
 	if len(s.Ops) > 0 {
 		_, _, _, err = c.appendSealed(&s, start)
 	} else if c.store.Last().Seq == 0 {
@@ -57,16 +77,10 @@ func (c *Committer) Snapshot(ctx context.Context) (journal.Header, []Entry, time
 		c.held, c.at = &s, start
 		c.holding.Store(true)
 	}
-	var entries []Entry
 	if err == nil {
-		entries, err = f.walk()
+		err = fn(c.store.Last())
 	}
-	pause := time.Since(start)
-	f.sealMu.Unlock()
-	if err != nil {
-		return journal.Header{}, nil, pause, fmt.Errorf("snapshot: %w", err)
-	}
-	return c.store.Last(), entries, pause, nil
+	return time.Since(start), err
 }
 
 // walk lists the backing tree, parents before children.

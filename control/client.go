@@ -44,6 +44,24 @@ func (c *Client) do(ctx context.Context, method, path string) (*http.Response, e
 	if err != nil {
 		return nil, err
 	}
+	return c.send(req)
+}
+
+// post sends body as JSON.
+func (c *Client) post(ctx context.Context, path string, body any) (*http.Response, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://pbfs"+path, bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return c.send(req)
+}
+
+func (c *Client) send(req *http.Request) (*http.Response, error) {
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
@@ -84,20 +102,11 @@ func (c *Client) Barrier(ctx context.Context) (uint64, error) {
 // Manifest asks the mount for the volume's manifest (only paths, if
 // given).
 func (c *Client) Manifest(ctx context.Context, paths []string) (map[string]manifest.Entry, error) {
-	body, _ := json.Marshal(map[string][]string{"paths": paths})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://pbfs/v1/manifest", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.http.Do(req)
+	resp, err := c.post(ctx, "/v1/manifest", map[string][]string{"paths": paths})
 	if err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("manifest: %s", strings.TrimSpace(string(msg)))
-	}
 	out := map[string]manifest.Entry{}
 	dec := json.NewDecoder(resp.Body)
 	for {
@@ -115,6 +124,21 @@ func (c *Client) Manifest(ctx context.Context, paths []string) (map[string]manif
 		}
 		out[line.Path] = line.Entry
 	}
+}
+
+// Compare asks the mount for paths on the primary and on every backup,
+// all as of one batch (Backend.Compare).
+func (c *Client) Compare(ctx context.Context, paths []string) (Comparison, error) {
+	var out Comparison
+	resp, err := c.post(ctx, "/v1/compare", map[string][]string{"paths": paths})
+	if err != nil {
+		return out, fmt.Errorf("compare: %w", err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return out, fmt.Errorf("compare: %w", err)
+	}
+	return out, nil
 }
 
 // Resync asks the mount to resync every backup now.

@@ -84,6 +84,18 @@ type Backend interface {
 	// Manifest lists the volume as the backups should have it (local-only
 	// paths left out), or only paths (pbfs verify).
 	Manifest(paths []string, fn func(manifest.Entry) error) error
+	// Compare lists paths on the primary and on every backup exactly as
+	// of one batch, with the service's mutations paused (pbfs verify).
+	Compare(ctx context.Context, paths []string) (Comparison, error)
+}
+
+// Comparison is paths on the primary and on each backup, all as of batch
+// Seq; Paused is how long the service's mutations waited for it.
+type Comparison struct {
+	Seq     uint64                     `json:"seq"`
+	Paused  time.Duration              `json:"paused_ns"`
+	Primary map[string]manifest.Entry  `json:"primary"`
+	Backups []replicate.BackupManifest `json:"backups"`
 }
 
 // SocketPath returns the control socket path for a journal directory.
@@ -148,6 +160,20 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 		if err := b.Manifest(req.Paths, func(e manifest.Entry) error { return enc.Encode(e) }); err != nil {
 			enc.Encode(map[string]string{"error": err.Error()})
 		}
+	})
+	mux.HandleFunc("POST /v1/compare", func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Paths []string }
+		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&req); err != nil || len(req.Paths) == 0 {
+			http.Error(w, "compare: give the paths to compare", http.StatusBadRequest)
+			return
+		}
+		out, err := b.Compare(r.Context(), req.Paths)
+		if err != nil {
+			log.Warn("compare failed", "err", err)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		writeJSON(w, out)
 	})
 	mux.HandleFunc("POST /v1/resync", func(w http.ResponseWriter, r *http.Request) {
 		if err := b.Resync(); err != nil {

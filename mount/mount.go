@@ -21,7 +21,6 @@ import (
 	"github.com/pbfs/pbfs/capture"
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/fs"
-	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/plugins/sdk"
@@ -410,20 +409,3 @@ func (m *Mount) Scan(from uint64, fn func(uint64, []byte) error) error { return 
 
 // Registry returns the mount's metrics registry.
 func (m *Mount) Registry() *prometheus.Registry { return m.reg }
-
-// Manifest lists the volume as the backups should hold it: the backing
-// directory, read directly (never through the mount), local-only paths
-// left out.
-func (m *Mount) Manifest(paths []string, fn func(manifest.Entry) error) error {
-	root := fmt.Sprintf("/proc/self/fd/%d", m.fs.RootFd())
-	var keep []string
-	for _, p := range paths {
-		if !m.fs.Local(p) {
-			keep = append(keep, p)
-		}
-	}
-	if len(paths) > 0 && len(keep) == 0 {
-		return nil
-	}
-	return manifest.Walk(root, keep, m.fs.Local, fn)
-}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -26,18 +27,25 @@ const manifestWait = 30 * time.Second
 
 // Manifest lists the volume for the primary's verify.
 func (b *Backup) Manifest(req *replpb.ManifestRequest, stream replpb.Replication_ManifestServer) error {
-	deadline := time.Now().Add(manifestWait)
-	for b.applied.Load() < req.MinSeq {
+	deadline := time.NewTimer(manifestWait)
+	defer deadline.Stop()
+	for {
+		b.mu.Lock()
+		progress := b.progress
+		b.mu.Unlock()
+		if b.applied.Load() >= req.MinSeq {
+			break
+		}
 		if b.stalled.Load() {
 			return status.Error(codes.FailedPrecondition, "this backup is stalled (it cannot apply what it holds): it needs a resync")
-		}
-		if time.Now().After(deadline) {
-			return status.Errorf(codes.DeadlineExceeded, "this backup has applied seq %d, not yet %d", b.applied.Load(), req.MinSeq)
 		}
 		select {
 		case <-stream.Context().Done():
 			return stream.Context().Err()
-		case <-time.After(10 * time.Millisecond):
+		case <-deadline.C:
+			return status.Errorf(codes.DeadlineExceeded, "this backup has applied seq %d, not yet %d", b.applied.Load(), req.MinSeq)
+		case <-progress:
+		case <-time.After(100 * time.Millisecond): // a stall sets no progress
 		}
 	}
 	return manifest.Walk(b.cfg.Volume, req.Paths, nil, func(e manifest.Entry) error {
@@ -54,7 +62,11 @@ func FetchManifest(ctx context.Context, addr, token string, tlsFiles TLSFiles, m
 		return nil, fmt.Errorf("manifest of %s: %w", addr, err)
 	}
 	defer conn.Close()
-	s, err := replpb.NewReplicationClient(conn).Manifest(ctx, &replpb.ManifestRequest{MinSeq: minSeq, Paths: paths})
+	return fetchManifest(ctx, replpb.NewReplicationClient(conn), addr, minSeq, paths)
+}
+
+func fetchManifest(ctx context.Context, c replpb.ReplicationClient, addr string, minSeq uint64, paths []string) (map[string]manifest.Entry, error) {
+	s, err := c.Manifest(ctx, &replpb.ManifestRequest{MinSeq: minSeq, Paths: paths})
 	if err != nil {
 		return nil, fmt.Errorf("manifest of %s: %w", addr, err)
 	}
@@ -69,4 +81,43 @@ func FetchManifest(ctx context.Context, addr, token string, tlsFiles TLSFiles, m
 		}
 		out[e.Path] = manifest.Entry{Path: e.Path, Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, SHA256: e.Sha256, Target: e.Target, Missing: e.Missing}
 	}
+}
+
+// BackupManifest is one backup's manifest, or why there is none.
+type BackupManifest struct {
+	Backup  string                    `json:"backup"`
+	Entries map[string]manifest.Entry `json:"entries,omitempty"`
+	Err     string                    `json:"error,omitempty"`
+}
+
+// Manifests asks every backup whose stream is up for its manifest of paths
+// once it has applied seq, in parallel. While the primary's mutations
+// are paused after seq (capture.Committer.Frozen), no batch after seq
+// exists, so each backup answers with its volume exactly as of seq: the
+// comparison pbfs verify needs for paths the service keeps changing.
+// A backup that does not answer within wait is reported as such.
+func (p *Primary) Manifests(ctx context.Context, seq uint64, paths []string, wait time.Duration) []BackupManifest {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	shippers := p.list()
+	out := make([]BackupManifest, len(shippers))
+	var wg sync.WaitGroup
+	for i, s := range shippers {
+		out[i].Backup = s.addr
+		if !s.up.Load() {
+			out[i].Err = "its replication stream is down"
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := fetchManifest(ctx, replpb.NewReplicationClient(s.conn), s.addr, seq, paths)
+			if err != nil {
+				out[i].Err = err.Error()
+			}
+			out[i].Entries = m
+		}()
+	}
+	wg.Wait()
+	return out
 }

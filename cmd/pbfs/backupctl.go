@@ -33,6 +33,10 @@ func (c backupControl) Manifest([]string, func(manifest.Entry) error) error {
 	return errors.New("manifest: ask the primary's control socket (pbfs verify)")
 }
 
+func (c backupControl) Compare(context.Context, []string) (control.Comparison, error) {
+	return control.Comparison{}, errors.New("compare: ask the primary's control socket (pbfs verify)")
+}
+
 func (c backupControl) Get(seq uint64) ([]byte, error) { return c.b.Journal().Get(seq) }
 
 func (c backupControl) Scan(from uint64, fn func(seq uint64, enc []byte) error) error {

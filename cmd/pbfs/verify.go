@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -19,11 +18,14 @@ import (
 // without stopping the service, as DRBD's online verify does. It takes a
 // barrier, lists the primary's volume with a hash of every file (local-only
 // paths left out) and asks each backup for the same once it has applied
-// that barrier. Both sides go on changing meanwhile, so a path that
-// differs is compared again after a second barrier: it is named as
-// differing only if the primary's copy did not change between the two
-// rounds and the backup's still differs; a path the service kept changing
-// is named as not verified.
+// that barrier. Both sides go on changing meanwhile, so the paths that
+// differ are compared again exactly: the primary pauses mutations, seals
+// a batch, hashes those paths and has each backup hash its own as of that
+// batch (control.Comparison), in rounds of at most compareBudget bytes so
+// that a pause stays short. Only what differs then is named.
+
+// compareBudget bounds the bytes one exact round hashes on each side.
+const compareBudget = 16 << 20
 
 func verifyCommand() *cli.Command {
 	return &cli.Command{
@@ -44,7 +46,7 @@ type verdict struct {
 	Backup      string            `json:"backup"`
 	Compared    int               `json:"compared"`
 	Differ      map[string]string `json:"differ,omitempty"`       // path -> how
-	NotVerified []string          `json:"not_verified,omitempty"` // changed on the primary meanwhile
+	NotVerified map[string]string `json:"not_verified,omitempty"` // path -> why it was not compared exactly
 	Err         string            `json:"error,omitempty"`
 }
 
@@ -79,6 +81,7 @@ func verify(c *cli.Context) error {
 	fmt.Fprintf(c.App.ErrWriter, "verify: the primary's volume at seq %d: %d paths hashed in %v\n", seq, len(primary), time.Since(began).Round(time.Millisecond))
 	var out []verdict
 	suspects := map[string]map[string]bool{} // backup -> paths
+	size := map[string]int64{}               // suspect path -> its largest size seen
 	for _, b := range st.Backups {
 		v := verdict{Backup: b.Addr, Differ: map[string]string{}}
 		m, err := replicate.FetchManifest(ctx, b.Addr, token, tls, seq, nil)
@@ -89,85 +92,75 @@ func verify(c *cli.Context) error {
 		}
 		v.Compared = len(primary)
 		suspects[b.Addr] = differing(primary, m)
+		for p := range suspects[b.Addr] {
+			size[p] = max(size[p], entry(primary, p).Size, entry(m, p).Size)
+		}
 		fmt.Fprintf(c.App.ErrWriter, "verify: %s: %d paths hashed, %d to compare again\n", b.Addr, len(m), len(suspects[b.Addr]))
 		out = append(out, v)
 	}
-	// The second round: only what differed, after another barrier.
-	var paths []string
-	seen := map[string]bool{}
-	for _, s := range suspects {
-		for p := range s {
-			if !seen[p] {
-				seen[p] = true
-				paths = append(paths, p)
-			}
-		}
-	}
-	if len(paths) > 0 {
-		sort.Strings(paths)
-		if seq, err = cl.Barrier(ctx); err != nil {
-			return cli.Exit("verify: "+err.Error(), 1)
-		}
-		again, err := cl.Manifest(ctx, paths)
-		if err != nil {
-			return cli.Exit("verify: "+err.Error(), 1)
-		}
-		for i := range out {
-			v := &out[i]
-			s := suspects[v.Backup]
-			if len(s) == 0 {
-				continue
-			}
-			mine := slices.Sorted(maps.Keys(s))
-			m, err := replicate.FetchManifest(ctx, v.Backup, token, tls, seq, mine)
-			if err != nil {
-				v.Err = err.Error()
-				continue
-			}
-			for _, p := range mine {
-				now := entry(again, p)
-				if manifest.Diff(entry(primary, p), now) != "" {
-					v.NotVerified = append(v.NotVerified, p)
-				} else if how := manifest.Diff(now, entry(m, p)); how != "" {
-					v.Differ[p] = how
-				}
-			}
-		}
-		// The backups read after the primary did: a path the primary
-		// changed since is not verified, not different.
-		if err := settle(ctx, cl, again, out); err != nil {
-			return cli.Exit("verify: "+err.Error(), 1)
-		}
+	if err := compareAgain(ctx, c, cl, size, suspects, out); err != nil {
+		return cli.Exit("verify: "+err.Error(), 1)
 	}
 	return report(c, out)
 }
 
-// settle reads the primary once more for the paths still differing and
-// moves those it changed since the second round to NotVerified.
-func settle(ctx context.Context, cl *control.Client, again map[string]manifest.Entry, out []verdict) error {
-	var paths []string
-	for _, v := range out {
-		for p := range v.Differ {
-			paths = append(paths, p)
+// compareAgain compares the suspect paths exactly, as of one batch per
+// round, and records in out what still differs.
+func compareAgain(ctx context.Context, c *cli.Context, cl *control.Client, size map[string]int64, suspects map[string]map[string]bool, out []verdict) error {
+	for _, round := range rounds(size, compareBudget) {
+		cmp, err := cl.Compare(ctx, round)
+		if err != nil {
+			return err
 		}
-	}
-	if len(paths) == 0 {
-		return nil
-	}
-	third, err := cl.Manifest(ctx, paths)
-	if err != nil {
-		return err
-	}
-	for i := range out {
-		v := &out[i]
-		for p := range v.Differ {
-			if manifest.Diff(entry(again, p), entry(third, p)) != "" {
-				delete(v.Differ, p)
-				v.NotVerified = append(v.NotVerified, p)
+		fmt.Fprintf(c.App.ErrWriter, "verify: %d paths compared again as of seq %d; the service's writes paused %v\n", len(round), cmp.Seq, cmp.Paused.Round(time.Microsecond))
+		backups := map[string]replicate.BackupManifest{}
+		for _, b := range cmp.Backups {
+			backups[b.Backup] = b
+		}
+		for i := range out {
+			v := &out[i]
+			b, ok := backups[v.Backup]
+			for _, p := range round {
+				switch {
+				case !suspects[v.Backup][p]:
+				case !ok:
+					v.notVerified(p, "the primary no longer ships to it")
+				case b.Err != "":
+					v.notVerified(p, b.Err)
+				default:
+					if how := manifest.Diff(entry(cmp.Primary, p), entry(b.Entries, p)); how != "" {
+						v.Differ[p] = how
+					}
+				}
 			}
 		}
 	}
 	return nil
+}
+
+func (v *verdict) notVerified(p, why string) {
+	if v.NotVerified == nil {
+		v.NotVerified = map[string]string{}
+	}
+	v.NotVerified[p] = why
+}
+
+// rounds splits the paths, sorted, into groups of at most budget bytes
+// (a larger file has a round of its own).
+func rounds(size map[string]int64, budget int64) [][]string {
+	var out [][]string
+	var cur []string
+	var bytes int64
+	for _, p := range slices.Sorted(maps.Keys(size)) {
+		if len(cur) > 0 && bytes+size[p] > budget {
+			out, cur, bytes = append(out, cur), nil, 0
+		}
+		cur, bytes = append(cur, p), bytes+size[p]
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // differing lists the paths whose entries differ between the primary's
@@ -195,11 +188,11 @@ func entry(m map[string]manifest.Entry, p string) manifest.Entry {
 }
 
 // report prints the verdicts and fails if a backup differs or could not
-// be compared.
+// be compared, in whole or in part.
 func report(c *cli.Context, out []verdict) error {
 	bad := 0
 	for _, v := range out {
-		if v.Err != "" || len(v.Differ) > 0 {
+		if v.Err != "" || len(v.Differ) > 0 || len(v.NotVerified) > 0 {
 			bad++
 		}
 	}
@@ -211,16 +204,18 @@ func report(c *cli.Context, out []verdict) error {
 			switch {
 			case v.Err != "":
 				fmt.Fprintf(w, "%s: not compared: %s\n", v.Backup, v.Err)
-			case len(v.Differ) == 0:
+			case len(v.Differ) == 0 && len(v.NotVerified) == 0:
 				fmt.Fprintf(w, "%s: identical (%d paths)\n", v.Backup, v.Compared)
+			case len(v.Differ) == 0:
+				fmt.Fprintf(w, "%s: %d of %d paths not verified, no difference found\n", v.Backup, len(v.NotVerified), v.Compared)
 			default:
 				fmt.Fprintf(w, "%s: %d of %d paths differ\n", v.Backup, len(v.Differ), v.Compared)
-				for _, p := range slices.Sorted(maps.Keys(v.Differ)) {
-					fmt.Fprintf(w, "  %s: %s\n", p, v.Differ[p])
-				}
 			}
-			for _, p := range v.NotVerified {
-				fmt.Fprintf(w, "  %s: changed on the primary while verifying; not verified\n", p)
+			for _, p := range slices.Sorted(maps.Keys(v.Differ)) {
+				fmt.Fprintf(w, "  %s: %s\n", p, v.Differ[p])
+			}
+			for _, p := range slices.Sorted(maps.Keys(v.NotVerified)) {
+				fmt.Fprintf(w, "  %s: not verified: %s\n", p, v.NotVerified[p])
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -45,15 +46,36 @@ func TestVerifyNamesDifferences(t *testing.T) {
 }
 
 // Under the randomized workload, verify names nothing that is not wrong:
-// paths the service changed while it compared are "not verified", never
-// "differ".
+// the paths the service changed while it compared are compared again
+// exactly, as of one batch, and found equal. Several runs, so that some
+// have paths to compare again.
 func TestVerifyUnderLoad(t *testing.T) {
 	c := fstest.NewCluster(t, 1, nil)
-	var out string
-	var code int
-	c.Workload(7, 4000, func() { out, code = run(t, "verify", "--journal", c.Jdir, "--token", fstest.TestToken) })
-	if code != 0 || !strings.Contains(out, "identical") {
-		t.Fatalf("verify under load: exit %d:\n%s", code, out)
+	again := 0
+	c.Workload(7, 4000, func() {
+		for i := 0; i < 5; i++ {
+			out, code := run(t, "verify", "--journal", c.Jdir, "--token", fstest.TestToken)
+			if code != 0 || !strings.Contains(out, "identical") {
+				t.Fatalf("verify under load, run %d: exit %d:\n%s", i, code, out)
+			}
+			if strings.Contains(out, "compared again as of seq") {
+				again++
+			}
+		}
+	})
+	if again == 0 {
+		t.Errorf("no run had a path to compare again: the test did not exercise the exact round")
 	}
+	t.Logf("%d of 5 runs compared paths again", again)
 	c.RequireConverged()
+}
+
+// Exact rounds hold at most the budget, in path order; a larger file has a
+// round of its own.
+func TestVerifyRounds(t *testing.T) {
+	got := rounds(map[string]int64{"a": 6, "b": 5, "c": 20, "d": 1, "e": 9}, 10)
+	want := [][]string{{"a"}, {"b"}, {"c"}, {"d", "e"}}
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("rounds = %v, want %v", got, want)
+	}
 }
