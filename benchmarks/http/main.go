@@ -93,6 +93,9 @@ func parseList(flagName, list string) ([]float64, error) {
 	return out, nil
 }
 
+// quietTimeWait is how many TIME_WAIT sockets a peak measurement tolerates.
+const quietTimeWait = 5000
+
 func run(ctx context.Context, bin, proxyBin string, sw sweep, scenarios []string, pool, barriers int, extra, workdir, resultsDir string) error {
 	var rates, fractions []float64
 	var err error
@@ -119,6 +122,11 @@ func run(ctx context.Context, bin, proxyBin string, sw sweep, scenarios []string
 	}
 	peaks := map[string]result{}
 	for _, t := range targets {
+		// Sockets left in TIME_WAIT by an earlier run or target slow the
+		// search for a free port: a peak is measured without them.
+		if n, waited := benchproc.QuietTCP(quietTimeWait, 65*time.Second); waited >= time.Second {
+			fmt.Printf("waited %v for TIME_WAIT sockets to drain (%d left)\n", waited.Round(time.Second), n)
+		}
 		r := closedLoop(ctx, client, t.url, sw.peakClients, sw.peakFor, 7)
 		r.target = t.name
 		peaks[t.name] = r
