@@ -89,6 +89,10 @@ type Backend interface {
 	Compare(ctx context.Context, paths []string) (Comparison, error)
 }
 
+// MaxComparePaths is the most paths one Compare takes: the service's
+// mutations are paused while they are hashed.
+const MaxComparePaths = 1024
+
 // Comparison is paths on the primary and on each backup, all as of batch
 // Seq; Paused is how long the service's mutations waited for it.
 type Comparison struct {
@@ -163,8 +167,8 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 	})
 	mux.HandleFunc("POST /v1/compare", func(w http.ResponseWriter, r *http.Request) {
 		var req struct{ Paths []string }
-		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&req); err != nil || len(req.Paths) == 0 {
-			http.Error(w, "compare: give the paths to compare", http.StatusBadRequest)
+		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&req); err != nil || len(req.Paths) == 0 || len(req.Paths) > MaxComparePaths {
+			http.Error(w, fmt.Sprintf("compare: give 1 to %d paths to compare", MaxComparePaths), http.StatusBadRequest)
 			return
 		}
 		out, err := b.Compare(r.Context(), req.Paths)

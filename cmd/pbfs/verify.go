@@ -146,13 +146,13 @@ func (v *verdict) notVerified(p, why string) {
 }
 
 // rounds splits the paths, sorted, into groups of at most budget bytes
-// (a larger file has a round of its own).
+// (a larger file has a round of its own) and control.MaxComparePaths paths.
 func rounds(size map[string]int64, budget int64) [][]string {
 	var out [][]string
 	var cur []string
 	var bytes int64
 	for _, p := range slices.Sorted(maps.Keys(size)) {
-		if len(cur) > 0 && bytes+size[p] > budget {
+		if len(cur) > 0 && (bytes+size[p] > budget || len(cur) == control.MaxComparePaths) {
 			out, cur, bytes = append(out, cur), nil, 0
 		}
 		cur, bytes = append(cur, p), bytes+size[p]

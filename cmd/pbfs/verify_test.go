@@ -1,12 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/fstest"
 )
 
@@ -77,5 +79,12 @@ func TestVerifyRounds(t *testing.T) {
 	want := [][]string{{"a"}, {"b"}, {"c"}, {"d", "e"}}
 	if !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("rounds = %v, want %v", got, want)
+	}
+	many := map[string]int64{}
+	for i := range control.MaxComparePaths + 1 {
+		many[fmt.Sprint(i)] = 0
+	}
+	if got := rounds(many, 10); len(got) != 2 || len(got[0]) != control.MaxComparePaths {
+		t.Fatalf("%d empty files made %d rounds", len(many), len(got))
 	}
 }
