@@ -39,6 +39,16 @@ type Tree map[string]Entry
 // Access and change times are not compared: pbfs replicates neither.
 func Snapshot(t testing.TB, dir string) Tree {
 	t.Helper()
+	tree, err := ReadTree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+// ReadTree is Snapshot for a goroutine that is not the test's own: it
+// returns the error instead of failing the test.
+func ReadTree(dir string) (Tree, error) {
 	tree := Tree{}
 	inodes := map[uint64][]string{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -81,7 +91,7 @@ func Snapshot(t testing.TB, dir string) Tree {
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("snapshot %s: %v", dir, err)
+		return nil, fmt.Errorf("snapshot %s: %w", dir, err)
 	}
 	for _, names := range inodes {
 		sort.Strings(names)
@@ -91,7 +101,7 @@ func Snapshot(t testing.TB, dir string) Tree {
 			tree[n] = e
 		}
 	}
-	return tree
+	return tree, nil
 }
 
 func hashFile(p string) (string, error) {
