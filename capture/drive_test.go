@@ -236,11 +236,11 @@ func TestCaptureReplaysWithoutFUSE(t *testing.T) {
 	}
 }
 
-// driveSeed runs the workload with seed; with classify set, local-only
-// paths must appear in no batch and are left out of the comparison.
-func driveSeed(t *testing.T, seed uint64, classify capture.Classifier) {
+// seeded serves a seeded volume (vol) through a capture.FS made with o,
+// closed at cleanup, and copies the seed to start for a replay.
+func seeded(t *testing.T, o capture.Options) (k *kernel, vol, start string) {
 	dir := t.TempDir()
-	vol, start := filepath.Join(dir, "vol"), filepath.Join(dir, "start")
+	vol, start = filepath.Join(dir, "vol"), filepath.Join(dir, "start")
 	os.Mkdir(vol, 0o755)
 	os.Mkdir(start, 0o755)
 	fstest.NewWorkload("", false).Seed(vol)
@@ -249,12 +249,19 @@ func driveSeed(t *testing.T, seed uint64, classify capture.Classifier) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := capture.New(rootFd, capture.Options{Capture: true, WriteDiff: seed%2 == 0, Classify: classify})
+	f, err := capture.New(rootFd, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	k := &kernel{fs: f, caller: capture.Caller{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}}
+	t.Cleanup(func() { f.Close() })
+	return &kernel{fs: f, caller: capture.Caller{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}}, vol, start
+}
+
+// driveSeed runs the workload with seed; with classify set, local-only
+// paths must appear in no batch and are left out of the comparison.
+func driveSeed(t *testing.T, seed uint64, classify capture.Classifier) {
+	k, vol, start := seeded(t, capture.Options{Capture: true, WriteDiff: seed%2 == 0, Classify: classify})
+	f := k.fs
 	s := &sealer{fs: f}
 	stop := make(chan struct{})
 	sealed := make(chan struct{})

@@ -3,13 +3,10 @@ package capture_test
 import (
 	"context"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/capture"
@@ -23,28 +20,13 @@ import (
 // with the journal replayed up to that batch. pbfs verify's exact round
 // and every resync snapshot rely on it.
 func TestFrozenIsExact(t *testing.T) {
-	dir := t.TempDir()
-	vol, start := filepath.Join(dir, "vol"), filepath.Join(dir, "start")
-	os.Mkdir(vol, 0o755)
-	os.Mkdir(start, 0o755)
-	fstest.NewWorkload("", false).Seed(vol)
-	fstest.CopyTree(t, vol, start)
-	rootFd, err := unix.Open(vol, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := capture.New(rootFd, capture.Options{Capture: true, Metrics: capture.NewMetrics(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	store, err := journal.OpenStore(filepath.Join(dir, "j"), journal.StoreOptions{LazyAppends: true})
+	k, vol, start := seeded(t, capture.Options{Capture: true, Metrics: capture.NewMetrics(nil)})
+	store, err := journal.OpenStore(filepath.Join(t.TempDir(), "j"), journal.StoreOptions{LazyAppends: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	c := capture.NewCommitter(f, store, time.Hour, nil, nil)
-	k := &kernel{fs: f, caller: capture.Caller{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}}
+	c := capture.NewCommitter(k.fs, store, time.Hour, nil, nil)
 
 	type view struct {
 		seq  uint64
