@@ -226,6 +226,9 @@ func run(cfg config) (err error) {
 			return err
 		}
 		fmt.Fprintln(os.Stderr, "replicate: report written to", p)
+		if err := rep.summarize(cfg.resultsDir); err != nil {
+			return err
+		}
 	}
 	return nil
 }
