@@ -563,15 +563,23 @@ func (rep *report) points() []*point {
 }
 
 func workload(size int) string {
-	switch {
-	case size == 0:
+	if size == 0 {
 		return "empty"
-	case size%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB write", size>>20)
-	case size%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB write", size>>10)
 	}
-	return fmt.Sprintf("%d B write", size)
+	n, unit := inUnits(size)
+	return fmt.Sprintf("%d %s write", n, map[string]string{"m": "MiB", "k": "KiB", "": "B"}[unit])
+}
+
+// inUnits is size in the largest of MiB ("m"), KiB ("k") or bytes ("")
+// that holds it whole.
+func inUnits(size int) (int, string) {
+	switch {
+	case size != 0 && size%(1<<20) == 0:
+		return size >> 20, "m"
+	case size != 0 && size%(1<<10) == 0:
+		return size >> 10, "k"
+	}
+	return size, ""
 }
 
 func delayName(d time.Duration) string {

@@ -35,15 +35,14 @@ func (rep *report) summarize(dir string) error {
 
 // sizeKey names a write size in a workload key: empty, 4k, 256k, 1m.
 func sizeKey(size int) string {
-	switch {
-	case size == 0:
+	if size == 0 {
 		return "empty"
-	case size%(1<<20) == 0:
-		return fmt.Sprintf("%dm", size>>20)
-	case size%(1<<10) == 0:
-		return fmt.Sprintf("%dk", size>>10)
 	}
-	return fmt.Sprintf("%db", size)
+	n, unit := inUnits(size)
+	if unit == "" {
+		unit = "b"
+	}
+	return fmt.Sprintf("%d%s", n, unit)
 }
 
 // scenarioName is pbfs-N, pbfs-N-delay for benchreport.LinkDelay, or
