@@ -85,11 +85,13 @@ func (s *Server) Flush(ctx context.Context) error {
 	if s.flush.mappable.Load() == 0 {
 		return nil
 	}
+	start := time.Now()
 	ticket := s.flush.asked.Add(1)
 	res := make(chan error, 1)
 	go func() { res <- s.flushRound(ticket) }()
 	select {
 	case err := <-res:
+		s.m.flushWait.Observe(time.Since(start).Seconds())
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("flush: %w", ctx.Err())

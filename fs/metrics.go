@@ -112,6 +112,7 @@ type metrics struct {
 	flushFailures prometheus.Counter
 	flushRepeated prometheus.Counter
 	flushCapped   prometheus.Counter
+	flushWait     prometheus.Histogram
 	fsyncBarrier  prometheus.Histogram
 	fsyncFailures prometheus.Counter
 }
@@ -129,12 +130,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.flushCapped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pbfs_fs_flush_rounds_capped_total", Help: "Flushes that stopped at the round limit with a truncate still in flight (docs/ARCHITECTURE.md).",
 	})
+	m.flushWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "pbfs_fs_flush_seconds",
+		Help:    "How long barriers waited for the kernel to write back the mount's dirty pages (only while a file is open read-write).",
+		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
+	})
 	m.fsyncBarrier, m.fsyncFailures = fsyncMetrics()
 	for k, name := range reqNames {
 		m.requests[k] = vec.WithLabelValues(name)
 	}
 	if reg != nil {
-		reg.MustRegister(vec, m.flushFailures, m.flushRepeated, m.flushCapped, m.fsyncBarrier, m.fsyncFailures)
+		reg.MustRegister(vec, m.flushFailures, m.flushRepeated, m.flushCapped, m.flushWait, m.fsyncBarrier, m.fsyncFailures)
 	}
 	return m
 }

@@ -4,7 +4,36 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
+
+// timings are the barrier histograms the mount keeps itself. The other
+// parts of a barrier are timed where they happen: the flush round
+// (pbfs_fs_flush_seconds), the seal and append
+// (pbfs_journal_commit_seconds), the ack wait
+// (pbfs_replicate_barrier_seconds) and, on a backup, the synced append
+// (pbfs_backup_store_seconds). docs/PERFORMANCE.md adds them up.
+type timings struct {
+	barrier prometheus.Histogram // a whole barrier, as its caller waits for it
+	sync    prometheus.Histogram // the journal's local sync when no backup holds the batch
+}
+
+func newTimings(reg prometheus.Registerer) timings {
+	buckets := prometheus.ExponentialBuckets(50e-6, 2, 16)
+	t := timings{
+		barrier: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "pbfs_barrier_seconds", Buckets: buckets,
+			Help: "Time from a barrier's call to its answer inside the mount: flush round, seal and append, ack wait, local sync.",
+		}),
+		sync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "pbfs_journal_sync_seconds", Buckets: buckets,
+			Help: "Time barriers that no backup held spent syncing the primary's journal.",
+		}),
+	}
+	reg.MustRegister(t.barrier, t.sync)
+	return t
+}
 
 // latencies keeps the durations of the last barriers, for the status's
 // percentiles (a Prometheus histogram, pbfs_replicate_barrier_seconds,

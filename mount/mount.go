@@ -141,6 +141,7 @@ type Mount struct {
 	rulesSum  []byte         // the local-only rules in force (hints.go)
 	skipsSync bool           // some fsync skips the primary's disk (boot.go)
 	latency   latencies      // of the last barriers, for Status
+	timings   timings        // barrier histograms (latency.go)
 	findings  *prometheus.CounterVec
 }
 
@@ -166,6 +167,7 @@ func Start(cfg Config) (*Mount, error) {
 		return nil, err
 	}
 	m := &Mount{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), runDone: make(chan struct{}), ctlDone: make(chan error, 1)}
+	m.timings = newTimings(m.reg)
 	m.findings = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pbfs_plugin_findings_total", Help: "Findings hint plugins reported about the service's settings at start, by plugin and severity.",
 	}, []string{"plugin", "severity"})
@@ -237,12 +239,17 @@ func (m *Mount) Done() <-chan struct{} { return m.srv.Done() }
 // ack set. With nothing new it returns the last seq without sealing, and
 // without a network round trip once that seq is acked.
 func (m *Mount) Barrier(ctx context.Context) (uint64, error) {
+	start := time.Now()
 	// What the service stored through shared mappings reaches the
 	// capture only when the kernel writes it back: make it now.
 	if err := m.srv.Flush(ctx); err != nil {
 		return 0, fmt.Errorf("barrier: %w", err)
 	}
-	return m.commit(ctx)
+	seq, err := m.commit(ctx)
+	if err == nil {
+		m.timings.barrier.Observe(time.Since(start).Seconds())
+	}
+	return seq, err
 }
 
 // fsyncBarrier is the barrier a replicated fsync takes. It skips the
@@ -283,9 +290,11 @@ func (m *Mount) commitWait(ctx context.Context) (uint64, error) {
 	if acks == 0 {
 		// No backup holds the batch (none configured, --ack none, or all
 		// degraded): a barrier still means durable somewhere, here.
+		start := time.Now()
 		if err := m.store.Sync(); err != nil {
 			return 0, fmt.Errorf("barrier %d: %w", seq, err)
 		}
+		m.timings.sync.Observe(time.Since(start).Seconds())
 	}
 	// The last word: a primary whose term may be over must not
 	// acknowledge anything (docs/FAILOVER.md).

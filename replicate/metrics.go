@@ -9,6 +9,7 @@ type backupMetrics struct {
 	authFailures  prometheus.Counter
 	applyFailures prometheus.Counter
 	applyRetries  prometheus.Counter
+	store         prometheus.Histogram
 }
 
 func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
@@ -23,9 +24,14 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 		applyRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pbfs_backup_apply_retries_total", Help: "Times a batch that failed for want of a resource (ENOSPC, EDQUOT, EMFILE, ENFILE, ENOMEM) was retried.",
 		}),
+		store: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pbfs_backup_store_seconds",
+			Help:    "Time to check and durably append a group of batches that arrived together, before the ack.",
+			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.durable, m.applied, m.rejected, m.authFailures, m.applyFailures, m.applyRetries)
+		reg.MustRegister(m.durable, m.applied, m.rejected, m.authFailures, m.applyFailures, m.applyRetries, m.store)
 	}
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
@@ -115,10 +116,12 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 			// A newer session took over: nothing of ours may be stored or acked.
 			return ctx.Err()
 		}
+		start := time.Now()
 		if rej := b.store1(hello.Epoch, encs); rej != nil {
 			stream.Send(rej)
 			return fmt.Errorf("rejected: %s", rej.GetReject().GetReason())
 		}
+		b.m.store.Observe(time.Since(start).Seconds())
 		b.m.durable.Set(float64(b.store.Last().Seq))
 		select {
 		case b.kick <- struct{}{}:
