@@ -37,8 +37,9 @@ type cluster struct {
 	backups []*proc
 	bvols   []string
 	proxies []*delayproxy.Proxy
-	client  *control.Client
-	file    *os.File // the file the benchmark writes, on the mount
+	client  *control.Client   // the primary's control socket
+	bctl    []*control.Client // each backup's, for its metrics
+	file    *os.File          // the file the benchmark writes, on the mount
 	stopped bool
 }
 
@@ -75,6 +76,11 @@ func startCluster(ctx context.Context, cfg config, bin, runDir, token string, n 
 		if err := waitListening(ctx, p, addr); err != nil {
 			return c, err
 		}
+		bc, err := control.Dial(filepath.Join(c.dir, fmt.Sprintf("jb%d", i)))
+		if err != nil {
+			return c, err
+		}
+		c.bctl = append(c.bctl, bc)
 		target := addr
 		if delay > 0 {
 			px, err := delayproxy.New("127.0.0.1:0", addr, delay)
@@ -217,6 +223,11 @@ func (c *cluster) stop() error {
 	}
 	for _, px := range c.proxies {
 		px.Close()
+	}
+	for _, cl := range append([]*control.Client{c.client}, c.bctl...) {
+		if cl != nil {
+			cl.Close()
+		}
 	}
 	return errors.Join(errs...)
 }

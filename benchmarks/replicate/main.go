@@ -40,6 +40,7 @@ import (
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
+	"github.com/pbfs/pbfs/control"
 )
 
 type config struct {
@@ -425,11 +426,21 @@ func proxyBytes(c *cluster) (up, down int64) {
 // metrics maps a Prometheus series (name{labels}) to its value.
 type metrics map[string]float64
 
+// scrape reads the primary's metrics and every backup's, summed by series
+// (a backup's series are named pbfs_backup_*, apart from the primary's).
 func scrape(ctx context.Context, c *cluster) (metrics, error) {
-	text, err := c.client.Metrics(ctx)
-	if err != nil {
-		return nil, err
+	m := metrics{}
+	for _, cl := range append([]*control.Client{c.client}, c.bctl...) {
+		text, err := cl.Metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m = m.plus(parseMetrics(text))
 	}
+	return m, nil
+}
+
+func parseMetrics(text string) metrics {
 	m := metrics{}
 	for _, line := range strings.Split(text, "\n") {
 		if line == "" || line[0] == '#' {
@@ -445,7 +456,7 @@ func scrape(ctx context.Context, c *cluster) (metrics, error) {
 		}
 		m[line[:i]] = v
 	}
-	return m, nil
+	return m
 }
 
 func (m metrics) plus(o metrics) metrics {
@@ -656,6 +667,7 @@ func (rep *report) markdown() string {
 			ms(sum/time.Duration(len(r.lat))),
 			r.m.mean("pbfs_journal_commit_seconds"), r.m.mean("pbfs_replicate_barrier_seconds"), pw)
 	}
+	writeBreakdown(&b, pts)
 	fmt.Fprintf(&b, "\n## CPU per barrier\n\n")
 	b.WriteString("CPU time (user + system, from /proc) over the measured loop divided by its barriers: the primary's\n")
 	b.WriteString("process group (the mount and its flush helper) and each backup's, as a mean over the backups; the share\n")
