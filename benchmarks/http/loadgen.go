@@ -32,6 +32,7 @@ type result struct {
 	hold     time.Duration // mean time a response was held
 	barriers float64       // barriers taken
 	client   float64       // vCPU this process used (closed loop only): the generator, and a target's delay proxies
+	cpu      string        // the target's CPU per 2xx answer in ms (usage.perRequest)
 }
 
 // record counts one answer with status code (0: a transport error).

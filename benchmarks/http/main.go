@@ -127,11 +127,13 @@ func run(ctx context.Context, bin, proxyBin string, sw sweep, scenarios []string
 		if n, waited := benchproc.QuietTCP(quietTimeWait, 65*time.Second); waited >= time.Second {
 			fmt.Printf("waited %v for TIME_WAIT sockets to drain (%d left)\n", waited.Round(time.Second), n)
 		}
+		u0 := t.usage()
 		r := closedLoop(ctx, client, t.url, sw.peakClients, sw.peakFor, 7)
 		r.target = t.name
+		r.cpu = t.usage().minus(u0).perRequest(t, r.ok)
 		peaks[t.name] = r
-		fmt.Printf("%-16s peak (closed loop, %d clients): %7.1f 2xx/s  p50 %8s  p99 %8s  5xx %d  failed %d\n",
-			t.name, sw.peakClients, r.goodput(), r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond), r.status5, r.failed)
+		fmt.Printf("%-16s peak (closed loop, %d clients): %7.1f 2xx/s  p50 %8s  p99 %8s  5xx %d  failed %d  CPU ms/2xx %s\n",
+			t.name, sw.peakClients, r.goodput(), r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond), r.status5, r.failed, r.cpu)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -146,9 +148,10 @@ func run(ctx context.Context, bin, proxyBin string, sw sweep, scenarios []string
 	var all []result
 	for i, rate := range rates {
 		for _, t := range targets {
-			before := benchproc.Scrape(t.metrics)
+			before, u0 := benchproc.Scrape(t.metrics), t.usage()
 			r := openLoop(ctx, client, t.url, rate, sw.dur, uint64(i+1), 4096)
 			r.target = t.name
+			r.cpu = t.usage().minus(u0).perRequest(t, r.ok)
 			if fractions != nil {
 				r.fraction = fractions[i]
 			}

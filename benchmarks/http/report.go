@@ -28,7 +28,8 @@ func writeReport(dir string, peaks map[string]result, all []result, sw sweep, ch
 	names := targetNames(all, peaks)
 	fmt.Fprintf(&b, "## Peaks\n\nEach target alone, %d clients posting back to back for %s. The generator's vCPU includes the delay proxies of a -delay target; above %.2f the peak is marked client-bound (it may be the generator's limit, and on plain every ratio is then an upper bound).\n\n",
 		sw.peakClients, sw.peakFor, benchproc.MaxClientCPU)
-	b.WriteString("| target | peak 2xx/s | ÷ plain | p50 ms | p99 ms | 5xx | failed | generator vCPU |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("CPU: ms of CPU (user + system, from /proc) per 2xx answer, for the service / the mount with its flush helper / the proxy / all backups together.\n\n")
+	b.WriteString("| target | peak 2xx/s | ÷ plain | p50 ms | p99 ms | 5xx | failed | generator vCPU | CPU ms per 2xx: service / mount / proxy / backups |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, name := range names {
 		r, ok := peaks[name]
 		if !ok {
@@ -38,20 +39,21 @@ func writeReport(dir string, peaks map[string]result, all []result, sw sweep, ch
 		if r.client > benchproc.MaxClientCPU {
 			bound = " (client-bound)"
 		}
-		fmt.Fprintf(&b, "| %s | %.1f%s | %s | %s | %s | %d | %d | %.2f |\n", name, r.goodput(), bound, ratio(r.goodput(), peaks["plain"].goodput()),
-			ms(r.pct(0.5)), ms(r.pct(0.99)), r.status5, r.failed, r.client)
+		fmt.Fprintf(&b, "| %s | %.1f%s | %s | %s | %s | %d | %d | %.2f | %s |\n", name, r.goodput(), bound, ratio(r.goodput(), peaks["plain"].goodput()),
+			ms(r.pct(0.5)), ms(r.pct(0.99)), r.status5, r.failed, r.client, r.cpu)
 	}
 	how := "fixed offered rates (-rates)"
 	if all != nil && all[0].fraction > 0 {
 		how = fmt.Sprintf("offered rates at fractions of plain's peak (%.1f/s)", peaks["plain"].goodput())
 	}
 	fmt.Fprintf(&b, "\n## Open-loop sweep\n\n%s; each cell ran %s, targets interleaved at each rate. Latency is counted from each request's scheduled arrival.\n\n", how, sw.dur)
-	b.WriteString("| target | fraction of plain's peak | offered/s | 2xx/s | p50 ms | p90 ms | p99 ms | max ms | 5xx | failed | dropped | barriers/s | responses per barrier | mean barrier ms | mean hold ms |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| target | fraction of plain's peak | offered/s | 2xx/s | p50 ms | p90 ms | p99 ms | max ms | 5xx | failed | dropped | barriers/s | responses per barrier | mean barrier ms | mean hold ms | CPU ms per 2xx: service / mount / proxy / backups |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range all {
 		px := "| | | |"
 		if r.barriers > 0 {
 			px = fmt.Sprintf("%.0f | %.1f | %s | %s |", r.barriers/r.duration.Seconds(), r.group, ms(r.barrier), ms(r.hold))
 		}
+		px += " " + r.cpu + " |"
 		frac := "–"
 		if r.fraction > 0 {
 			frac = fmt.Sprintf("%.2f", r.fraction)

@@ -18,7 +18,13 @@ import (
 
 // target is where one scenario's clients send requests, and the proxy's
 // metrics address when they go through the proxy.
-type target struct{ name, url, metrics string }
+type target struct {
+	name, url, metrics string
+	svc                *benchproc.Proc   // the service
+	mount              *benchproc.Proc   // the primary (nil: plain)
+	backups            []*benchproc.Proc // its backups
+	proxyName          string            // the proxy plugin's process name ("": no proxy)
+}
 
 // setup is every scenario's processes, all started before the sweep so
 // the scenarios run interleaved at each rate.
@@ -106,6 +112,7 @@ func startAll(ctx context.Context, bin, proxyBin string, scenarios []string, poo
 				}
 				cc.Args = []string{"--plugin", "http-proxy=" + proxyBin, "--plugin-config", cfg}
 				t.url = "http://" + proxyAddr
+				t.proxyName = commName(proxyBin)
 			}
 			c, err := benchproc.StartCluster(ctx, cc)
 			if c != nil {
@@ -117,6 +124,7 @@ func startAll(ctx context.Context, bin, proxyBin string, scenarios []string, poo
 				return s, fmt.Errorf("%s: %w", name, err)
 			}
 			mount = c.Mount
+			t.mount, t.backups = c.Mount, c.Backups
 		}
 		kv := filepath.Join(vol, "kv")
 		os.Mkdir(kv, 0o755)
@@ -124,6 +132,7 @@ func startAll(ctx context.Context, bin, proxyBin string, scenarios []string, poo
 		if err != nil {
 			return s, err
 		}
+		t.svc = p
 		if err := benchproc.WaitListening(ctx, p, svcAddr); err != nil {
 			return s, err
 		}

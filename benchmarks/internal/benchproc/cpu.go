@@ -28,9 +28,25 @@ func (c CPU) Plus(o CPU) CPU { return CPU{c.User + o.User, c.Sys + o.Sys} }
 // started (the mount's flush helper), all threads included.
 func GroupCPU(pgid int) CPU {
 	var c CPU
+	eachInGroup(pgid, func(_ string, p CPU) { c = c.Plus(p) })
+	return c
+}
+
+// GroupCPUByName is GroupCPU split by process name (the comm of
+// /proc/PID/stat): a mount's plugins apart from the mount and its flush
+// helper, which share the name of the pbfs binary.
+func GroupCPUByName(pgid int) map[string]CPU {
+	out := map[string]CPU{}
+	eachInGroup(pgid, func(name string, p CPU) { out[name] = out[name].Plus(p) })
+	return out
+}
+
+// eachInGroup calls fn with the name and CPU time of every live process
+// of group pgid.
+func eachInGroup(pgid int, fn func(name string, c CPU)) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return c
+		return
 	}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -43,19 +59,19 @@ func GroupCPU(pgid int) CPU {
 		}
 		// The command name may hold spaces; fields count from after its ')'.
 		s := string(data)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		end := strings.LastIndexByte(s, ')')
+		f := strings.Fields(s[end+1:])
 		if len(f) < 13 {
 			continue
 		}
 		if g, _ := strconv.Atoi(f[2]); g != pgid && pid != pgid {
 			continue
 		}
+		name := s[strings.IndexByte(s, '(')+1 : end]
 		u, _ := strconv.ParseInt(f[11], 10, 64)
 		k, _ := strconv.ParseInt(f[12], 10, 64)
-		c.User += time.Duration(u) * time.Second / clockTicks
-		c.Sys += time.Duration(k) * time.Second / clockTicks
+		fn(name, CPU{User: time.Duration(u) * time.Second / clockTicks, Sys: time.Duration(k) * time.Second / clockTicks})
 	}
-	return c
 }
 
 // CPU is the CPU time the process and its group used so far.
