@@ -334,3 +334,22 @@ func exec(t *testing.T, args ...string) (string, error) {
 	}
 	return string(out), err
 }
+
+// TestProxyRunsOnOneCPU: by default the proxy runs its Go code on one
+// CPU (docs/PLUGINS.md, "One CPU by default"), and procs changes it; its
+// /metrics shows that and its own CPU time.
+func TestProxyRunsOnOneCPU(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  string
+		want float64
+	}{{"", 1}, {"procs=2", 2}} {
+		s := newStack(t, 0, tc.cfg, nil)
+		url := "http://" + s.metrics + "/metrics"
+		if got := fstest.ScrapeSum(t, url, "go_sched_gomaxprocs_threads", ""); got != tc.want {
+			t.Errorf("config %q: GOMAXPROCS %v, want %v", tc.cfg, got, tc.want)
+		}
+		if cpu := fstest.ScrapeSum(t, url, "process_cpu_seconds_total", ""); cpu <= 0 {
+			t.Errorf("config %q: process_cpu_seconds_total %v, want the proxy's CPU time", tc.cfg, cpu)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package proxy
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
 
 type metrics struct {
 	reg             *prometheus.Registry
@@ -50,6 +53,9 @@ func newMetrics() *metrics {
 			Help: "Upstream pool slots out of use for a while because a dial found no fds or ports."}),
 	}
 	m.reg.MustRegister(m.requests, m.shed, m.inflight, m.holdSeconds, m.barrierSeconds, m.barrierFailures,
-		m.groupSize, m.upstreamConns, m.dials, m.dialErrors, m.acceptErrors, m.clientConns, m.parked)
+		m.groupSize, m.upstreamConns, m.dials, m.dialErrors, m.acceptErrors, m.clientConns, m.parked,
+		// The proxy's own CPU and memory (process_cpu_seconds_total: when
+		// it nears one core, raise procs) and its Go runtime's.
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
 	return m
 }

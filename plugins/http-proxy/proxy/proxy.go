@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"runtime"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ type Config struct {
 	SpoolMemory     int64         // spool-memory: bytes of a held body kept in memory (1 MiB)
 	Metrics         string        // metrics: address for Prometheus /metrics (off)
 	MaxConns        int           // max-conns: client connections; more get 503 (from the fd limit)
+	Procs           int           // procs: CPUs the proxy's Go code runs on at once (1; 0: the runtime's default)
 	Routes          routes        // durability, sync=, none=
 }
 
@@ -43,7 +45,7 @@ type Config struct {
 func ParseConfig(c sdk.Config) (Config, error) {
 	var cfg Config
 	err := c.Only("listen", "upstream", "pool", "barriers", "max-inflight", "queue-timeout", "barrier-timeout",
-		"upstream-timeout", "idle-timeout", "spool-memory", "metrics", "max-conns", "durability", "sync", "none")
+		"upstream-timeout", "idle-timeout", "spool-memory", "metrics", "max-conns", "durability", "sync", "none", "procs")
 	if err != nil {
 		return cfg, err
 	}
@@ -87,6 +89,12 @@ func ParseConfig(c sdk.Config) (Config, error) {
 			return cfg, fmt.Errorf("config: %s must be positive", d.key)
 		}
 	}
+	if cfg.Procs, err = c.Int("procs", 1); err != nil {
+		return cfg, err
+	}
+	if cfg.Procs < 0 {
+		return cfg, fmt.Errorf("config: procs must be 0 (the runtime's default) or positive")
+	}
 	mem, err := c.Int("spool-memory", 1<<20)
 	if err != nil {
 		return cfg, err
@@ -129,6 +137,13 @@ func (p *Proxy) Start(_ context.Context, env sdk.Env) error {
 		return err
 	}
 	cfg.MaxConns = maxClientConns(cfg.MaxConns, cfg.Pool)
+	if cfg.Procs > 0 {
+		// One P serves a proxy's goroutines best on small machines:
+		// a released response, its connection's goroutine and the
+		// barrier loop hand off on one thread instead of waking another
+		// (docs/PLUGINS.md measures it).
+		runtime.GOMAXPROCS(cfg.Procs)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
@@ -160,7 +175,7 @@ func (p *Proxy) Start(_ context.Context, env sdk.Env) error {
 		}
 	}()
 	env.Logger.Info("http proxy serving", "listen", ln.Addr().String(), "upstream", cfg.Upstream.String(),
-		"pool", cfg.Pool, "max_inflight", cfg.MaxInflight, "max_conns", cfg.MaxConns)
+		"pool", cfg.Pool, "max_inflight", cfg.MaxInflight, "max_conns", cfg.MaxConns, "procs", runtime.GOMAXPROCS(0))
 	return nil
 }
 

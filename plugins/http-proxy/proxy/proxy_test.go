@@ -50,7 +50,9 @@ func start(t testing.TB, extra string, up http.Handler) *rig {
 		r.svc = &testservice.Service{Dir: t.TempDir()}
 		up = r.svc
 	}
-	cfg := sdk.Config{"listen": r.addr, "upstream": "http://" + serve(t, up), "metrics": r.metrics}
+	// procs=0: the proxy runs in the test's process, whose GOMAXPROCS it
+	// must leave alone.
+	cfg := sdk.Config{"listen": r.addr, "upstream": "http://" + serve(t, up), "metrics": r.metrics, "procs": "0"}
 	for _, kv := range strings.Split(extra, ",") {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			cfg[k] = v
@@ -319,9 +321,27 @@ func TestConfigErrors(t *testing.T) {
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "pool": "0"},
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "durability": "maybe"},
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "none": "static"},
+		{"listen": "127.0.0.1:0", "upstream": "http://x", "procs": "-1"},
+		{"listen": "127.0.0.1:0", "upstream": "http://x", "procs": "all"},
 	} {
 		if _, err := proxy.ParseConfig(c); err == nil {
 			t.Errorf("config %v accepted", c)
+		}
+	}
+}
+
+func TestConfigProcs(t *testing.T) {
+	for _, tc := range []struct {
+		set  string
+		want int
+	}{{"", 1}, {"0", 0}, {"4", 4}} {
+		c := sdk.Config{"listen": "127.0.0.1:0", "upstream": "http://x"}
+		if tc.set != "" {
+			c["procs"] = tc.set
+		}
+		cfg, err := proxy.ParseConfig(c)
+		if err != nil || cfg.Procs != tc.want {
+			t.Errorf("procs=%q: got %d, %v; want %d", tc.set, cfg.Procs, err, tc.want)
 		}
 	}
 }
@@ -361,7 +381,7 @@ func TestEveryResponseCoveredByALaterBarrier(t *testing.T) {
 	})
 	addr, h := fstest.FreeAddr(t), &recordingHost{}
 	p := sdktest.Serve(t, proxy.New())
-	if err := p.StartFrontend(context.Background(), "http-proxy", sdk.Config{"listen": addr, "upstream": "http://" + serve(t, up)}, h); err != nil {
+	if err := p.StartFrontend(context.Background(), "http-proxy", sdk.Config{"listen": addr, "upstream": "http://" + serve(t, up), "procs": "0"}, h); err != nil {
 		t.Fatal(err)
 	}
 	received := map[string]time.Time{}
