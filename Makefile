@@ -44,6 +44,7 @@ fuzz:
 	$(GO) test ./plugins/http-proxy/proxy -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plugins/mysql-hint -run '^$$' -fuzz '^FuzzReadOptions$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plugins/sdk -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./plugins/sdk/internal/wire -run '^$$' -fuzz '^FuzzLinePackets$$' -fuzztime $(FUZZTIME)
 
 # Regenerate the gRPC code from the published .proto files.
 proto:

@@ -10,10 +10,17 @@ import (
 	"github.com/pbfs/pbfs/plugins/sdk/internal/pluginpb"
 )
 
-// hostClient is Host over the host's gRPC service.
-type hostClient struct{ c pluginpb.HostClient }
+// hostClient is Host over the host's gRPC service, with barriers over
+// the barrier line when the host gave one.
+type hostClient struct {
+	c    pluginpb.HostClient
+	line *lineClient
+}
 
 func (h *hostClient) Barrier(ctx context.Context) (uint64, error) {
+	if h.line != nil {
+		return h.line.Barrier(ctx)
+	}
 	r, err := h.c.Barrier(ctx, &pluginpb.BarrierRequest{})
 	if err != nil {
 		return 0, hostError("barrier", ctx, err)

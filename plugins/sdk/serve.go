@@ -47,6 +47,7 @@ func Serve(impl any) {
 		fmt.Fprintln(os.Stderr, "pbfs plugin:", err)
 		os.Exit(2)
 	}
+	p.(*serverPlugin).line = openLine(log)
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  wire.Handshake(ProtocolVersion),
 		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: {wire.PluginName: p}},
@@ -82,6 +83,7 @@ type serverPlugin struct {
 	frontend Frontend
 	hint     Hint
 	log      *slog.Logger
+	line     *lineClient // the host's barrier line (line.go); nil: barriers over gRPC
 }
 
 func newServerPlugin(impl any, log *slog.Logger) (plugin.Plugin, error) {
@@ -161,7 +163,7 @@ func (s *frontendServer) Start(ctx context.Context, req *pluginpb.StartRequest) 
 	}
 	s.conn = conn
 	s.mu.Unlock()
-	env := Env{Name: req.Name, Volume: req.Volume, Config: Config(req.Config), Host: &hostClient{c: pluginpb.NewHostClient(conn)},
+	env := Env{Name: req.Name, Volume: req.Volume, Config: Config(req.Config), Host: &hostClient{c: pluginpb.NewHostClient(conn), line: s.p.line},
 		Logger: s.p.log}
 	if err := s.p.frontend.Start(ctx, env); err != nil {
 		return nil, err

@@ -84,6 +84,7 @@ type Plugin struct {
 	remote  *Remote
 	pid     int
 	sockets string // the directory the plugin's socket is in; Kill removes it
+	line    *line  // the plugin's barrier line (nil: barriers go over gRPC)
 }
 
 // Launch starts the plugin binary at path and completes the handshake.
@@ -108,6 +109,15 @@ func Launch(ctx context.Context, path string, o Options) (*Plugin, error) {
 		}
 	}
 	cmd.Env = append(cmd.Env, "PBFS_PLUGIN_LOG_LEVEL="+o.LogLevel, plugin.EnvUnixSocketDir+"="+sockets)
+	// The barrier line (line.go). Without one (no descriptors left, say)
+	// the plugin's barriers go over gRPC, slower but the same.
+	lineConn, lineEnd, err := wire.LinePair()
+	if err != nil {
+		o.Logger.Warn("plugin barriers will go over gRPC", "plugin", path, "err", err)
+	} else {
+		cmd.ExtraFiles = []*os.File{lineEnd}
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", wire.EnvLine, wire.LineFD))
+	}
 	versions := map[int]plugin.PluginSet{}
 	for _, v := range wire.Accepted(o.Version) {
 		versions[v] = plugin.PluginSet{wire.PluginName: &ClientPlugin{}}
@@ -124,6 +134,12 @@ func Launch(ctx context.Context, path string, o Options) (*Plugin, error) {
 	})
 	p := &Plugin{client: c, sockets: sockets}
 	rpc, err := c.Client()
+	if lineEnd != nil {
+		lineEnd.Close() // the plugin has its own copy, if it started
+	}
+	if lineConn != nil {
+		p.line = newLine(lineConn, o.Logger)
+	}
 	if err != nil {
 		p.Kill()
 		return nil, launchError(path, err)
@@ -132,6 +148,7 @@ func Launch(ctx context.Context, path string, o Options) (*Plugin, error) {
 		p.Kill()
 		return nil, fmt.Errorf("launch %s: %w", path, err)
 	}
+	p.remote.line = p.line
 	if rc := c.ReattachConfig(); rc != nil {
 		p.pid = rc.Pid
 	}
@@ -173,6 +190,9 @@ func (p *Plugin) Remote() *Remote { return p.remote }
 // its socket directory.
 func (p *Plugin) Kill() {
 	p.client.Kill()
+	if p.line != nil {
+		p.line.close()
+	}
 	os.RemoveAll(p.sockets)
 }
 

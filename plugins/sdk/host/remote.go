@@ -40,6 +40,7 @@ type Remote struct {
 
 	mu      sync.Mutex
 	hostSrv *grpc.Server
+	line    *line // the plugin's barrier line, when it was launched with one
 }
 
 // load reads the plugin's Info.
@@ -71,6 +72,9 @@ func (r *Remote) StartFrontend(ctx context.Context, name, volume string, cfg map
 	r.mu.Lock()
 	r.hostSrv = <-ready
 	r.mu.Unlock()
+	if r.line != nil {
+		r.line.serveHost(h)
+	}
 	if _, err := r.frontend.Start(ctx, &pluginpb.StartRequest{Name: name, Volume: volume, Config: cfg, HostBrokerId: id}); err != nil {
 		return fmt.Errorf("start %s: %s", name, status.Convert(err).Message())
 	}
@@ -81,6 +85,9 @@ func (r *Remote) StartFrontend(ctx context.Context, name, volume string, cfg map
 // the Host service to it.
 func (r *Remote) StopFrontend(ctx context.Context) error {
 	_, err := r.frontend.Stop(ctx, &pluginpb.StopRequest{})
+	if r.line != nil {
+		r.line.serveHost(nil) // after Stop: a stopping frontend still takes barriers
+	}
 	r.mu.Lock()
 	if r.hostSrv != nil {
 		r.hostSrv.Stop()

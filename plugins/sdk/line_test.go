@@ -1,0 +1,147 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pbfs/pbfs/plugins/sdk/internal/wire"
+)
+
+// linePair gives a lineClient and the host's end of its line, raw.
+func linePair(t *testing.T) (*lineClient, *net.UnixConn) {
+	t.Helper()
+	host, end, err := wire.LinePair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := wire.LineConn(end)
+	end.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newLineClient(conn, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { host.Close(); conn.Close() })
+	return c, host
+}
+
+// readRequests reads n requests from the host's end.
+func readRequests(t *testing.T, host *net.UnixConn, n int) []uint64 {
+	t.Helper()
+	var ids []uint64
+	buf := make([]byte, wire.MaxLinePacket)
+	for len(ids) < n {
+		k, err := host.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := wire.ParseRequest(buf[:k])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// TestLineClientMatchesReplies answers concurrent barriers out of order
+// and checks each caller gets its own reply.
+func TestLineClientMatchesReplies(t *testing.T) {
+	c, host := linePair(t)
+	const n = 50
+	got := make([]uint64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = c.Barrier(context.Background())
+		}()
+	}
+	ids := readRequests(t, host, n)
+	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	for _, id := range ids {
+		if _, err := host.Write(wire.AppendReply(nil, wire.LineReply{ID: id, Seq: 1000 + id})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	seen := map[uint64]bool{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("barrier %d: %v", i, errs[i])
+		}
+		if got[i] <= 1000 || got[i] > 1000+n || seen[got[i]] {
+			t.Fatalf("barrier %d got seq %d: not its own reply (%v)", i, got[i], got)
+		}
+		seen[got[i]] = true
+	}
+}
+
+func TestLineClientErrors(t *testing.T) {
+	c, host := linePair(t)
+	reply := func(code byte, msg string) error {
+		done := make(chan error, 1)
+		go func() { _, err := c.Barrier(context.Background()); done <- err }()
+		id := readRequests(t, host, 1)[0]
+		host.Write(wire.AppendReply(nil, wire.LineReply{ID: id, Code: code, Msg: msg}))
+		return <-done
+	}
+	if err := reply(wire.LineFailed, "backup b1 is down"); !errors.Is(err, ErrBarrier) || !contains(err, "backup b1 is down") {
+		t.Errorf("a failed barrier: %v, want ErrBarrier with the host's message", err)
+	}
+	if err := reply(wire.LineNoHost, "not started"); !errors.Is(err, ErrHostGone) {
+		t.Errorf("no host: %v, want ErrHostGone", err)
+	}
+
+	// A caller that gives up returns at once; its late reply is dropped.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c.Barrier(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a barrier past its deadline: %v", err)
+	}
+	id := readRequests(t, host, 1)[0]
+	host.Write(wire.AppendReply(nil, wire.LineReply{ID: id, Seq: 7}))
+	if err := reply(wire.LineOK, ""); err != nil {
+		t.Errorf("the next barrier after a dropped reply: %v", err)
+	}
+
+	// The host going away fails the waiting caller and every later one.
+	done := make(chan error, 1)
+	go func() { _, err := c.Barrier(context.Background()); done <- err }()
+	readRequests(t, host, 1)
+	host.Close()
+	if err := <-done; !errors.Is(err, ErrHostGone) {
+		t.Errorf("waiting when the host left: %v, want ErrHostGone", err)
+	}
+	if _, err := c.Barrier(context.Background()); !errors.Is(err, ErrHostGone) {
+		t.Errorf("after the host left: %v, want ErrHostGone", err)
+	}
+}
+
+// A reply the SDK cannot read ends the line: callers learn the host is
+// unusable instead of waiting forever.
+func TestLineClientRefusesGarbage(t *testing.T) {
+	c, host := linePair(t)
+	done := make(chan error, 1)
+	go func() { _, err := c.Barrier(context.Background()); done <- err }()
+	readRequests(t, host, 1)
+	host.Write([]byte("not a reply"))
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrHostGone) {
+			t.Fatalf("after a malformed reply: %v, want ErrHostGone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a malformed reply left the caller waiting")
+	}
+}
+
+func contains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }
