@@ -17,12 +17,7 @@ import (
 // linePair gives a lineClient and the host's end of its line, raw.
 func linePair(t *testing.T) (*lineClient, *net.UnixConn) {
 	t.Helper()
-	host, end, err := wire.LinePair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := wire.LineConn(end)
-	end.Close()
+	host, conn, err := wire.LineConns()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,12 +40,7 @@ func (h *lineHost) Status(context.Context) (sdk.Status, error) { return sdk.Stat
 // startLine serves a line and returns the plugin's end, raw.
 func startLine(t *testing.T) (*line, *net.UnixConn) {
 	t.Helper()
-	hostConn, end, err := wire.LinePair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := wire.LineConn(end)
-	end.Close()
+	hostConn, conn, err := wire.LineConns()
 	if err != nil {
 		t.Fatal(err)
 	}

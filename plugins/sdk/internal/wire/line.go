@@ -126,3 +126,18 @@ func LineConn(f *os.File) (*net.UnixConn, error) {
 	}
 	return uc, nil
 }
+
+// LineConns makes both ends of a barrier line as connections: for a host
+// and a plugin in one process (the SDK's tests).
+func LineConns() (host, plugin *net.UnixConn, err error) {
+	host, end, err := LinePair()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer end.Close()
+	if plugin, err = LineConn(end); err != nil {
+		host.Close()
+		return nil, nil, err
+	}
+	return host, plugin, nil
+}
