@@ -20,7 +20,9 @@ import (
 
 // Client talks to a running mount's control socket.
 type Client struct {
-	http *http.Client
+	http   *http.Client
+	socket string
+	idle   chan *barrierConn // connections kept for Barrier (barrier.go)
 }
 
 // Dial returns a client for the mount serving journalDir.
@@ -33,11 +35,14 @@ func Dial(journalDir string) (*Client, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", p)
 	}}
-	return &Client{http: &http.Client{Transport: tr}}, nil
+	return &Client{http: &http.Client{Transport: tr}, socket: p, idle: make(chan *barrierConn, maxIdleBarrierConns)}, nil
 }
 
 // Close closes the client's idle connections to the daemon.
-func (c *Client) Close() { c.http.CloseIdleConnections() }
+func (c *Client) Close() {
+	c.http.CloseIdleConnections()
+	c.closeBarrierConns()
+}
 
 func (c *Client) do(ctx context.Context, method, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, "http://pbfs"+path, nil)
@@ -87,16 +92,11 @@ func (c *Client) Barrier(ctx context.Context) (uint64, error) {
 		left := time.Until(d)
 		path += "?timeout=" + (left - min(time.Second, left/10)).String()
 	}
-	resp, err := c.do(ctx, http.MethodPost, path)
+	seq, err := c.barrier(ctx, path)
 	if err != nil {
 		return 0, fmt.Errorf("barrier: %w", err)
 	}
-	defer resp.Body.Close()
-	var out struct{ Seq uint64 }
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return 0, fmt.Errorf("barrier: %w", err)
-	}
-	return out.Seq, nil
+	return seq, nil
 }
 
 // Manifest asks the mount for the volume's manifest (only paths, if
