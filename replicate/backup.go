@@ -88,8 +88,12 @@ type Backup struct {
 	// batches it does not hold whole, so the volume only ever takes
 	// states the primary had.
 	complete atomic.Uint64
-	progress chan struct{} // closed and replaced when applied advances; guarded by mu
-	stalled  atomic.Bool   // apply failed: the volume needs a resync
+	// progress is closed and replaced when applied advances. It has a
+	// lock of its own: the applier signals every batch, and mu is held
+	// through each synced append, which it must not wait for.
+	progressMu sync.Mutex
+	progress   chan struct{}
+	stalled    atomic.Bool // apply failed: the volume needs a resync
 	// retrySeq is a torn batch whose recovery failed for want of a
 	// resource, with that error, for the apply loop to retry first.
 	retrySeq uint64
@@ -263,10 +267,10 @@ func (b *Backup) stall(seq uint64, err error) {
 	if perr := b.store.SetMetaUint("stalled", seq); perr != nil {
 		b.log.Error("record stall", "err", perr)
 	}
-	b.mu.Lock()
+	b.progressMu.Lock()
 	close(b.progress) // tell the primary
 	b.progress = make(chan struct{})
-	b.mu.Unlock()
+	b.progressMu.Unlock()
 }
 
 // Serve answers primaries on ln until Close.
@@ -362,18 +366,18 @@ func (b *Backup) WaitApplied(ctx context.Context, seq uint64) error {
 
 // appliedChanged returns a channel closed when the applied seq advances.
 func (b *Backup) appliedChanged() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.progressMu.Lock()
+	defer b.progressMu.Unlock()
 	return b.progress
 }
 
 func (b *Backup) setApplied(seq uint64) {
 	b.applied.Store(seq)
 	b.m.applied.Set(float64(seq))
-	b.mu.Lock()
+	b.progressMu.Lock()
 	close(b.progress)
 	b.progress = make(chan struct{})
-	b.mu.Unlock()
+	b.progressMu.Unlock()
 }
 
 func reject(code replpb.Reject_Code, epoch uint64, format string, a ...any) *replpb.BackupMsg {

@@ -30,9 +30,7 @@ func (b *Backup) Manifest(req *replpb.ManifestRequest, stream replpb.Replication
 	deadline := time.NewTimer(manifestWait)
 	defer deadline.Stop()
 	for {
-		b.mu.Lock()
-		progress := b.progress
-		b.mu.Unlock()
+		progress := b.appliedChanged()
 		if b.applied.Load() >= req.MinSeq {
 			break
 		}
