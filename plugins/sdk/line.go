@@ -67,7 +67,7 @@ func (c *lineClient) Barrier(ctx context.Context) (uint64, error) {
 	id := c.next
 	c.waiting[id] = ch
 	c.mu.Unlock()
-	if _, err := c.conn.Write(wire.AppendRequest(nil, id)); err != nil {
+	if _, err := c.conn.Write(wire.AppendRequest(nil, id, wire.LineBarrier)); err != nil {
 		c.forget(id)
 		return 0, fmt.Errorf("barrier: %w: %v", ErrHostGone, err)
 	}
@@ -86,6 +86,10 @@ func (c *lineClient) Barrier(ctx context.Context) (uint64, error) {
 		}
 	case <-ctx.Done():
 		c.forget(id)
+		// The host stops waiting for it too (its barrier's batch is
+		// sealed all the same); a lost cancel only costs a slot there
+		// until the barrier ends.
+		c.conn.Write(wire.AppendRequest(nil, id, wire.LineCancel))
 		return 0, fmt.Errorf("barrier: %w", ctx.Err())
 	}
 }

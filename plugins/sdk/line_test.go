@@ -26,23 +26,28 @@ func linePair(t *testing.T) (*lineClient, *net.UnixConn) {
 	return c, host
 }
 
-// readRequests reads n requests from the host's end.
-func readRequests(t *testing.T, host *net.UnixConn, n int) []uint64 {
+// readRequests reads n barrier requests from the host's end, and the
+// cancels that come among them.
+func readRequests(t *testing.T, host *net.UnixConn, n int) (ids, cancels []uint64) {
 	t.Helper()
-	var ids []uint64
 	buf := make([]byte, wire.MaxLinePacket)
+	host.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for len(ids) < n {
 		k, err := host.Read(buf)
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := wire.ParseRequest(buf[:k])
+		id, op, err := wire.ParseRequest(buf[:k])
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, id)
+		if op == wire.LineCancel {
+			cancels = append(cancels, id)
+		} else {
+			ids = append(ids, id)
+		}
 	}
-	return ids
+	return ids, cancels
 }
 
 // TestLineClientMatchesReplies answers concurrent barriers out of order
@@ -60,7 +65,7 @@ func TestLineClientMatchesReplies(t *testing.T) {
 			got[i], errs[i] = c.Barrier(context.Background())
 		}()
 	}
-	ids := readRequests(t, host, n)
+	ids, _ := readRequests(t, host, n)
 	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	for _, id := range ids {
 		if _, err := host.Write(wire.AppendReply(nil, wire.LineReply{ID: id, Seq: 1000 + id})); err != nil {
@@ -85,8 +90,8 @@ func TestLineClientErrors(t *testing.T) {
 	reply := func(code byte, msg string) error {
 		done := make(chan error, 1)
 		go func() { _, err := c.Barrier(context.Background()); done <- err }()
-		id := readRequests(t, host, 1)[0]
-		host.Write(wire.AppendReply(nil, wire.LineReply{ID: id, Code: code, Msg: msg}))
+		ids, _ := readRequests(t, host, 1)
+		host.Write(wire.AppendReply(nil, wire.LineReply{ID: ids[0], Code: code, Msg: msg}))
 		return <-done
 	}
 	if err := reply(wire.LineFailed, "backup b1 is down"); !errors.Is(err, ErrBarrier) || !contains(err, "backup b1 is down") {
@@ -96,20 +101,27 @@ func TestLineClientErrors(t *testing.T) {
 		t.Errorf("no host: %v, want ErrHostGone", err)
 	}
 
-	// A caller that gives up returns at once; its late reply is dropped.
+	// A caller that gives up returns at once and tells the host; its
+	// late reply is dropped.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := c.Barrier(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a barrier past its deadline: %v", err)
 	}
-	id := readRequests(t, host, 1)[0]
-	host.Write(wire.AppendReply(nil, wire.LineReply{ID: id, Seq: 7}))
-	if err := reply(wire.LineOK, ""); err != nil {
+	ids, _ := readRequests(t, host, 1)
+	host.Write(wire.AppendReply(nil, wire.LineReply{ID: ids[0], Seq: 7}))
+	done := make(chan error, 1)
+	go func() { _, err := c.Barrier(context.Background()); done <- err }()
+	next, cancels := readRequests(t, host, 1)
+	if len(cancels) != 1 || cancels[0] != ids[0] {
+		t.Errorf("cancels %v, want one for the call that gave up (%d)", cancels, ids[0])
+	}
+	host.Write(wire.AppendReply(nil, wire.LineReply{ID: next[0], Seq: 8}))
+	if err := <-done; err != nil {
 		t.Errorf("the next barrier after a dropped reply: %v", err)
 	}
 
 	// The host going away fails the waiting caller and every later one.
-	done := make(chan error, 1)
 	go func() { _, err := c.Barrier(context.Background()); done <- err }()
 	readRequests(t, host, 1)
 	host.Close()

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -13,7 +14,8 @@ import (
 )
 
 // maxLineBarriers bounds the barriers one plugin has in flight over its
-// line; a plugin that asks for more waits until one returns.
+// line; more are refused at once (wire.LineFailed), so the line is always
+// read and a plugin's request never waits to be sent.
 const maxLineBarriers = 256
 
 // line serves a plugin's barriers over the socket pair made at launch
@@ -24,19 +26,19 @@ type line struct {
 	log  *slog.Logger
 	ctx  context.Context // ends when the line closes: barriers in flight give up
 	stop context.CancelFunc
-	sem  chan struct{}
 	done chan struct{} // closed when serve returns
 	// served counts the requests read: tests tell by it that barriers
 	// came over the line rather than over gRPC.
 	served atomic.Uint64
 
-	mu   sync.Mutex // guards host
-	host sdk.Host
+	mu       sync.Mutex // guards host and inflight
+	host     sdk.Host
+	inflight map[uint64]context.CancelFunc // barriers running, by call id
 }
 
 func newLine(conn *net.UnixConn, log *slog.Logger) *line {
 	ctx, stop := context.WithCancel(context.Background())
-	l := &line{conn: conn, log: log, ctx: ctx, stop: stop, sem: make(chan struct{}, maxLineBarriers), done: make(chan struct{})}
+	l := &line{conn: conn, log: log, ctx: ctx, stop: stop, done: make(chan struct{}), inflight: map[uint64]context.CancelFunc{}}
 	go l.serve()
 	return l
 }
@@ -46,12 +48,6 @@ func (l *line) serveHost(h sdk.Host) {
 	l.mu.Lock()
 	l.host = h
 	l.mu.Unlock()
-}
-
-func (l *line) current() sdk.Host {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.host
 }
 
 // serve reads requests until the line closes. Each barrier runs on a
@@ -72,38 +68,76 @@ func (l *line) serve() {
 			}
 			return
 		}
-		id, err := wire.ParseRequest(buf[:n])
+		id, op, err := wire.ParseRequest(buf[:n])
 		if err != nil {
 			// Not our plugin's SDK speaking: stop listening to it.
 			l.log.Error("plugin barrier line: closing it", "err", err)
 			l.conn.Close()
 			return
 		}
-		l.served.Add(1)
-		select {
-		case l.sem <- struct{}{}:
-		case <-l.ctx.Done():
-			return
+		if op == wire.LineCancel {
+			l.cancel(id)
+			continue
 		}
-		go l.barrier(id)
+		l.served.Add(1)
+		l.start(id)
 	}
 }
 
-func (l *line) barrier(id uint64) {
-	defer func() { <-l.sem }()
-	r := wire.LineReply{ID: id, Code: wire.LineNoHost, Msg: "the plugin's frontend is not started"}
-	if h := l.current(); h != nil {
-		seq, err := h.Barrier(l.ctx)
-		switch {
-		case err == nil:
-			r.Code, r.Seq, r.Msg = wire.LineOK, seq, ""
-		case l.ctx.Err() != nil:
-			return // the line closed: nobody to answer
-		default:
-			r.Code, r.Msg = wire.LineFailed, err.Error()
-		}
+// start runs call id's barrier on a goroutine of its own, so that
+// concurrent ones group into one commit as they do over gRPC, or refuses
+// it when too many run.
+func (l *line) start(id uint64) {
+	l.mu.Lock()
+	h, busy := l.host, len(l.inflight) >= maxLineBarriers
+	var ctx context.Context
+	if h != nil && !busy {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(l.ctx)
+		l.inflight[id] = cancel
 	}
-	// One Write is one packet, whole: concurrent replies need no lock.
+	l.mu.Unlock()
+	switch {
+	case h == nil:
+		l.reply(wire.LineReply{ID: id, Code: wire.LineNoHost, Msg: "the plugin's frontend is not started"})
+	case busy:
+		l.reply(wire.LineReply{ID: id, Code: wire.LineFailed, Msg: fmt.Sprintf("%d barriers of this plugin already wait", maxLineBarriers)})
+	default:
+		go l.barrier(ctx, id, h)
+	}
+}
+
+func (l *line) barrier(ctx context.Context, id uint64, h sdk.Host) {
+	seq, err := h.Barrier(ctx)
+	gaveUp := ctx.Err() != nil // the line closed, or the plugin gave up on this call
+	l.mu.Lock()
+	cancel := l.inflight[id]
+	delete(l.inflight, id)
+	l.mu.Unlock()
+	cancel()
+	switch {
+	case err == nil:
+		l.reply(wire.LineReply{ID: id, Code: wire.LineOK, Seq: seq})
+	case gaveUp:
+		// Nobody waits for the answer.
+	default:
+		l.reply(wire.LineReply{ID: id, Code: wire.LineFailed, Msg: err.Error()})
+	}
+}
+
+// cancel ends the wait of call id's barrier, if it still runs.
+func (l *line) cancel(id uint64) {
+	l.mu.Lock()
+	cancel := l.inflight[id]
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// reply sends one answer. One Write is one packet, whole: concurrent
+// replies need no lock.
+func (l *line) reply(r wire.LineReply) {
 	if _, err := l.conn.Write(wire.AppendReply(nil, r)); err != nil && l.ctx.Err() == nil {
 		l.log.Debug("plugin barrier line: reply not sent", "err", err)
 	}

@@ -53,7 +53,7 @@ func startLine(t *testing.T) (*line, *net.UnixConn) {
 func ask(t *testing.T, conn *net.UnixConn, ids ...uint64) map[uint64]wire.LineReply {
 	t.Helper()
 	for _, id := range ids {
-		if _, err := conn.Write(wire.AppendRequest(nil, id)); err != nil {
+		if _, err := conn.Write(wire.AppendRequest(nil, id, wire.LineBarrier)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -125,7 +125,7 @@ func TestLineClosesOnGarbageAndClose(t *testing.T) {
 
 	l2, conn2 := startLine(t)
 	l2.serveHost(&lineHost{block: true})
-	conn2.Write(wire.AppendRequest(nil, 1))
+	conn2.Write(wire.AppendRequest(nil, 1, wire.LineBarrier))
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); l2.close() }()
@@ -135,6 +135,40 @@ func TestLineClosesOnGarbageAndClose(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("close waited for a barrier in flight")
+	}
+}
+
+// A plugin that gives up on a barrier frees its slot on the host; one
+// that asks for more than maxLineBarriers at once gets the rest refused at
+// once, so the line is always read.
+func TestLineCancelAndBound(t *testing.T) {
+	l, conn := startLine(t)
+	h := &lineHost{}
+	h.block = true
+	l.serveHost(h)
+	for id := uint64(1); id <= maxLineBarriers; id++ {
+		conn.Write(wire.AppendRequest(nil, id, wire.LineBarrier))
+	}
+	if r := ask(t, conn, 1000)[1000]; r.Code != wire.LineFailed {
+		t.Fatalf("barrier %d past the bound: %+v, want refused", maxLineBarriers+1, r)
+	}
+	for id := uint64(1); id <= maxLineBarriers; id++ {
+		conn.Write(wire.AppendRequest(nil, id, wire.LineCancel))
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		l.mu.Lock()
+		n := len(l.inflight)
+		l.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d barriers still wait after their callers gave up", n)
+		}
+	}
+	l.serveHost(&lineHost{})
+	if r := ask(t, conn, 2000)[2000]; r.Code != wire.LineOK {
+		t.Fatalf("a barrier after the cancelled ones: %+v", r)
 	}
 }
 

@@ -18,9 +18,10 @@ import (
 // handler), and each of those hand-offs can wake a thread. On the 2-vCPU
 // test machines that took about 1 ms per barrier (docs/PLUGINS.md).
 //
-// A request is one packet: the call's id (8 bytes, little-endian). A
-// reply is one packet: the id (8), the seq (8), a code (1) and, for a
-// failure, a message (at most MaxLineMessage bytes).
+// A request is one packet: the call's id (8 bytes, little-endian) and
+// what to do (1): LineBarrier, or LineCancel for a call whose caller gave
+// up. A reply is one packet: the id (8), the seq (8), a code (1) and,
+// for a failure, a message (at most MaxLineMessage bytes).
 
 // EnvLine names, in a plugin's environment, the descriptor of its end of
 // the barrier line. A plugin started without it (an older host, the SDK's
@@ -39,9 +40,16 @@ const (
 	lineMaxCode             // first invalid code
 )
 
+// Request ops.
+const (
+	LineBarrier byte = iota // take a barrier and reply
+	LineCancel              // the caller of this id gave up: stop waiting for its barrier
+	lineMaxOp               // first invalid op
+)
+
 // Packet sizes: a request, and a reply without its message.
 const (
-	requestSize = 8
+	requestSize = 9
 	replyHeader = 17
 )
 
@@ -59,15 +67,20 @@ type LineReply struct {
 	Msg  string
 }
 
-// AppendRequest appends a request packet for call id to dst.
-func AppendRequest(dst []byte, id uint64) []byte { return binary.LittleEndian.AppendUint64(dst, id) }
+// AppendRequest appends a request packet (op for call id) to dst.
+func AppendRequest(dst []byte, id uint64, op byte) []byte {
+	return append(binary.LittleEndian.AppendUint64(dst, id), op)
+}
 
 // ParseRequest reads a request packet.
-func ParseRequest(p []byte) (uint64, error) {
+func ParseRequest(p []byte) (id uint64, op byte, err error) {
 	if len(p) != requestSize {
-		return 0, fmt.Errorf("barrier request of %d bytes: %w", len(p), ErrLine)
+		return 0, 0, fmt.Errorf("barrier request of %d bytes: %w", len(p), ErrLine)
 	}
-	return binary.LittleEndian.Uint64(p), nil
+	if p[8] >= lineMaxOp {
+		return 0, 0, fmt.Errorf("barrier request op %d: %w", p[8], ErrLine)
+	}
+	return binary.LittleEndian.Uint64(p), p[8], nil
 }
 
 // AppendReply appends r's packet to dst, cutting a long message.

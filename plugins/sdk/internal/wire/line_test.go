@@ -16,11 +16,11 @@ func TestLineRoundTrip(t *testing.T) {
 	if got, err := ParseReply(AppendReply(nil, long)); err != nil || len(got.Msg) != MaxLineMessage {
 		t.Errorf("a long message: %d bytes back, %v; want it cut to %d", len(got.Msg), err, MaxLineMessage)
 	}
-	if id, err := ParseRequest(AppendRequest(nil, 42)); err != nil || id != 42 {
-		t.Errorf("request 42 came back as %d, %v", id, err)
+	if id, op, err := ParseRequest(AppendRequest(nil, 42, LineCancel)); err != nil || id != 42 || op != LineCancel {
+		t.Errorf("a cancel of 42 came back as %d, op %d, %v", id, op, err)
 	}
-	for _, p := range [][]byte{nil, make([]byte, 7), make([]byte, 9)} {
-		if _, err := ParseRequest(p); !errors.Is(err, ErrLine) {
+	for _, p := range [][]byte{nil, make([]byte, 8), make([]byte, 10), AppendRequest(nil, 1, 7)} {
+		if _, _, err := ParseRequest(p); !errors.Is(err, ErrLine) {
 			t.Errorf("a %d-byte request: %v, want ErrLine", len(p), err)
 		}
 	}
@@ -36,12 +36,12 @@ func TestLineRoundTrip(t *testing.T) {
 // FuzzLinePackets: any packet either fails to parse with ErrLine or
 // parses into something that encodes back to the same bytes.
 func FuzzLinePackets(f *testing.F) {
-	f.Add(AppendRequest(nil, 7))
+	f.Add(AppendRequest(nil, 7, LineBarrier))
 	f.Add(AppendReply(nil, LineReply{ID: 7, Seq: 9, Code: LineFailed, Msg: "no"}))
 	f.Fuzz(func(t *testing.T, p []byte) {
-		if id, err := ParseRequest(p); err == nil {
-			if string(AppendRequest(nil, id)) != string(p) {
-				t.Fatalf("request %x parsed as %d", p, id)
+		if id, op, err := ParseRequest(p); err == nil {
+			if string(AppendRequest(nil, id, op)) != string(p) {
+				t.Fatalf("request %x parsed as %d, op %d", p, id, op)
 			}
 		} else if !errors.Is(err, ErrLine) {
 			t.Fatalf("request %x: %v", p, err)
