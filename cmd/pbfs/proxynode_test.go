@@ -123,5 +123,5 @@ func killTree(pid int) {
 			killTree(child)
 		}
 	}
-	syscall.Kill(pid, syscall.SIGKILL)
+	fstest.KillHard(pid)
 }

@@ -60,7 +60,7 @@ func proxyRound(t *testing.T, hint, proxy string) {
 	createLedger(t, srv.DB)
 	db.Store(&rowService{db: srv.DB})
 	proxyPid := waitProxy(t, c)
-	t.Cleanup(func() { syscall.Kill(proxyPid, syscall.SIGKILL) })
+	t.Cleanup(func() { fstest.KillHard(proxyPid) })
 	client := &http.Client{Timeout: 10 * time.Second}
 	post := func(id int) error {
 		resp, err := client.Post(fmt.Sprintf("http://%s/row/%d", addr, id), "text/plain", nil)
@@ -78,7 +78,7 @@ func proxyRound(t *testing.T, hint, proxy string) {
 	wg := runLoad(4, &l, stop, post)
 	time.Sleep(time.Duration(500+rand.IntN(2500)) * time.Millisecond)
 	// The primary machine is lost: everything on it dies at once.
-	syscall.Kill(proxyPid, syscall.SIGKILL)
+	fstest.KillHard(proxyPid)
 	srv.Kill()
 	c.Primary.Kill()
 	close(stop)
