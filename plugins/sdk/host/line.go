@@ -90,9 +90,10 @@ func (l *line) serve() {
 func (l *line) start(id uint64) {
 	l.mu.Lock()
 	h, busy := l.host, len(l.inflight) >= maxLineBarriers
+	_, dup := l.inflight[id]
 	var ctx context.Context
-	if h != nil && !busy {
-		var cancel context.CancelFunc
+	var cancel context.CancelFunc
+	if h != nil && !busy && !dup {
 		ctx, cancel = context.WithCancel(l.ctx)
 		l.inflight[id] = cancel
 	}
@@ -100,18 +101,21 @@ func (l *line) start(id uint64) {
 	switch {
 	case h == nil:
 		l.reply(wire.LineReply{ID: id, Code: wire.LineNoHost, Msg: "the plugin's frontend is not started"})
+	case dup:
+		// Not the SDK's doing (it never reuses an id): refused, and the
+		// running call keeps its id.
+		l.reply(wire.LineReply{ID: id, Code: wire.LineFailed, Msg: fmt.Sprintf("call %d is already waiting", id)})
 	case busy:
 		l.reply(wire.LineReply{ID: id, Code: wire.LineFailed, Msg: fmt.Sprintf("%d barriers of this plugin already wait", maxLineBarriers)})
 	default:
-		go l.barrier(ctx, id, h)
+		go l.barrier(ctx, cancel, id, h)
 	}
 }
 
-func (l *line) barrier(ctx context.Context, id uint64, h sdk.Host) {
+func (l *line) barrier(ctx context.Context, cancel context.CancelFunc, id uint64, h sdk.Host) {
 	seq, err := h.Barrier(ctx)
 	gaveUp := ctx.Err() != nil // the line closed, or the plugin gave up on this call
 	l.mu.Lock()
-	cancel := l.inflight[id]
 	delete(l.inflight, id)
 	l.mu.Unlock()
 	cancel()

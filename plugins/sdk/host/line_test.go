@@ -7,6 +7,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -151,6 +152,10 @@ func TestLineCancelAndBound(t *testing.T) {
 	}
 	if r := ask(t, conn, 1000)[1000]; r.Code != wire.LineFailed {
 		t.Fatalf("barrier %d past the bound: %+v, want refused", maxLineBarriers+1, r)
+	}
+	// A reused id is refused; the call that holds it keeps waiting.
+	if r := ask(t, conn, 7)[7]; r.Code != wire.LineFailed || !strings.Contains(r.Msg, "already waiting") {
+		t.Fatalf("a second call 7 while 7 waits: %+v, want refused", r)
 	}
 	for id := uint64(1); id <= maxLineBarriers; id++ {
 		conn.Write(wire.AppendRequest(nil, id, wire.LineCancel))
