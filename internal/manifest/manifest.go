@@ -66,12 +66,12 @@ func Walk(rootDir string, paths []string, skip func(string) bool, fn func(Entry)
 		}
 		d, err := root.Open(name)
 		if err != nil {
-			return err
+			return goneOrErr(dir, err)
 		}
 		ents, err := d.ReadDir(-1)
 		d.Close()
 		if err != nil {
-			return err
+			return goneOrErr(dir, err)
 		}
 		sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
 		for _, d := range ents {
@@ -101,6 +101,16 @@ func Walk(rootDir string, paths []string, skip func(string) bool, fn func(Entry)
 		return nil
 	}
 	return visit("")
+}
+
+// goneOrErr passes err on, unless it says that directory dir, listed a
+// moment ago, has been removed since (the service is live): the walk then
+// goes on without what was in it. The root itself must be there.
+func goneOrErr(dir string, err error) error {
+	if dir != "" && errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // stat describes one path, hashing a regular file's contents.

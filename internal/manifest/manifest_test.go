@@ -36,3 +36,35 @@ func TestWalkConfined(t *testing.T) {
 		}
 	}
 }
+
+// A directory the live service removes between its listing and the walk
+// into it is gone, not an error (pbfs verify's first round lists a
+// backup while it applies; CI once failed on "readdirent ...: no such
+// file or directory"). The root itself must exist.
+func TestWalkDirectoryRemovedMidWalk(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "d", "e"), 0o755)
+	os.WriteFile(filepath.Join(root, "d", "e", "f"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(root, "z"), []byte("after"), 0o644)
+	var got []string
+	err := Walk(root, nil, nil, func(e Entry) error {
+		got = append(got, e.Path)
+		if e.Path == "d" {
+			// Listed and stat'ed as a directory; removed before the walk
+			// opens it.
+			if err := os.RemoveAll(filepath.Join(root, "d")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk with a directory removed under it: %v", err)
+	}
+	if len(got) != 2 || got[0] != "d" || got[1] != "z" {
+		t.Fatalf("walked %v, want [d z]: the walk goes on past the removed directory", got)
+	}
+	if err := Walk(filepath.Join(root, "nope"), nil, nil, func(Entry) error { return nil }); err == nil {
+		t.Fatal("a missing root walked without an error")
+	}
+}
