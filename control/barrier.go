@@ -9,8 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
-	"syscall"
 	"time"
 )
 
@@ -64,10 +62,7 @@ func (c *Client) takeBarrierConn(ctx context.Context) (*barrierConn, bool, error
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.socket)
 	if err != nil {
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, false, ErrNoMount
-		}
-		return nil, false, err
+		return nil, false, reachErr(err)
 	}
 	return &barrierConn{c: conn, br: bufio.NewReader(conn)}, false, nil
 }
@@ -107,14 +102,14 @@ func (bc *barrierConn) ask(ctx context.Context, path string) (seq uint64, keep b
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: %v", errStale, err)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
 	if err != nil {
 		return 0, false, err
 	}
 	keep = !resp.Close
 	if resp.StatusCode != http.StatusOK {
-		return 0, keep, errors.New(strings.TrimSpace(string(body)))
+		return 0, keep, answerErr(body)
 	}
 	var out struct{ Seq uint64 }
 	if err := json.Unmarshal(body, &out); err != nil {

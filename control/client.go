@@ -69,18 +69,29 @@ func (c *Client) post(ctx context.Context, path string, body any) (*http.Respons
 func (c *Client) send(req *http.Request) (*http.Response, error) {
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, ErrNoMount
-		}
-		return nil, err
+		return nil, reachErr(err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, errors.New(strings.TrimSpace(string(msg)))
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		return nil, answerErr(msg)
 	}
 	return resp, nil
 }
+
+// reachErr is ErrNoMount when no mount serves the socket.
+func reachErr(err error) error {
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+		return ErrNoMount
+	}
+	return err
+}
+
+// maxErrorBody bounds what is read of a refusal's body.
+const maxErrorBody = 4096
+
+// answerErr is a refusal's body as an error: the daemon's own words.
+func answerErr(body []byte) error { return errors.New(strings.TrimSpace(string(body))) }
 
 // Barrier asks the mount for a barrier and returns its seq. With a
 // deadline on ctx, the mount gives up a little before it and says why

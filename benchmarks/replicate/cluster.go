@@ -224,7 +224,7 @@ func (c *cluster) stop() error {
 	for _, px := range c.proxies {
 		px.Close()
 	}
-	for _, cl := range append([]*control.Client{c.client}, c.bctl...) {
+	for _, cl := range c.clients() {
 		if cl != nil {
 			cl.Close()
 		}
@@ -249,3 +249,6 @@ func (c *cluster) procs() []*proc {
 	}
 	return append(ps, c.backups...)
 }
+
+// clients are the control sockets of the primary, then of each backup.
+func (c *cluster) clients() []*control.Client { return append([]*control.Client{c.client}, c.bctl...) }

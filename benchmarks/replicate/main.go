@@ -40,7 +40,6 @@ import (
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
-	"github.com/pbfs/pbfs/control"
 )
 
 type config struct {
@@ -430,7 +429,7 @@ type metrics map[string]float64
 // (a backup's series are named pbfs_backup_*, apart from the primary's).
 func scrape(ctx context.Context, c *cluster) (metrics, error) {
 	m := metrics{}
-	for _, cl := range append([]*control.Client{c.client}, c.bctl...) {
+	for _, cl := range c.clients() {
 		text, err := cl.Metrics(ctx)
 		if err != nil {
 			return nil, err
