@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/pbfs/pbfs/apply"
@@ -102,7 +104,16 @@ type Backup struct {
 	done     chan struct{}
 	stopOnce sync.Once
 	srv      *grpc.Server // guarded by mu
-	loops    sync.WaitGroup
+	// raws are the raw streams' connections (rawlisten.go), guarded by
+	// mu; nil once the backup is closing.
+	raws  map[net.Conn]struct{}
+	rawWG sync.WaitGroup
+	// grpcOnly serves the stream over gRPC alone, as backups before the
+	// raw stream did (tests of the primary's fallback).
+	grpcOnly bool
+	// heartbeat is how often a stream acks with nothing new (heartbeatEvery).
+	heartbeat time.Duration
+	loops     sync.WaitGroup
 }
 
 type session struct {
@@ -172,7 +183,8 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		cfg.Registry.MustRegister(st.SpaceCollectors()...)
 	}
 	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, mark: mark, prog: prog, lock: lock, m: newBackupMetrics(cfg.Registry),
-		kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{})}
+		kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{}), raws: map[net.Conn]struct{}{},
+		heartbeat: heartbeatEvery}
 	vid, err := st.Meta("volume")
 	if err != nil {
 		b.Close()
@@ -276,12 +288,13 @@ func (b *Backup) stall(seq uint64, err error) {
 // Serve answers primaries on ln until Close.
 func (b *Backup) Serve(ln net.Listener) error {
 	opts := []grpc.ServerOption{}
+	var tlsCfg *tls.Config
 	if b.cfg.TLS.Enabled() {
-		creds, err := b.cfg.TLS.serverCreds()
-		if err != nil {
+		var err error
+		if tlsCfg, err = b.cfg.TLS.ServerConfig(); err != nil {
 			return err
 		}
-		opts = append(opts, grpc.Creds(creds))
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg.Clone())))
 	}
 	srv0 := grpc.NewServer(append(opts,
 		grpc.StreamInterceptor(checkToken(b.cfg.Token, b.refusedCaller)),
@@ -298,7 +311,10 @@ func (b *Backup) Serve(ln net.Listener) error {
 	b.mu.Unlock()
 	b.log.Info("backup serving", "addr", ln.Addr().String(), "volume", b.cfg.Volume,
 		"durable_seq", b.store.Last().Seq, "applied_seq", b.applied.Load(), "epoch", b.store.Epoch())
-	return srv.Serve(ln)
+	if b.grpcOnly {
+		return srv.Serve(ln)
+	}
+	return srv.Serve(newSplitListener(ln, func(c net.Conn) { b.serveRaw(c, tlsCfg) }))
 }
 
 func (b *Backup) refusedCaller(reason string) {
@@ -315,6 +331,7 @@ func (b *Backup) Close() error {
 		if srv != nil {
 			srv.Stop()
 		}
+		b.closeRaws()
 		close(b.done)
 	})
 	// The store and the volume stay open until the loops that use them end.

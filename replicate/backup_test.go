@@ -22,6 +22,13 @@ import (
 // startBackup serves a backup in-process on a loopback port.
 func startBackup(t *testing.T) (*Backup, string, string) {
 	t.Helper()
+	return startBackupWith(t, false)
+}
+
+// startBackupWith serves a backup that, with grpcOnly, streams over gRPC
+// alone, as backups from before the raw stream did.
+func startBackupWith(t *testing.T, grpcOnly bool) (*Backup, string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	vol := filepath.Join(dir, "vol")
 	os.Mkdir(vol, 0o755)
@@ -29,6 +36,7 @@ func startBackup(t *testing.T) (*Backup, string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.grpcOnly = grpcOnly
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +44,29 @@ func startBackup(t *testing.T) (*Backup, string, string) {
 	go b.Serve(ln)
 	t.Cleanup(func() { b.Close() })
 	return b, ln.Addr().String(), vol
+}
+
+// transports are the two ways a primary's stream reaches a backup; the
+// stream's tests run over each.
+var transports = []struct {
+	name string
+	dial func(t *testing.T, addr, token string) primaryStream
+}{
+	{"raw", dialRaw},
+	{"grpc", func(t *testing.T, addr, token string) primaryStream { return dial(t, addr, token) }},
+}
+
+// dialRaw opens a raw stream, through the token.
+func dialRaw(t *testing.T, addr, token string) primaryStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	d := rawDialer{addr: addr, token: token, silence: rawSilence}
+	fc, err := d.dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rawPrimaryStream{fc, d.silence}
 }
 
 func dial(t *testing.T, addr, token string) replpb.Replication_StreamClient {
@@ -55,7 +86,7 @@ func dial(t *testing.T, addr, token string) replpb.Replication_StreamClient {
 	return s
 }
 
-func hello(t *testing.T, s replpb.Replication_StreamClient, epoch uint64) *replpb.BackupMsg {
+func hello(t *testing.T, s primaryStream, epoch uint64) *replpb.BackupMsg {
 	t.Helper()
 	if err := s.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{VolumeId: "vol-1", Epoch: epoch}}}); err != nil {
 		t.Fatal(err)
@@ -90,16 +121,20 @@ func TestWrongTokenRefused(t *testing.T) {
 // TestStaleEpochFenced: after a primary of epoch 5, a primary of epoch 3
 // is refused, at Hello and for its batches.
 func TestStaleEpochFenced(t *testing.T) {
-	b, addr, _ := startBackup(t)
-	if m := hello(t, dial(t, addr, "right"), 5); m.GetWelcome() == nil {
-		t.Fatalf("epoch 5: %v", m)
-	}
-	m := hello(t, dial(t, addr, "right"), 3)
-	if m.GetReject().GetCode() != replpb.Reject_STALE_EPOCH {
-		t.Fatalf("epoch 3 after 5: %v, want STALE_EPOCH", m)
-	}
-	if b.Status().Epoch != 5 {
-		t.Fatalf("epoch %d", b.Status().Epoch)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			b, addr, _ := startBackup(t)
+			if m := hello(t, tr.dial(t, addr, "right"), 5); m.GetWelcome() == nil {
+				t.Fatalf("epoch 5: %v", m)
+			}
+			m := hello(t, tr.dial(t, addr, "right"), 3)
+			if m.GetReject().GetCode() != replpb.Reject_STALE_EPOCH {
+				t.Fatalf("epoch 3 after 5: %v, want STALE_EPOCH", m)
+			}
+			if b.Status().Epoch != 5 {
+				t.Fatalf("epoch %d", b.Status().Epoch)
+			}
+		})
 	}
 }
 
@@ -108,6 +143,12 @@ func TestStaleEpochFenced(t *testing.T) {
 // tries to escape the volume through a planted symlink stops the applier
 // and touches nothing outside.
 func TestHostileBatchesRefused(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testHostileBatchesRefused(t, tr.dial) })
+	}
+}
+
+func testHostileBatchesRefused(t *testing.T, dial func(t *testing.T, addr, token string) primaryStream) {
 	b, addr, vol := startBackup(t)
 	outside := t.TempDir()
 	os.Symlink(outside, filepath.Join(vol, "escape"))

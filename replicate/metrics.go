@@ -41,6 +41,7 @@ type shipMetrics struct {
 	sent     *prometheus.CounterVec
 	sentB    *prometheus.CounterVec
 	state    *prometheus.GaugeVec
+	raw      *prometheus.GaugeVec
 	degraded *prometheus.CounterVec
 	barriers prometheus.Histogram
 	resyncs  prometheus.Counter
@@ -54,6 +55,9 @@ func newShipMetrics(reg prometheus.Registerer) *shipMetrics {
 		sent:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_replicate_batches_sent_total", Help: "Batches sent, by backup."}, []string{"backup"}),
 		sentB: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_replicate_bytes_sent_total", Help: "Encoded batch bytes sent, by backup."}, []string{"backup"}),
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pbfs_replicate_backup_up", Help: "1 while a backup's stream is up."}, []string{"backup"}),
+		raw: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pbfs_replicate_stream_raw", Help: "1 while a backup's stream is up as a raw stream, 0 while it is up over gRPC (a backup from before raw streams) or down.",
+		}, []string{"backup"}),
 		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pbfs_replicate_degraded_seconds_total", Help: "Seconds a backup spent dropped from the ack set.",
 		}, []string{"backup"}),
@@ -68,7 +72,7 @@ func newShipMetrics(reg prometheus.Registerer) *shipMetrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.acked, m.sent, m.sentB, m.state, m.degraded, m.barriers, m.resyncs, m.resyncPause)
+		reg.MustRegister(m.acked, m.sent, m.sentB, m.state, m.raw, m.degraded, m.barriers, m.resyncs, m.resyncPause)
 	}
 	return m
 }

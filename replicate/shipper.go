@@ -32,6 +32,9 @@ type Shipper struct {
 	m        *shipMetrics
 	notify   func()
 	conn     *grpc.ClientConn
+	raw      rawDialer
+	// grpcNoted: the fallback to gRPC was logged (session's goroutine only)
+	grpcNoted bool
 
 	acked   atomic.Uint64
 	applied atomic.Uint64
@@ -69,7 +72,40 @@ func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *j
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %w", addr, err)
 	}
-	return &Shipper{addr: addr, store: store, volumeID: volumeID, snaps: snaps, log: log.With("backup", addr), m: m, notify: notify, conn: conn}, nil
+	raw, err := newRawDialer(addr, token, tlsFiles)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("backup %s: %w", addr, err)
+	}
+	return &Shipper{addr: addr, store: store, volumeID: volumeID, snaps: snaps, log: log.With("backup", addr), m: m, notify: notify, conn: conn, raw: raw}, nil
+}
+
+// primaryStream is a primary's end of the replication stream: a raw
+// stream's (rawstream.go) or gRPC's.
+type primaryStream interface {
+	Send(*replpb.PrimaryMsg) error
+	Recv() (*replpb.BackupMsg, error)
+}
+
+// openStream opens a raw stream to the backup or, when it does not speak
+// one, the gRPC stream. Either ends with ctx.
+func (s *Shipper) openStream(ctx context.Context) (primaryStream, string, error) {
+	fc, err := s.raw.dial(ctx)
+	var refused *rawRefusal
+	switch {
+	case err == nil:
+		return rawPrimaryStream{fc, s.raw.silence}, "raw", nil
+	case errors.As(err, &refused):
+		return nil, "", s.rejected(refused.rej)
+	case !errors.Is(err, errNoRaw):
+		return nil, "", err
+	}
+	if !s.grpcNoted {
+		s.grpcNoted = true
+		s.log.Info("the backup does not speak the raw stream: streaming over gRPC", "err", err)
+	}
+	stream, err := replpb.NewReplicationClient(s.conn).Stream(ctx)
+	return stream, "grpc", err
 }
 
 func (s *Shipper) announced() AckPolicy {
@@ -133,7 +169,7 @@ func (s *Shipper) session(parent context.Context) error {
 	if s.force.Load() {
 		return errors.New("resync requested")
 	}
-	stream, err := replpb.NewReplicationClient(s.conn).Stream(ctx)
+	stream, transport, err := s.openStream(ctx)
 	if err != nil {
 		return err
 	}
@@ -170,9 +206,15 @@ func (s *Shipper) session(parent context.Context) error {
 	s.up.Store(true)
 	s.streamUp()
 	s.m.state.WithLabelValues(s.addr).Set(1)
+	rawUp := s.m.raw.WithLabelValues(s.addr)
+	rawUp.Set(0)
+	if transport == "raw" {
+		rawUp.Set(1)
+		defer rawUp.Set(0)
+	}
 	s.m.acked.WithLabelValues(s.addr).Set(float64(w.DurableSeq))
 	s.notify()
-	s.log.Info("replication stream up", "backup_durable_seq", w.DurableSeq, "primary_last_seq", s.store.Last().Seq)
+	s.log.Info("replication stream up", "transport", transport, "backup_durable_seq", w.DurableSeq, "primary_last_seq", s.store.Last().Seq)
 
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- s.receive(stream) }()
@@ -237,7 +279,7 @@ func (s *Shipper) checkHistory(w *replpb.Welcome) error {
 	return nil
 }
 
-func (s *Shipper) receive(stream replpb.Replication_StreamClient) error {
+func (s *Shipper) receive(stream primaryStream) error {
 	for {
 		msg, err := stream.Recv()
 		if err != nil {

@@ -18,8 +18,22 @@ const (
 	maxAppendBytes = 64 << 20
 )
 
-// Stream serves one primary: Hello, Welcome, then batches in and acks out.
+// backupStream is a backup's end of the replication stream: gRPC's, or a
+// raw stream's (rawstream.go).
+type backupStream interface {
+	Send(*replpb.BackupMsg) error
+	Recv() (*replpb.PrimaryMsg, error)
+}
+
+// Stream serves one primary over gRPC.
 func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
+	return b.serveStream(stream.Context(), stream)
+}
+
+// serveStream serves one primary: Hello, Welcome, then batches in and
+// acks out, until parent ends, the stream fails or a newer session takes
+// over.
+func (b *Backup) serveStream(parent context.Context, stream backupStream) error {
 	first, err := stream.Recv()
 	if err != nil {
 		return err
@@ -29,13 +43,13 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 		b.m.rejected.WithLabelValues("protocol").Inc()
 		return stream.Send(reject(replpb.Reject_UNKNOWN, 0, "stream must start with Hello"))
 	}
-	ctx, err := b.admit(stream, hello)
+	ctx, err := b.admit(parent, stream, hello)
 	if err != nil {
 		return err
 	}
 	// Acks go out from the loop below and, at ack level memory, from the
 	// receiving goroutine: one Send at a time.
-	stream = &lockedStream{Replication_StreamServer: stream}
+	stream = &lockedStream{backupStream: stream}
 	// The progress channel is always taken before the applied seq is read
 	// for a message: an apply that lands between the read and the wait
 	// closes the channel waited on, and is reported, instead of going
@@ -80,11 +94,20 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 			}
 		}
 	}()
+	// An ack at least every heartbeat tells the primary this backup is
+	// alive (a raw stream's primary gives up after rawSilence without one).
+	heartbeat := time.NewTicker(b.heartbeat)
+	defer heartbeat.Stop()
 	for {
 		var encs [][]byte
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-heartbeat.C:
+			if err := b.sendAck(stream); err != nil {
+				return err
+			}
+			continue
 		case <-progressed:
 			// Report apply progress even when no batch arrives.
 			progressed = b.appliedChanged()
@@ -141,7 +164,7 @@ func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
 // and none claims a later epoch than the session's (--ack-level memory):
 // they are in this backup's memory, durable a moment later. A batch that
 // fails the checks is left to store1, which refuses it.
-func (b *Backup) ackReceived(stream replpb.Replication_StreamServer, epoch uint64, encs [][]byte) error {
+func (b *Backup) ackReceived(stream backupStream, epoch uint64, encs [][]byte) error {
 	var last uint64
 	for _, enc := range encs {
 		h, err := journal.Verify(enc)
@@ -163,20 +186,20 @@ func (b *Backup) ackReceived(stream replpb.Replication_StreamServer, epoch uint6
 
 // lockedStream serializes Send, which gRPC does not allow concurrently.
 type lockedStream struct {
-	replpb.Replication_StreamServer
+	backupStream
 	mu sync.Mutex
 }
 
 func (l *lockedStream) Send(m *replpb.BackupMsg) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.Replication_StreamServer.Send(m)
+	return l.backupStream.Send(m)
 }
 
 // testHookAcked, set by tests, runs after the ack that follows a store.
 var testHookAcked func(*Backup)
 
-func (b *Backup) sendAck(stream replpb.Replication_StreamServer) error {
+func (b *Backup) sendAck(stream backupStream) error {
 	return stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Ack{Ack: &replpb.Ack{
 		DurableSeq: b.store.Last().Seq, AppliedSeq: b.applied.Load(), Stalled: b.stalled.Load(),
 	}}})
@@ -185,7 +208,7 @@ func (b *Backup) sendAck(stream replpb.Replication_StreamServer) error {
 // admit checks a primary's Hello: volume and epoch. A new primary session
 // replaces the one being served (the same primary reconnecting, or a new
 // one with a higher epoch).
-func (b *Backup) admit(stream replpb.Replication_StreamServer, hello *replpb.Hello) (context.Context, error) {
+func (b *Backup) admit(parent context.Context, stream backupStream, hello *replpb.Hello) (context.Context, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if hello.VolumeId == "" {
@@ -215,13 +238,13 @@ func (b *Backup) admit(stream replpb.Replication_StreamServer, hello *replpb.Hel
 	if b.active != nil {
 		b.active.cancel()
 	}
-	ctx, cancel := context.WithCancel(stream.Context())
+	ctx, cancel := context.WithCancel(parent)
 	b.active = &session{epoch: hello.Epoch, cancel: cancel}
 	b.log.Info("primary connected", "epoch", hello.Epoch, "primary_last_seq", hello.LastSeq, "durable_seq", b.store.Last().Seq)
 	return ctx, nil
 }
 
-func (b *Backup) refuse(stream replpb.Replication_StreamServer, label string, msg *replpb.BackupMsg) error {
+func (b *Backup) refuse(stream backupStream, label string, msg *replpb.BackupMsg) error {
 	b.m.rejected.WithLabelValues(label).Inc()
 	b.log.Warn("refused a primary", "reason", msg.GetReject().GetReason())
 	stream.Send(msg)

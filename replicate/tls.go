@@ -41,15 +41,6 @@ func (f TLSFiles) load() (tls.Certificate, *x509.CertPool, error) {
 	return cert, pool, nil
 }
 
-// serverCreds requires and verifies the primary's certificate.
-func (f TLSFiles) serverCreds() (credentials.TransportCredentials, error) {
-	cfg, err := f.ServerConfig()
-	if err != nil {
-		return nil, err
-	}
-	return credentials.NewTLS(cfg), nil
-}
-
 // ServerConfig is the TLS configuration of a server that requires and
 // verifies its clients' certificates against the CA (the replication
 // channel's, and the admin listener's).
@@ -62,9 +53,9 @@ func (f TLSFiles) ServerConfig() (*tls.Config, error) {
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}, nil
 }
 
-// clientCreds presents our certificate and verifies the backup's against
+// clientConfig presents our certificate and verifies the backup's against
 // the CA, for the host in addr.
-func (f TLSFiles) clientCreds(addr string) (credentials.TransportCredentials, error) {
+func (f TLSFiles) clientConfig(addr string) (*tls.Config, error) {
 	cert, pool, err := f.load()
 	if err != nil {
 		return nil, err
@@ -73,8 +64,8 @@ func (f TLSFiles) clientCreds(addr string) (credentials.TransportCredentials, er
 	if err != nil {
 		host = addr
 	}
-	return credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool,
-		ServerName: host, MinVersion: tls.VersionTLS13}), nil
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool,
+		ServerName: host, MinVersion: tls.VersionTLS13}, nil
 }
 
 // Check loads the files, so a mistake is refused before anything starts.
@@ -92,12 +83,27 @@ func (f TLSFiles) Check() error {
 func dialBackup(addr, token string, tlsFiles TLSFiles, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	if tlsFiles.Enabled() {
-		var err error
-		if creds, err = tlsFiles.clientCreds(addr); err != nil {
+		cfg, err := tlsFiles.clientConfig(addr)
+		if err != nil {
 			return nil, err
 		}
+		creds = credentials.NewTLS(cfg)
 	}
 	opts = append(opts, grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(tokenCreds{token: token, secure: tlsFiles.Enabled()}))
 	return grpc.NewClient(addr, opts...)
+}
+
+// newRawDialer opens raw streams (rawstream.go) to the backup at addr
+// with the same credentials as dialBackup.
+func newRawDialer(addr, token string, tlsFiles TLSFiles) (rawDialer, error) {
+	d := rawDialer{addr: addr, token: token, silence: rawSilence}
+	if tlsFiles.Enabled() {
+		cfg, err := tlsFiles.clientConfig(addr)
+		if err != nil {
+			return d, err
+		}
+		d.tls = cfg
+	}
+	return d, nil
 }

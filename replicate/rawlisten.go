@@ -1,0 +1,174 @@
+package replicate
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// splitListener sorts the connections to a backup's port by their first
+// bytes: raw streams (rawMagic) go to raw, in a goroutine of their own;
+// everything else is handed to gRPC, which reads this listener, with the
+// bytes read to sort it put back in front.
+type splitListener struct {
+	ln     net.Listener
+	raw    func(net.Conn)
+	toGRPC chan accepted // to gRPC
+	done   chan struct{}
+	once   sync.Once
+}
+
+type accepted struct {
+	c   net.Conn
+	err error
+}
+
+func newSplitListener(ln net.Listener, raw func(net.Conn)) *splitListener {
+	l := &splitListener{ln: ln, raw: raw, toGRPC: make(chan accepted), done: make(chan struct{})}
+	go l.acceptLoop()
+	return l
+}
+
+// acceptLoop accepts until the listener closes. An accept error goes to
+// gRPC's Accept, which backs off a temporary one (EMFILE, ENFILE: out of
+// descriptors) before asking again and returns on any other; the loop
+// waits for it to be taken, so a listener out of descriptors is not
+// spun on.
+func (l *splitListener) acceptLoop() {
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			select {
+			case l.toGRPC <- accepted{err: err}:
+			case <-l.done:
+				return
+			}
+			if !isTemporary(err) {
+				return
+			}
+			continue
+		}
+		go l.sort(c)
+	}
+}
+
+func isTemporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
+}
+
+// sort reads as many bytes as the magic has. A peer that sends none
+// within rawHandshake, or closes first, is dropped: gRPC's clients and TLS
+// both speak first.
+func (l *splitListener) sort(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(rawHandshake))
+	var head [len(rawMagic)]byte
+	n, err := io.ReadFull(c, head[:])
+	c.SetReadDeadline(time.Time{})
+	switch {
+	case err == nil && string(head[:]) == rawMagic:
+		l.raw(c)
+		return
+	case n == 0:
+		c.Close()
+		return
+	}
+	select {
+	case l.toGRPC <- accepted{c: &prefixConn{Conn: c, head: head[:n]}}:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+// Accept returns the next connection for gRPC.
+func (l *splitListener) Accept() (net.Conn, error) {
+	select {
+	case a := <-l.toGRPC:
+		return a.c, a.err
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting. Raw streams already served are the backup's to
+// close.
+func (l *splitListener) Close() error {
+	err := net.ErrClosed
+	l.once.Do(func() {
+		close(l.done)
+		err = l.ln.Close()
+	})
+	return err
+}
+
+func (l *splitListener) Addr() net.Addr { return l.ln.Addr() }
+
+// prefixConn reads head before the rest of Conn.
+type prefixConn struct {
+	net.Conn
+	head []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.head) > 0 {
+		n := copy(p, c.head)
+		c.head = c.head[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// serveRaw serves one raw stream until it ends or the backup closes.
+func (b *Backup) serveRaw(c net.Conn, tlsCfg *tls.Config) {
+	if !b.trackRaw(c) {
+		c.Close()
+		return
+	}
+	defer b.untrackRaw(c)
+	tuneAccepted(c)
+	fc, err := acceptRaw(c, tlsCfg, b.cfg.Token, b.refusedCaller)
+	if err != nil {
+		b.log.Debug("raw stream not opened", "remote", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err = b.serveStream(ctx, rawBackupStream{fc})
+	b.log.Debug("raw stream ended", "remote", c.RemoteAddr().String(), "err", err)
+}
+
+// trackRaw notes a raw stream's connection, for Close to end it; false
+// once the backup is closing.
+func (b *Backup) trackRaw(c net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.raws == nil {
+		return false
+	}
+	b.raws[c] = struct{}{}
+	b.rawWG.Add(1)
+	return true
+}
+
+func (b *Backup) untrackRaw(c net.Conn) {
+	c.Close()
+	b.mu.Lock()
+	delete(b.raws, c)
+	b.mu.Unlock()
+	b.rawWG.Done()
+}
+
+// closeRaws ends every raw stream and waits until none is served.
+func (b *Backup) closeRaws() {
+	b.mu.Lock()
+	for c := range b.raws {
+		c.Close()
+	}
+	b.raws = nil
+	b.mu.Unlock()
+	b.rawWG.Wait()
+}

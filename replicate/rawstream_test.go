@@ -1,0 +1,274 @@
+package replicate
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/replpb"
+)
+
+// replicateOnce journals one batch on a fresh primary, waits for the
+// backup at addr to ack it and calls up with the primary's registry while
+// the stream is still up.
+func replicateOnce(t *testing.T, addr string, up func(*prometheus.Registry)) {
+	t.Helper()
+	st, err := journal.OpenStore(filepath.Join(t.TempDir(), "pj"), journal.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, _, err := st.Append([]journal.Op{{Kind: journal.KindCreate, Path: "f", Mode: 0o644}}, time.Now(), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	p, err := StartPrimary(PrimaryConfig{Backups: []string{addr}, Ack: "all", Token: "right", VolumeID: "v", Store: st, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := p.Wait(ctx, 1); err != nil {
+		t.Fatalf("batch 1 not acked: %v (%s)", err, p.shippers[0].describe(1))
+	}
+	up(reg)
+}
+
+func rawGauge(t *testing.T, reg *prometheus.Registry, addr string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "pbfs_replicate_stream_raw" {
+			for _, m := range mf.GetMetric() {
+				if m.GetLabel()[0].GetValue() == addr {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// TestPrimaryStreamsRaw: a primary streams to a backup over a raw stream,
+// and to a backup from before raw streams over gRPC; both hold the batch.
+func TestPrimaryStreamsRaw(t *testing.T) {
+	for _, c := range []struct {
+		grpcOnly bool
+		raw      float64
+	}{{false, 1}, {true, 0}} {
+		b, addr, _ := startBackupWith(t, c.grpcOnly)
+		replicateOnce(t, addr, func(reg *prometheus.Registry) {
+			if got := rawGauge(t, reg, addr); got != c.raw {
+				t.Errorf("grpcOnly %v: pbfs_replicate_stream_raw %v, want %v", c.grpcOnly, got, c.raw)
+			}
+		})
+		if got := b.Status().DurableSeq; got != 1 {
+			t.Fatalf("grpcOnly %v: backup holds seq %d, want 1", c.grpcOnly, got)
+		}
+	}
+}
+
+// TestRawStreamRefusals: a raw stream with a wrong or no token is refused
+// with a Reject that says so and counted; frames that break the format,
+// a stream that does not start with Hello and bytes that are neither a raw
+// stream nor gRPC end their connection; the backup serves the next
+// primary all the same.
+func TestRawStreamRefusals(t *testing.T) {
+	b, addr, _ := startBackup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for tok, want := range map[string]string{"wrong": "wrong token", "": "no token"} {
+		_, err := rawDialer{addr: addr, token: tok}.dial(ctx)
+		var refused *rawRefusal
+		if !errors.As(err, &refused) || !strings.Contains(refused.rej.Reason, want) {
+			t.Fatalf("token %q: %v, want a refusal saying %q", tok, err, want)
+		}
+	}
+	var failures dto.Metric
+	b.m.authFailures.Write(&failures)
+	if got := failures.GetCounter().GetValue(); got != 2 {
+		t.Errorf("pbfs_backup_auth_failures_total %v, want 2", got)
+	}
+
+	// ended reports whether the backup closed the connection.
+	ended := func(fc *frameConn) bool {
+		fc.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var m replpb.BackupMsg
+		for {
+			err := fc.readMsg(&m)
+			if err == nil {
+				continue // a Reject, say
+			}
+			var ne net.Error
+			return !errors.As(err, &ne) || !ne.Timeout()
+		}
+	}
+	for name, send := range map[string]func(fc *frameConn){
+		"a frame over the limit": func(fc *frameConn) {
+			fc.c.Write(binary.BigEndian.AppendUint32(nil, maxFrame+1))
+		},
+		"a frame that is not a message": func(fc *frameConn) { fc.writeFrame([]byte{0xff, 0xff, 0xff}) },
+		"a batch before Hello": func(fc *frameConn) {
+			m, _ := batch(t, 1, 1, 0, journal.Op{Kind: journal.KindCreate, Path: "x", Mode: 0o644})
+			fc.writeMsg(m)
+		},
+		"a frame cut short": func(fc *frameConn) {
+			fc.c.Write([]byte{0, 0, 1, 0, 1, 2})
+			fc.c.(*net.TCPConn).CloseWrite()
+		},
+	} {
+		fc, err := rawDialer{addr: addr, token: "right"}.dial(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		send(fc)
+		if !ended(fc) {
+			t.Errorf("%s: the backup kept the stream open", name)
+		}
+		fc.c.Close()
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("GARBAGE!GARBAGE!GARBAGE!GARBAGE!"))
+	if !ended(newFrameConn(c)) {
+		t.Error("neither raw nor gRPC: the backup kept the connection open")
+	}
+	c.Close()
+	if m := hello(t, dialRaw(t, addr, "right"), 1); m.GetWelcome() == nil {
+		t.Fatalf("after the refusals: %v, want Welcome", m)
+	}
+}
+
+// TestBackupCloseEndsRawStreams: closing a backup ends the raw streams it
+// serves, and waits for them, before it closes its journal.
+func TestBackupCloseEndsRawStreams(t *testing.T) {
+	b, addr, _ := startBackup(t)
+	s := dialRaw(t, addr, "right")
+	if m := hello(t, s, 1); m.GetWelcome() == nil {
+		t.Fatalf("hello: %v", m)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return with a raw stream open")
+	}
+	if m, err := s.Recv(); err == nil {
+		t.Fatalf("the stream outlived the backup: %v", m)
+	}
+}
+
+// FuzzRawFrames: whatever bytes a peer sends, the frame reader returns
+// messages no larger than the limit or an error, and never panics.
+func FuzzRawFrames(f *testing.F) {
+	m, _ := batch(&testing.T{}, 1, 1, 0, journal.Op{Kind: journal.KindCreate, Path: "x", Mode: 0o644})
+	enc, _ := proto.Marshal(m)
+	f.Add(append(binary.BigEndian.AppendUint32(nil, uint32(len(enc))), enc...))
+	f.Add([]byte{0, 0, 0, 0})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fc := &frameConn{r: bufio.NewReader(bytes.NewReader(data))}
+		for range 64 {
+			var pm replpb.PrimaryMsg
+			if err := fc.readMsg(&pm); err != nil {
+				if !errors.Is(err, ErrFrame) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+					t.Fatalf("unclassified error: %v", err)
+				}
+				return
+			}
+			if proto.Size(&pm) > maxFrame {
+				t.Fatalf("a message of %d bytes passed the limit", proto.Size(&pm))
+			}
+		}
+	})
+}
+
+// TestSilentBackupEndsRawStream: a backup that acks every heartbeat keeps
+// its raw stream up with nothing to send; one that goes silent (its
+// process stopped, its kernel still answering TCP) is marked unreachable
+// after rawSilence, as gRPC's keepalive did.
+func TestSilentBackupEndsRawStream(t *testing.T) {
+	// Restored once everything below has stopped (cleanups run last first).
+	t.Cleanup(func(h, s time.Duration) func() {
+		return func() { heartbeatEvery, rawSilence = h, s }
+	}(heartbeatEvery, rawSilence))
+	heartbeatEvery, rawSilence = 50*time.Millisecond, 400*time.Millisecond
+
+	_, addr, _ := startBackup(t)
+	st, err := journal.OpenStore(filepath.Join(t.TempDir(), "pj"), journal.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	// A backup that opens the stream and then says nothing more.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			io.ReadFull(c, make([]byte, len(rawMagic)))
+			fc, err := acceptRaw(c, nil, "right", func(string) {})
+			if err != nil {
+				return
+			}
+			var hello replpb.PrimaryMsg
+			fc.readMsg(&hello)
+			fc.writeMsg(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Welcome{Welcome: &replpb.Welcome{VolumeId: "v"}}})
+		}
+	}()
+
+	p, err := StartPrimary(PrimaryConfig{Backups: []string{addr, ln.Addr().String()}, Ack: "all", Token: "right", VolumeID: "v", Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	live, silent := p.shippers[0], p.shippers[1]
+	deadline := time.Now().Add(10 * time.Second)
+	for !live.up.Load() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	up := time.Now()
+	for !strings.Contains(silent.describe(0), "no word from the backup") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a silent backup: %q, want it unreachable", silent.describe(0))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if time.Since(up) < 2*rawSilence {
+		time.Sleep(2*rawSilence - time.Since(up))
+	}
+	if !live.up.Load() || live.down.Load() != nil {
+		t.Fatalf("a backup that heartbeats went down: %q", live.describe(0))
+	}
+}
