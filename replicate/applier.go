@@ -155,7 +155,7 @@ func (b *Backup) syncWindow(w *applyWindow) error {
 		return nil
 	}
 	defer w.Reset()
-	if err := b.applier.Sync(); err != nil {
+	if err := b.syncVolume(); err != nil {
 		return err
 	}
 	b.mu.Lock() // endResync writes the progress under mu

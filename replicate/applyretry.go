@@ -70,6 +70,35 @@ func (b *Backup) retryApply(seq uint64, err error) error {
 	}
 }
 
+// syncVolume syncs the volume's file system for a window, trying again,
+// as retryApply does, while a resource the sync needs is out (it opens
+// the volume: no descriptor left is EMFILE). The window's batches wait in
+// the page cache meanwhile, and a restart redoes them from "applied"
+// (recoverWindow), so a sync that fails for want of a descriptor is no
+// reason to stall the volume until a resync. It gives up, with the last
+// error, when the backup closes.
+func (b *Backup) syncVolume() error {
+	err := b.applier.Sync()
+	wait, logged := applyRetryFirst, time.Time{}
+	for tries := 1; err != nil && transientApply(err); tries++ {
+		b.m.applyRetries.Inc()
+		if time.Since(logged) >= 10*time.Second {
+			b.log.Error("syncing the volume failed for want of a resource; retrying", "err", err, "tries", tries)
+			logged = time.Now()
+		}
+		select {
+		case <-b.done:
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, applyRetryMax)
+		if err = b.applier.Sync(); err == nil {
+			b.log.Info("the volume synced after retries", "tries", tries)
+		}
+	}
+	return err
+}
+
 // Ends of a retry other than the batch applying or failing: the backup is
 // closing (the batch stays torn, for the next run to finish), or a resync
 // took the volume over.

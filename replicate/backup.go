@@ -110,7 +110,8 @@ type Backup struct {
 	rawWG sync.WaitGroup
 	// grpcOnly serves the stream over gRPC alone, as backups before the
 	// raw stream did (tests of the primary's fallback).
-	grpcOnly bool
+	grpcOnly     bool
+	acceptLogged atomic.Int64 // unix ns of the last accept failure logged
 	// heartbeat is how often a stream acks with nothing new (heartbeatEvery).
 	heartbeat time.Duration
 	loops     sync.WaitGroup
@@ -314,7 +315,19 @@ func (b *Backup) Serve(ln net.Listener) error {
 	if b.grpcOnly {
 		return srv.Serve(ln)
 	}
-	return srv.Serve(newSplitListener(ln, func(c net.Conn) { b.serveRaw(c, tlsCfg) }))
+	return srv.Serve(newSplitListener(ln, func(c net.Conn) { b.serveRaw(c, tlsCfg) }, b.acceptFailed))
+}
+
+// acceptFailed counts a connection the port could not accept and logs
+// it, once every 10 s while it goes on: gRPC's Serve pauses (5 ms,
+// doubling to 1 s) before it accepts again, and the streams already up
+// carry on.
+func (b *Backup) acceptFailed(err error) {
+	b.m.accepts.Inc()
+	now := time.Now().UnixNano()
+	if last := b.acceptLogged.Load(); now-last >= int64(10*time.Second) && b.acceptLogged.CompareAndSwap(last, now) {
+		b.log.Error("cannot accept connections; retrying after a pause", "err", err)
+	}
 }
 
 func (b *Backup) refusedCaller(reason string) {

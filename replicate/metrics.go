@@ -9,6 +9,7 @@ type backupMetrics struct {
 	authFailures  prometheus.Counter
 	applyFailures prometheus.Counter
 	applyRetries  prometheus.Counter
+	accepts       prometheus.Counter
 	store         prometheus.Histogram
 }
 
@@ -24,6 +25,9 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 		applyRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pbfs_backup_apply_retries_total", Help: "Times a batch that failed for want of a resource (ENOSPC, EDQUOT, EMFILE, ENFILE, ENOMEM) was retried.",
 		}),
+		accepts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pbfs_backup_accept_failures_total", Help: "Connections the backup's port could not accept (EMFILE, ENFILE: out of descriptors), retried after a pause.",
+		}),
 		store: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pbfs_backup_store_seconds",
 			Help:    "Time to check and durably append a group of batches that arrived together, before the ack.",
@@ -31,7 +35,7 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.durable, m.applied, m.rejected, m.authFailures, m.applyFailures, m.applyRetries, m.store)
+		reg.MustRegister(m.durable, m.applied, m.rejected, m.authFailures, m.applyFailures, m.applyRetries, m.accepts, m.store)
 	}
 	return m
 }

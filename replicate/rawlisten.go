@@ -17,6 +17,7 @@ import (
 type splitListener struct {
 	ln     net.Listener
 	raw    func(net.Conn)
+	failed func(error)   // an accept failed
 	toGRPC chan accepted // to gRPC
 	done   chan struct{}
 	once   sync.Once
@@ -27,8 +28,8 @@ type accepted struct {
 	err error
 }
 
-func newSplitListener(ln net.Listener, raw func(net.Conn)) *splitListener {
-	l := &splitListener{ln: ln, raw: raw, toGRPC: make(chan accepted), done: make(chan struct{})}
+func newSplitListener(ln net.Listener, raw func(net.Conn), failed func(error)) *splitListener {
+	l := &splitListener{ln: ln, raw: raw, failed: failed, toGRPC: make(chan accepted), done: make(chan struct{})}
 	go l.acceptLoop()
 	return l
 }
@@ -42,6 +43,12 @@ func (l *splitListener) acceptLoop() {
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			l.failed(err)
 			select {
 			case l.toGRPC <- accepted{err: err}:
 			case <-l.done:

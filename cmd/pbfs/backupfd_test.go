@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/replicate"
+)
+
+// TestBackupOutOfDescriptors: connections pile up on a backup's port until
+// its descriptors run out (a hard limit lowered with prlimit while it
+// runs). The backup does not crash: its primary's stream carries on, the
+// failed accepts are logged and counted, its volume does not stall, and
+// once the connections close it takes new ones and has applied everything.
+func TestBackupOutOfDescriptors(t *testing.T) {
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("prlimit not installed")
+	}
+	c := fstest.NewCluster(t, 1, nil)
+	b := c.Backups[0]
+	must(t, os.WriteFile(filepath.Join(c.Vol, "before"), []byte("one"), 0o644))
+	c.Barrier()
+
+	pid := b.Cmd.Process.Pid
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := len(fds) + 8
+	if out, err := exec.Command("prlimit", "--pid", fmt.Sprint(pid), fmt.Sprintf("--nofile=%d:%d", limit, limit)).CombinedOutput(); err != nil {
+		t.Fatalf("prlimit: %v: %s", err, out)
+	}
+	var junk []net.Conn
+	defer func() {
+		for _, j := range junk {
+			j.Close()
+		}
+	}()
+	for i := 0; i < 32; i++ {
+		j, err := net.Dial("tcp", b.Addr) // says nothing: the backup holds it while it waits for a first byte
+		if err != nil {
+			t.Fatal(err)
+		}
+		junk = append(junk, j)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(b.Out.String(), "too many open files"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line about the exhausted descriptors:\n%s", b.Out)
+		}
+	}
+	if b.Cmd.ProcessState != nil {
+		t.Fatalf("the backup exited:\n%s", b.Out)
+	}
+	// The stream that was up before carries on, and the backup applies
+	// what it carries: each pause lets an apply window end in a sync,
+	// which opens the volume.
+	var seq uint64
+	for i := 0; i < 5; i++ {
+		must(t, os.WriteFile(filepath.Join(c.Vol, fmt.Sprintf("during%d", i)), []byte("two"), 0o644))
+		seq = c.Barrier()
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	for _, j := range junk {
+		j.Close()
+	}
+	junk = nil
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var peer replicate.Peer
+	for {
+		if peer, err = replicate.Query(ctx, b.Addr, fstest.TestToken, replicate.TLSFiles{}); err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil || peer.DurableSeq < seq {
+		t.Fatalf("a new connection after the descriptors came back: %+v, %v", peer, err)
+	}
+	must(t, os.WriteFile(filepath.Join(c.Vol, "after"), []byte("three"), 0o644))
+	c.WaitApplied(c.Barrier())
+	c.RequireConverged()
+	// A sync that found no descriptor left is retried, not taken for a
+	// volume that needs a resync.
+	if strings.Contains(b.Out.String(), "needs a resync") {
+		t.Errorf("the backup stalled for want of descriptors:\n%s", b.Out)
+	}
+	bc, err := control.Dial(b.Jdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Close()
+	text, err := bc.Metrics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fstest.MetricSum(text, "pbfs_backup_accept_failures_total", "") < 1 {
+		t.Error("no failed accept counted")
+	}
+}
