@@ -39,20 +39,12 @@ func transientApply(err error) bool {
 // resumes the batch at the op that failed: the ops before it are done,
 // the apply mark names it, and apply.Resume tells whether it took effect.
 func (b *Backup) retryApply(seq uint64, err error) error {
-	start, wait, logged := time.Now(), applyRetryFirst, time.Time{}
+	start, r := time.Now(), retrier{wait: applyRetryFirst}
 	for tries := 1; ; tries++ {
-		b.m.applyRetries.Inc()
-		if time.Since(logged) >= 10*time.Second {
-			b.log.Error("applying a batch failed for want of a resource; the volume lags until it goes in, retrying",
-				"seq", seq, "err", err, "tries", tries)
-			logged = time.Now()
-		}
-		select {
-		case <-b.done:
+		if !b.pause(&r, "applying a batch failed for want of a resource; the volume lags until it goes in, retrying",
+			"seq", seq, "err", err, "tries", tries) {
 			return errClosing
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, applyRetryMax)
 		if b.stalled.Load() || b.applied.Load()+1 != seq {
 			return errSuperseded // a resync took the volume over
 		}
@@ -79,24 +71,41 @@ func (b *Backup) retryApply(seq uint64, err error) error {
 // error, when the backup closes.
 func (b *Backup) syncVolume() error {
 	err := b.applier.Sync()
-	wait, logged := applyRetryFirst, time.Time{}
+	r := retrier{wait: applyRetryFirst}
 	for tries := 1; err != nil && transientApply(err); tries++ {
-		b.m.applyRetries.Inc()
-		if time.Since(logged) >= 10*time.Second {
-			b.log.Error("syncing the volume failed for want of a resource; retrying", "err", err, "tries", tries)
-			logged = time.Now()
-		}
-		select {
-		case <-b.done:
+		if !b.pause(&r, "syncing the volume failed for want of a resource; retrying", "err", err, "tries", tries) {
 			return err
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, applyRetryMax)
 		if err = b.applier.Sync(); err == nil {
 			b.log.Info("the volume synced after retries", "tries", tries)
 		}
 	}
 	return err
+}
+
+// retrier paces the tries of something that failed for want of a
+// resource.
+type retrier struct {
+	wait   time.Duration // before the next try
+	logged time.Time     // when a failure was last logged
+}
+
+// pause counts a retry, logs msg with args at most every 10 s and waits
+// before the next try, longer each time; false if the backup closed
+// meanwhile.
+func (b *Backup) pause(r *retrier, msg string, args ...any) bool {
+	b.m.applyRetries.Inc()
+	if time.Since(r.logged) >= 10*time.Second {
+		b.log.Error(msg, args...)
+		r.logged = time.Now()
+	}
+	select {
+	case <-b.done:
+		return false
+	case <-time.After(r.wait):
+	}
+	r.wait = min(2*r.wait, applyRetryMax)
+	return true
 }
 
 // Ends of a retry other than the batch applying or failing: the backup is

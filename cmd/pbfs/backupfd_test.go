@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/replicate"
 )
@@ -94,16 +93,7 @@ func TestBackupOutOfDescriptors(t *testing.T) {
 	if strings.Contains(b.Out.String(), "needs a resync") {
 		t.Errorf("the backup stalled for want of descriptors:\n%s", b.Out)
 	}
-	bc, err := control.Dial(b.Jdir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bc.Close()
-	text, err := bc.Metrics(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fstest.MetricSum(text, "pbfs_backup_accept_failures_total", "") < 1 {
+	if fstest.MetricSum(controlMetrics(t, b.Jdir), "pbfs_backup_accept_failures_total", "") < 1 {
 		t.Error("no failed accept counted")
 	}
 }

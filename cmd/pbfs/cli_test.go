@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/journal"
 )
@@ -261,4 +263,20 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// controlMetrics scrapes the /metrics of the pbfs process (mount or
+// backup) whose journal is jdir, through its control socket.
+func controlMetrics(t *testing.T, jdir string) string {
+	t.Helper()
+	c, err := control.Dial(jdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	text, err := c.Metrics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
 }

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/fstest"
 )
 
@@ -57,15 +55,7 @@ func TestBarrierStagesAreTimed(t *testing.T) {
 		t.Errorf("the stages add up to %.6f s, the barriers took %.6f s: a stage is timed outside its barrier", parts, inside)
 	}
 
-	bc, err := control.Dial(c.Backups[0].Jdir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bc.Close()
-	text, err := bc.Metrics(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	text := controlMetrics(t, c.Backups[0].Jdir)
 	groups := fstest.MetricSum(text, "pbfs_backup_store_seconds_count", "")
 	if groups < 1 || groups > n+1 {
 		t.Errorf("the backup timed %v stores for %d batches, want 1 to %d", groups, n+1, n+1)
