@@ -57,6 +57,14 @@ func TestMutualTLS(t *testing.T) {
 	if err := ship("tls", files("primary")); err != nil {
 		t.Fatalf("mutual TLS: %v", err)
 	}
+	// gRPC calls (resync, report) share the port with the raw stream,
+	// behind the same TLS.
+	if p, err := Query(context.Background(), ln.Addr().String(), "tok", files("primary")); err != nil || p.DurableSeq != 1 {
+		t.Fatalf("a gRPC call over TLS: %+v, %v", p, err)
+	}
+	if _, err := Query(context.Background(), ln.Addr().String(), "tok", TLSFiles{}); err == nil {
+		t.Fatal("a gRPC call without TLS was answered")
+	}
 	if _, err := os.Stat(filepath.Join(vol, "f")); err != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
