@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,21 +18,34 @@ import (
 // TestToken is the replication token test clusters use.
 const TestToken = "test-token-0123456789"
 
+var (
+	givenMu sync.Mutex
+	given   = map[string]bool{} // addresses FreeAddr returned
+)
+
 // FreeAddr returns a loopback address nobody listens on. It picks a
 // random port below the kernel's ephemeral range: a port from that range
 // (what listening on port 0 gives) can be taken, between this call and
 // the listen that follows it, as the source port of any outgoing
 // connection of the tests running in parallel, and the listen then fails
-// with EADDRINUSE.
+// with EADDRINUSE. It never returns one address twice in a test binary:
+// two picked before either is listened on (a service and a node of one
+// cluster, say) would otherwise meet now and then.
 func FreeAddr(t testing.TB) string {
 	low := 32768
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
 		fmt.Sscan(string(b), &low)
 	}
+	givenMu.Lock()
+	defer givenMu.Unlock()
 	for try := 0; try < 200 && low > 12000; try++ {
 		addr := fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(low-10000))
+		if given[addr] {
+			continue
+		}
 		if ln, err := net.Listen("tcp", addr); err == nil {
 			ln.Close()
+			given[addr] = true
 			return addr
 		}
 	}
