@@ -100,5 +100,9 @@ func (s *Shipper) describe(seq uint64) string {
 	} else if len(parts) == 0 {
 		parts = append(parts, fmt.Sprintf("up, holds seq %d", acked))
 	}
+	if s.up.Load() && s.overGRPC.Load() {
+		// Works, a little slower: say so, for the end of a rolling upgrade.
+		parts = append(parts, "streaming over gRPC: the backup runs a pbfs from before raw streams")
+	}
 	return strings.Join(parts, ", ")
 }

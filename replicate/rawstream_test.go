@@ -22,9 +22,9 @@ import (
 )
 
 // replicateOnce journals one batch on a fresh primary, waits for the
-// backup at addr to ack it and calls up with the primary's registry while
-// the stream is still up.
-func replicateOnce(t *testing.T, addr string, up func(*prometheus.Registry)) {
+// backup at addr to ack it and calls up with the primary and its registry
+// while the stream is still up.
+func replicateOnce(t *testing.T, addr string, up func(*Primary, *prometheus.Registry)) {
 	t.Helper()
 	st, err := journal.OpenStore(filepath.Join(t.TempDir(), "pj"), journal.StoreOptions{})
 	if err != nil {
@@ -45,7 +45,7 @@ func replicateOnce(t *testing.T, addr string, up func(*prometheus.Registry)) {
 	if _, err := p.Wait(ctx, 1); err != nil {
 		t.Fatalf("batch 1 not acked: %v (%s)", err, p.shippers[0].describe(1))
 	}
-	up(reg)
+	up(p, reg)
 }
 
 func rawGauge(t *testing.T, reg *prometheus.Registry, addr string) float64 {
@@ -74,9 +74,13 @@ func TestPrimaryStreamsRaw(t *testing.T) {
 		raw      float64
 	}{{false, 1}, {true, 0}} {
 		b, addr, _ := startBackupWith(t, c.grpcOnly)
-		replicateOnce(t, addr, func(reg *prometheus.Registry) {
+		replicateOnce(t, addr, func(p *Primary, reg *prometheus.Registry) {
 			if got := rawGauge(t, reg, addr); got != c.raw {
 				t.Errorf("grpcOnly %v: pbfs_replicate_stream_raw %v, want %v", c.grpcOnly, got, c.raw)
+			}
+			// An operator is told of a backup that streams over gRPC.
+			if said := p.shippers[0].describe(0); strings.Contains(said, "over gRPC") != c.grpcOnly {
+				t.Errorf("grpcOnly %v: the backup is described as %q", c.grpcOnly, said)
 			}
 		})
 		if got := b.Status().DurableSeq; got != 1 {

@@ -43,6 +43,7 @@ type Shipper struct {
 	received atomic.Uint64
 	memory   bool // ask for received acks (Hello.ack_received)
 	up       atomic.Bool
+	overGRPC atomic.Bool // the stream that is up is gRPC's: the backup is older than raw streams
 	deposed  atomic.Bool
 	stale    atomic.Bool // the backup's history differs: it needs a resync
 	// degraded: dropped from the ack set by the degrade policy (Primary.watch)
@@ -208,6 +209,7 @@ func (s *Shipper) session(parent context.Context) error {
 	s.m.state.WithLabelValues(s.addr).Set(1)
 	rawUp := s.m.raw.WithLabelValues(s.addr)
 	rawUp.Set(0)
+	s.overGRPC.Store(transport != "raw")
 	if transport == "raw" {
 		rawUp.Set(1)
 		defer rawUp.Set(0)
