@@ -219,7 +219,7 @@ func TestSilentBackupEndsRawStream(t *testing.T) {
 	t.Cleanup(func(h, s time.Duration) func() {
 		return func() { heartbeatEvery, rawSilence = h, s }
 	}(heartbeatEvery, rawSilence))
-	heartbeatEvery, rawSilence = 50*time.Millisecond, 400*time.Millisecond
+	heartbeatEvery, rawSilence = 50*time.Millisecond, time.Second
 
 	_, addr, _ := startBackup(t)
 	st, err := journal.OpenStore(filepath.Join(t.TempDir(), "pj"), journal.StoreOptions{})
@@ -262,17 +262,17 @@ func TestSilentBackupEndsRawStream(t *testing.T) {
 	for !live.up.Load() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The live one stays up throughout (a stream that ended would be down
+	// for its redial's 50 ms backoff at least), past twice the silence
+	// limit and until the silent one is found out.
 	up := time.Now()
-	for !strings.Contains(silent.describe(0), "no word from the backup") {
+	for time.Since(up) < 2*rawSilence || !strings.Contains(silent.describe(0), "no word from the backup") {
 		if time.Now().After(deadline) {
 			t.Fatalf("a silent backup: %q, want it unreachable", silent.describe(0))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if time.Since(up) < 2*rawSilence {
-		time.Sleep(2*rawSilence - time.Since(up))
-	}
-	if !live.up.Load() || live.down.Load() != nil {
-		t.Fatalf("a backup that heartbeats went down: %q", live.describe(0))
+		if !live.up.Load() {
+			t.Fatalf("a backup that heartbeats went down: %q", live.describe(0))
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
