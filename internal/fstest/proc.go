@@ -230,9 +230,9 @@ func (p *Proc) Stop() {
 	}
 }
 
-// Kill kills the process with SIGKILL, as a crash would.
+// Kill kills the process with SIGKILL, as a crash would (KillHard).
 func (p *Proc) Kill() {
-	p.Cmd.Process.Kill()
+	KillHard(p.Cmd.Process.Pid)
 	p.Cmd.Wait()
 }
 
