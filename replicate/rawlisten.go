@@ -34,11 +34,13 @@ func newSplitListener(ln net.Listener, raw func(net.Conn), failed func(error)) *
 	return l
 }
 
-// acceptLoop accepts until the listener closes. An accept error goes to
-// gRPC's Accept, which backs off a temporary one (EMFILE, ENFILE: out of
-// descriptors) before asking again and returns on any other; the loop
-// waits for it to be taken, so a listener out of descriptors is not
-// spun on.
+// acceptLoop accepts until the listener closes. Every connection gets
+// the keepalive and user timeout a dialed raw stream has: gRPC sets the
+// user timeout only on a *net.TCPConn, which a prefixConn is not. An
+// accept error goes to gRPC's Accept, which backs off a temporary one
+// (EMFILE, ENFILE: out of descriptors) before asking again and returns
+// on any other; the loop waits for it to be taken, so a listener out of
+// descriptors is not spun on.
 func (l *splitListener) acceptLoop() {
 	for {
 		c, err := l.ln.Accept()
@@ -59,6 +61,7 @@ func (l *splitListener) acceptLoop() {
 			}
 			continue
 		}
+		tuneAccepted(c)
 		go l.sort(c)
 	}
 }
@@ -136,7 +139,6 @@ func (b *Backup) serveRaw(c net.Conn, tlsCfg *tls.Config) {
 		return
 	}
 	defer b.untrackRaw(c)
-	tuneAccepted(c)
 	fc, err := acceptRaw(c, tlsCfg, b.cfg.Token, b.refusedCaller)
 	if err != nil {
 		b.log.Debug("raw stream not opened", "remote", c.RemoteAddr().String(), "err", err)

@@ -317,8 +317,9 @@ func setUserTimeout(_, _ string, rc syscall.RawConn) error {
 	return serr
 }
 
-// tuneAccepted gives a connection the backup accepted the dialer's
-// keepalive and user timeout.
+// tuneAccepted gives a connection the backup accepted, raw or gRPC, the
+// dialer's keepalive and user timeout: a primary whose machine vanished
+// ends its session within about 20 s.
 func tuneAccepted(c net.Conn) {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
