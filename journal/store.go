@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -192,63 +190,6 @@ func (s *Store) Last() Header {
 	return s.last
 }
 
-// Epoch returns the journal's current epoch.
-func (s *Store) Epoch() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.epoch
-}
-
-// SetEpoch durably raises the epoch; batches appended later carry it.
-func (s *Store) SetEpoch(e uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e < s.epoch {
-		return fmt.Errorf("set epoch %d: below current %d", e, s.epoch)
-	}
-	err := s.update(func(txn *badger.Txn) error {
-		return txn.Set(epochKey, binary.BigEndian.AppendUint64(nil, e))
-	})
-	if err != nil {
-		return fmt.Errorf("set epoch %d: %w", e, err)
-	}
-	s.epoch = e
-	return nil
-}
-
-// MarkOpen durably records that a mount is using the journal. It returns
-// whether an earlier mount never marked it closed (a crash), and the last
-// seq at which that mount had opened it.
-func (s *Store) MarkOpen() (unclean bool, since uint64, err error) {
-	err = s.update(func(txn *badger.Txn) error {
-		if it, err := txn.Get(openKey); err == nil {
-			unclean = true
-			it.Value(func(v []byte) error {
-				if len(v) == 8 {
-					since = binary.BigEndian.Uint64(v)
-				}
-				return nil
-			})
-		} else if !errors.Is(err, badger.ErrKeyNotFound) {
-			return err
-		}
-		return txn.Set(openKey, binary.BigEndian.AppendUint64(nil, s.Last().Seq))
-	})
-	if err != nil {
-		return false, 0, fmt.Errorf("mark journal open: %w", err)
-	}
-	return unclean, since, nil
-}
-
-// MarkClosed records a clean unmount: every change the volume holds is in
-// the journal.
-func (s *Store) MarkClosed() error {
-	if err := s.update(func(txn *badger.Txn) error { return txn.Delete(openKey) }); err != nil {
-		return fmt.Errorf("mark journal closed: %w", err)
-	}
-	return nil
-}
-
 // Append numbers ops as the next batch, encodes it and stores it, durably
 // unless the store has LazyAppends (then Sync makes it durable). more
 // marks a batch whose seal continues in the next one (FlagMore; see
@@ -300,60 +241,6 @@ func (s *Store) Sync() error {
 
 // Syncs counts the flushes Sync made.
 func (s *Store) Syncs() uint64 { return s.syncs.Load() }
-
-// update runs fn in a read-write transaction and returns once its writes,
-// and in a store with LazyAppends everything written before them, are
-// durable.
-func (s *Store) update(fn func(txn *badger.Txn) error) error {
-	if err := s.db.Update(fn); err != nil {
-		return err
-	}
-	if s.lazy {
-		return s.flushAll()
-	}
-	return nil
-}
-
-// flushAll makes every batch appended and everything Badger wrote durable.
-func (s *Store) flushAll() error {
-	if err := s.bl.sync(); err != nil {
-		return err
-	}
-	return s.flushBadger()
-}
-
-// flushBadger makes everything Badger wrote durable. Badger's own Sync covers
-// only the newest value log and the active memtable's log: without
-// SyncWrites a value log that filled up, a memtable log set aside for
-// flushing, and the files' directory entries are written back whenever
-// the kernel likes. So every log file and the directory are synced too.
-// (Tables and the manifest Badger syncs itself when it writes them.)
-func (s *Store) flushBadger() error {
-	if err := s.db.Sync(); err != nil {
-		return err
-	}
-	entries, err := os.ReadDir(s.dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if name := e.Name(); strings.HasSuffix(name, ".vlog") || strings.HasSuffix(name, ".mem") {
-			if err := syncFile(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
-		}
-	}
-	return syncFile(s.dir)
-}
-
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}
 
 // Get returns the encoded batch seq.
 func (s *Store) Get(seq uint64) ([]byte, error) { return s.bl.get(seq) }
@@ -441,65 +328,6 @@ func (s *Store) Reset(anchor []byte) error {
 		return err
 	}
 	return nil
-}
-
-// Meta reads a metadata value ("m/" + name); nil if unset.
-func (s *Store) Meta(name string) ([]byte, error) {
-	var out []byte
-	err := s.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get([]byte("m/" + name))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		out, err = it.ValueCopy(nil)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	return out, nil
-}
-
-// SetMeta durably writes a metadata value ("m/" + name).
-func (s *Store) SetMeta(name string, v []byte) error {
-	if err := s.update(func(txn *badger.Txn) error { return txn.Set([]byte("m/"+name), v) }); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return nil
-}
-
-// MetaUint reads a metadata value written by SetMetaUint (0 if unset).
-func (s *Store) MetaUint(name string) (uint64, error) {
-	v, err := s.Meta(name)
-	if err != nil || len(v) != 8 {
-		return 0, err
-	}
-	return binary.BigEndian.Uint64(v), nil
-}
-
-// SetMetaUints writes several metadata values written by SetMetaUint in
-// one transaction: one sync for all of them.
-func (s *Store) SetMetaUints(kv map[string]uint64) error {
-	err := s.update(func(txn *badger.Txn) error {
-		for name, v := range kv {
-			if err := txn.Set([]byte("m/"+name), binary.BigEndian.AppendUint64(nil, v)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("write metadata: %w", err)
-	}
-	return nil
-}
-
-// SetMetaUint durably writes a number.
-func (s *Store) SetMetaUint(name string, v uint64) error {
-	return s.SetMeta(name, binary.BigEndian.AppendUint64(nil, v))
 }
 
 // Put stores an encoded batch under its seq without checks: next in line,
