@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// metrics maps a Prometheus series (name{labels}) to its value.
+type metrics map[string]float64
+
+// scrape reads the primary's metrics and every backup's, summed by series
+// (a backup's series are named pbfs_backup_*, apart from the primary's).
+func scrape(ctx context.Context, c *cluster) (metrics, error) {
+	m := metrics{}
+	for _, cl := range c.clients() {
+		text, err := cl.Metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m = m.plus(parseMetrics(text))
+	}
+	return m, nil
+}
+
+func parseMetrics(text string) metrics {
+	m := metrics{}
+	for _, line := range strings.Split(text, "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		m[line[:i]] = v
+	}
+	return m
+}
+
+func (m metrics) plus(o metrics) metrics {
+	d := metrics{}
+	for k, v := range m {
+		d[k] = v
+	}
+	for k, v := range o {
+		d[k] += v
+	}
+	return d
+}
+
+func (m metrics) minus(o metrics) metrics {
+	d := metrics{}
+	for k, v := range m {
+		d[k] = v - o[k]
+	}
+	return d
+}
+
+// mean is a histogram's mean over the point, in ms, or "–".
+func (m metrics) mean(name string) string {
+	n := m.sum(name+"_count", "")
+	if n == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f", m.sum(name+"_sum", "")/n*1e3)
+}
+
+// sum adds the series of metric name whose labels contain label.
+func (m metrics) sum(name, label string) float64 {
+	var s float64
+	for k, v := range m {
+		if (k == name || strings.HasPrefix(k, name+"{")) && strings.Contains(k, label) {
+			s += v
+		}
+	}
+	return s
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+)
+
+// result is one point: one cluster, one write size.
+type result struct {
+	round     int
+	delay     time.Duration
+	backups   int
+	size      int
+	lat       []time.Duration // each barrier, sorted
+	order     []time.Duration // each barrier, in the order they ran
+	starts    []time.Duration // when each barrier started, since the point began
+	elapsed   time.Duration   // the whole measured loop: writes and barriers
+	writeTime time.Duration   // time spent in pwrite
+	m         metrics         // metric deltas over the point
+	cpuP      benchproc.CPU   // the primary's CPU (its flush helper included) over the point
+	cpuB      benchproc.CPU   // all backups' CPU over the point
+	tcpUp     int64           // bytes through the proxies, primary to backups, summed
+	tcpDown   int64           // backups to primary, summed
+}
+
+func (r *result) rate() float64 { return float64(len(r.lat)) / r.elapsed.Seconds() }
+
+// pct is the nearest-rank percentile.
+func (r *result) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	i := int(float64(len(r.lat))*p+0.999999) - 1
+	return r.lat[max(0, min(i, len(r.lat)-1))]
+}
+
+func runPoint(ctx context.Context, c *cluster, cfg config, size int, data []byte, off *int64) (*result, error) {
+	r := &result{delay: c.delay, backups: len(c.backups), size: size}
+	rng := mrand.New(mrand.NewPCG(uint64(size), uint64(len(c.backups))))
+	write := func() error {
+		if size == 0 {
+			return nil
+		}
+		src := rng.IntN(len(data) - size + 1)
+		if _, err := c.file.WriteAt(data[src:src+size], *off); err != nil {
+			return fmt.Errorf("%s: pwrite: %w", c.name, err)
+		}
+		*off = (*off + int64(size)) % (span - int64(size) + 1)
+		return nil
+	}
+	var last uint64
+	for i := 0; i < cfg.warmup; i++ {
+		if err := write(); err != nil {
+			return nil, err
+		}
+		seq, err := c.barrier(ctx)
+		if err != nil {
+			return nil, err
+		}
+		last = seq
+	}
+	if err := c.waitApplied(ctx, last); err != nil {
+		return nil, err
+	}
+	m0, err := scrape(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	up0, down0 := proxyBytes(c)
+	cpuP0, cpuB0 := c.cpu()
+	start := time.Now()
+	for time.Since(start) < cfg.duration && (cfg.maxN == 0 || len(r.lat) < cfg.maxN) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		t0 := time.Now()
+		if err := write(); err != nil {
+			return nil, err
+		}
+		t1 := time.Now()
+		seq, err := c.barrier(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t2 := time.Now()
+		r.writeTime += t1.Sub(t0)
+		r.lat = append(r.lat, t2.Sub(t1))
+		r.starts = append(r.starts, t1.Sub(start))
+		last = seq
+	}
+	r.elapsed = time.Since(start)
+	cpuP1, cpuB1 := c.cpu()
+	r.cpuP, r.cpuB = cpuP1.Minus(cpuP0), cpuB1.Minus(cpuB0)
+	r.order = slices.Clone(r.lat)
+	m1, err := scrape(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	up1, down1 := proxyBytes(c)
+	r.m = m1.minus(m0)
+	r.tcpUp, r.tcpDown = up1-up0, down1-down0
+	slices.Sort(r.lat)
+	// Let the backups finish applying before the next point starts.
+	return r, c.waitApplied(ctx, last)
+}
+
+func writeSamples(dir string, round int, cluster string, r *result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("start_s,latency_ms\n")
+	for i, l := range r.order {
+		fmt.Fprintf(&b, "%.6f,%.3f\n", r.starts[i].Seconds(), float64(l)/1e6)
+	}
+	return os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d-%s-%d.csv", round, cluster, r.size)), []byte(b.String()), 0o644)
+}
