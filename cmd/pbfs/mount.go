@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -131,12 +132,15 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 	case <-m.Done():
 		log.Warn("mount went away (unmounted from outside?)")
 	}
+	stopping := time.Now()
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()
+	force := make(chan os.Signal, 1)
+	go func() { force <- forceSignal(sig, stopping, log) }()
 	var cerr error
 	select {
 	case cerr = <-closed:
-	case s := <-sig:
+	case s := <-force:
 		log.Warn("second signal: stopping by force", "signal", s.String())
 		m.Abort()
 		cerr = <-closed

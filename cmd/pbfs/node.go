@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
@@ -85,9 +86,10 @@ func nodeCommand() *cli.Command {
 				s := <-sig
 				cfg.Logger.Info("signal received; stopping", "signal", s.String())
 				cancel()
-				s = <-sig
-				cfg.Logger.Warn("second signal: stopping by force", "signal", s.String())
-				n.Abort()
+				if s = forceSignal(sig, time.Now(), cfg.Logger); s != nil {
+					cfg.Logger.Warn("second signal: stopping by force", "signal", s.String())
+					n.Abort()
+				}
 			}()
 			return n.Run(ctx)
 		},
