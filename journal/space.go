@@ -184,11 +184,17 @@ func (s *Store) SpaceCollectors() []prometheus.Collector {
 // space it must keep free, so no append could ever be admitted.
 var ErrReserveTooLarge = errors.New("the journal's file system is too small for its reserve")
 
+// ErrBadReserve: a negative reserve was asked for.
+var ErrBadReserve = errors.New("bad journal reserve")
+
 // CheckReserve refuses a journal directory (or, if it does not exist yet,
 // the directory it would be made in) whose file system leaves no room for
 // a journal above the reserve (0: DefaultReserve), before anything is
 // made there.
 func CheckReserve(dir string, reserve int64) error {
+	if reserve < 0 {
+		return fmt.Errorf("%w: %d bytes: want 0 (a quarter of the file system, between %d and %d MiB) or more", ErrBadReserve, reserve, minDefaultReserve>>20, maxDefaultReserve>>20)
+	}
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
 		var st unix.Statfs_t
 		err := unix.Statfs(d, &st)

@@ -156,15 +156,15 @@ func Start(cfg Config) (*Mount, error) {
 	if cfg.Backing == "" {
 		cfg.Backing = cfg.Mountpoint
 	}
-	if cfg.SealInterval <= 0 {
-		cfg.SealInterval = 50 * time.Millisecond
-	}
 	ClearStaleMount(cfg.Mountpoint, cfg.Logger)
 	if err := cfg.check(); err != nil {
 		if !errors.Is(err, ErrVolumeBusy) {
 			err = &ConfigError{err}
 		}
 		return nil, err
+	}
+	if cfg.SealInterval == 0 {
+		cfg.SealInterval = 50 * time.Millisecond
 	}
 	m := &Mount{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), runDone: make(chan struct{}), ctlDone: make(chan error, 1)}
 	m.timings = newTimings(m.reg)

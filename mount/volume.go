@@ -41,13 +41,19 @@ func Check(cfg Config) error {
 }
 
 // check refuses, before anything is touched, every mistake it can see: a
-// batch size too large, an ack policy the backups cannot meet, a bad
+// batch size too large or a negative size or interval, an ack policy the backups cannot meet, a bad
 // backup address, a missing token, TLS files that do not load, a journal
 // inside the volume, a volume that is missing, not a directory, or already
 // served by pbfs.
 func (cfg *Config) check() error {
-	if cfg.MaxBatchBytes > journal.MaxBodySize/4 {
-		return fmt.Errorf("batch size %d: at most %d", cfg.MaxBatchBytes, journal.MaxBodySize/4)
+	if cfg.MaxBatchBytes < 0 || cfg.MaxBatchBytes > journal.MaxBodySize/4 {
+		return fmt.Errorf("batch size %d: want a number of bytes up to %d (0: the default)", cfg.MaxBatchBytes, journal.MaxBodySize/4)
+	}
+	if cfg.SealInterval < 0 {
+		return fmt.Errorf("seal interval %s: want a positive duration (0: the default)", cfg.SealInterval)
+	}
+	if cfg.DegradeAfter < 0 {
+		return fmt.Errorf("degrade-after %s: want a positive duration (0: never)", cfg.DegradeAfter)
 	}
 	if len(cfg.Backups) > 0 || cfg.Dynamic {
 		pc := replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token, TLS: cfg.TLS}
@@ -66,8 +72,12 @@ func (cfg *Config) check() error {
 		if cfg.TLS.Enabled() {
 			return errors.New("TLS files given, but no backup to use them with")
 		}
-		if cfg.AckLevel == replicate.AckMemory {
+		switch cfg.AckLevel {
+		case "", replicate.AckDisk:
+		case replicate.AckMemory:
 			return errors.New("ack level memory needs backups: give --backup")
+		default:
+			return fmt.Errorf("ack level %q: want disk or memory", cfg.AckLevel)
 		}
 	}
 	for _, dir := range []string{cfg.Mountpoint, cfg.Backing} {

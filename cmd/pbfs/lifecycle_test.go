@@ -46,16 +46,28 @@ func TestFailedStartLeavesJournalClean(t *testing.T) {
 	vol, _, jdir := layout(t)
 	d := startMount(t, nil, vol, jdir)
 	d.Stop()
-	for _, args := range [][]string{
-		{"--backup", "127.0.0.1:1", "--ack", "3", "--token", "t"},
-		{"--backup", "not-an-address", "--token", "t"},
-		{"--backup", "127.0.0.1:1", "--token", "t", "--tls-cert", "/nonexistent/cert", "--tls-key", "/nonexistent/key", "--tls-ca", "/nonexistent/ca"},
-		{"--ack", "1"}, // no backup to ack
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--backup", "127.0.0.1:1", "--ack", "3", "--token", "t"}, "ack policy"},
+		{[]string{"--backup", "not-an-address", "--token", "t"}, "want host:port"},
+		{[]string{"--backup", "127.0.0.1:1", "--token", "t", "--tls-cert", "/nonexistent/cert", "--tls-key", "/nonexistent/key", "--tls-ca", "/nonexistent/ca"}, "cert"},
+		{[]string{"--ack", "1"}, "needs backups"}, // no backup to ack
+		{[]string{"--batch-bytes", "-5"}, "batch size -5"},
+		{[]string{"--seal-interval", "-1s"}, "seal interval -1s"},
+		{[]string{"--degrade-after", "-1s"}, "degrade-after -1s"},
+		{[]string{"--ack-level", "fast"}, `ack level "fast"`},
+		{[]string{"--backup", "127.0.0.1:1", "--token", "t", "--ack-level", "fast"}, `ack level "fast"`},
+		{[]string{"--journal-reserve", "-1"}, "bad journal reserve"},
 	} {
-		out, code := run(t, append(append([]string{"mount", "--journal", jdir}, args...), vol)...)
-		if code != 2 {
-			t.Errorf("mount %v: exit %d, want 2 (usage):\n%s", args, code, out)
+		out, code := run(t, append(append([]string{"mount", "--journal", jdir}, tc.args...), vol)...)
+		if code != 2 || !strings.Contains(out, tc.says) {
+			t.Errorf("mount %v: exit %d, want 2 (usage) saying %q:\n%s", tc.args, code, tc.says, out)
 		}
+	}
+	if out, code := run(t, "backup", "--listen", "127.0.0.1:0", "--token", "t", "--journal", t.TempDir(), "--journal-reserve", "-1", t.TempDir()); code != 2 || !strings.Contains(out, "bad journal reserve") {
+		t.Errorf("backup --journal-reserve -1: exit %d, want 2:\n%s", code, out)
 	}
 	ln, err := net.Listen("unix", filepath.Join(jdir, "control.sock"))
 	must(t, err)
