@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/fstest"
@@ -36,7 +38,15 @@ func TestMain(m *testing.M) {
 // run runs pbfs and returns its combined output and exit code.
 func run(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	out, err := exec.Command(pbfsBin, args...).CombinedOutput()
+	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pbfsBin, args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) } // a mount unmounts
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("pbfs %s still ran after %s (serving where it should have refused?):\n%s", strings.Join(args, " "), runTimeout, out)
+	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -45,6 +55,9 @@ func run(t *testing.T, args ...string) (string, int) {
 	}
 	return string(out), code
 }
+
+// runTimeout bounds a command run: none of them serves.
+const runTimeout = 2 * time.Minute
 
 // startMount runs `pbfs mount` (optionally under a prefix such as
 // prlimit) and waits until it answers.

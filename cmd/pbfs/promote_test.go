@@ -171,4 +171,23 @@ func TestPromoteRefusals(t *testing.T) {
 	if json.Unmarshal(rec, &promoted) != nil || !promoted.Forced || len(promoted.Reasons) == 0 {
 		t.Fatalf("the journal does not record the forced promotion: %s", rec)
 	}
+	// b0 has served as the primary since: promoting it again is a mistake
+	// (pbfs mount serves it), refused before the journal is touched.
+	st, err = journal.OpenStore(b0.Jdir, journal.StoreOptions{ReadOnly: true})
+	must(t, err)
+	stalledBefore, _ := st.MetaUint("stalled")
+	st.Close()
+	for _, force := range [][]string{nil, {"--force"}} {
+		if out, code := promote(b0, force...); code != 1 || !strings.Contains(out, "last served a primary (pbfs mount), not a backup") {
+			t.Fatalf("promoting a primary's journal %v: exit %d:\n%s", force, code, out)
+		}
+	}
+	st, err = journal.OpenStore(b0.Jdir, journal.StoreOptions{ReadOnly: true})
+	must(t, err)
+	role, _ := st.Meta(replicate.RoleKey)
+	stalled, _ := st.MetaUint("stalled")
+	st.Close()
+	if string(role) != replicate.RolePrimary || stalled != stalledBefore {
+		t.Fatalf("a refused promotion changed the primary's journal: role %q, stalled %d (was %d)", role, stalled, stalledBefore)
+	}
 }
