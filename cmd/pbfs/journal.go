@@ -234,6 +234,9 @@ func journalReplay(c *cli.Context) error {
 		return cli.Exit("journal replay: want a TARGET directory", 2)
 	}
 	from, to := c.Uint64("from"), c.Uint64("to")
+	if to > 0 && to < from {
+		return cli.Exit(fmt.Sprintf("journal replay: --to %d is before --from %d", to, from), 2)
+	}
 	return withSource(c, func(src source) error {
 		// Check the whole range before touching the target, so a corrupt
 		// batch in the middle never leaves it half replayed.

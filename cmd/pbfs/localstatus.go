@@ -19,7 +19,7 @@ func localStatus(c *cli.Context) error {
 	}
 	st, err := cl.Status(c.Context)
 	if err != nil {
-		return cli.Exit("status: "+err.Error(), 1)
+		return cli.Exit(err.Error(), 1) // "status: ..."
 	}
 	w := c.App.Writer
 	if c.Bool("json") {

@@ -25,7 +25,7 @@ func resyncCommand() *cli.Command {
 				return cli.Exit("resync: "+err.Error(), 1)
 			}
 			if err := cl.Resync(context.Background()); err != nil {
-				return cli.Exit("resync: "+err.Error(), 1)
+				return cli.Exit(err.Error(), 1) // "resync: ..."
 			}
 			if !c.Bool("wait") {
 				fmt.Fprintf(c.App.Writer, "resync started; pbfs status --journal %s shows how far each backup is\n", c.String("journal"))
