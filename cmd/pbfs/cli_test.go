@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,13 +39,13 @@ func TestMain(m *testing.M) {
 // run runs pbfs and returns its combined output and exit code.
 func run(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), runTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, pbfsBin, args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) } // a mount unmounts
 	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatalf("pbfs %s still ran after %s (serving where it should have refused?):\n%s", strings.Join(args, " "), runTimeout, out)
 	}
 	code := 0
