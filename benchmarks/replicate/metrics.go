@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
+
+	benchreport "github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
 // metrics maps a Prometheus series (name{labels}) to its value.
@@ -24,24 +24,7 @@ func scrape(ctx context.Context, c *cluster) (metrics, error) {
 	return m, nil
 }
 
-func parseMetrics(text string) metrics {
-	m := metrics{}
-	for _, line := range strings.Split(text, "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		m[line[:i]] = v
-	}
-	return m
-}
+func parseMetrics(text string) metrics { return benchreport.ParseMetrics(text) }
 
 func (m metrics) plus(o metrics) metrics {
 	d := metrics{}
@@ -72,12 +55,4 @@ func (m metrics) mean(name string) string {
 }
 
 // sum adds the series of metric name whose labels contain label.
-func (m metrics) sum(name, label string) float64 {
-	var s float64
-	for k, v := range m {
-		if (k == name || strings.HasPrefix(k, name+"{")) && strings.Contains(k, label) {
-			s += v
-		}
-	}
-	return s
-}
+func (m metrics) sum(name, label string) float64 { return benchreport.SumSeries(m, name, label) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	benchreport "github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
 type calib struct {
@@ -106,15 +107,7 @@ func cpuStr(c benchproc.CPU, n time.Duration) string {
 	return fmt.Sprintf("%s (%.0f %% sys)", ms(c.Total()/n), 100*float64(c.Sys)/float64(c.Total()))
 }
 
-func bytesStr(v float64) string {
-	switch {
-	case v >= 10<<20:
-		return fmt.Sprintf("%.1f MiB", v/(1<<20))
-	case v >= 10<<10:
-		return fmt.Sprintf("%.1f KiB", v/(1<<10))
-	}
-	return fmt.Sprintf("%.0f B", v)
-}
+func bytesStr(v float64) string { return benchreport.Bytes(v) }
 
 func (rep *report) markdown() string {
 	var b strings.Builder
@@ -219,22 +212,6 @@ func (rep *report) markdown() string {
 		timer += r.m.sum("pbfs_capture_seals_total", `trigger="timer"`)
 	}
 	fmt.Fprintf(&b, "- batches sealed by the 50 ms timer rather than by a barrier during measurement: %.0f\n", timer)
-	if len(rep.leftMounts) == 0 {
-		fmt.Fprintf(&b, "- mounts left under the run directory: none\n")
-	} else {
-		fmt.Fprintf(&b, "- mounts left under the run directory: %v\n", rep.leftMounts)
-	}
-	if len(rep.complaints) == 0 {
-		fmt.Fprintf(&b, "- pbfs log lines above INFO: none\n")
-	} else {
-		fmt.Fprintf(&b, "- pbfs log lines above INFO (%d):\n\n", len(rep.complaints))
-		for i, l := range rep.complaints {
-			if i == 30 {
-				fmt.Fprintf(&b, "      ... %d more\n", len(rep.complaints)-30)
-				break
-			}
-			fmt.Fprintf(&b, "      %s\n", l)
-		}
-	}
+	benchreport.WriteChecks(&b, rep.leftMounts, rep.complaints)
 	return b.String()
 }

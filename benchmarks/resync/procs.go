@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	benchreport "github.com/pbfs/pbfs/benchmarks/internal/report"
 	"github.com/pbfs/pbfs/control"
 )
 
@@ -83,34 +82,12 @@ func scrape(ctx context.Context, cl *control.Client) (metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := metrics{}
-	for _, line := range strings.Split(text, "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		m[line[:i]] = v
-	}
+	m := metrics(benchreport.ParseMetrics(text))
 	return m, nil
 }
 
 // sum adds the series of metric name whose labels contain label.
-func (m metrics) sum(name, label string) float64 {
-	var s float64
-	for k, v := range m {
-		if (k == name || strings.HasPrefix(k, name+"{")) && strings.Contains(k, label) {
-			s += v
-		}
-	}
-	return s
-}
+func (m metrics) sum(name, label string) float64 { return benchreport.SumSeries(m, name, label) }
 
 // errs joins the non-nil errors.
 func errs(list ...error) error { return errors.Join(list...) }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	benchreport "github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
 func newChaCha(seed uint64) *mrand.ChaCha8 {
@@ -55,15 +56,7 @@ func (r *report) watchLoad(ctx context.Context) {
 
 func mib(v float64) string { return fmt.Sprintf("%.1f", v/(1<<20)) }
 
-func bytesStr(v float64) string {
-	switch {
-	case v >= 10<<20:
-		return fmt.Sprintf("%.1f MiB", v/(1<<20))
-	case v >= 10<<10:
-		return fmt.Sprintf("%.1f KiB", v/(1<<10))
-	}
-	return fmt.Sprintf("%.0f B", v)
-}
+func bytesStr(v float64) string { return benchreport.Bytes(v) }
 
 func atof(s string) float64 {
 	v, _ := strconv.ParseFloat(s, 64)
@@ -240,23 +233,7 @@ func (r *report) markdown() string {
 		}
 	}
 	fmt.Fprintf(&b, "\n## Checks\n\n")
-	if len(r.leftMounts) == 0 {
-		fmt.Fprintf(&b, "- mounts left under the run directory: none\n")
-	} else {
-		fmt.Fprintf(&b, "- mounts left under the run directory: %v\n", r.leftMounts)
-	}
-	if len(r.complaints) == 0 {
-		fmt.Fprintf(&b, "- pbfs log lines above INFO: none\n")
-	} else {
-		fmt.Fprintf(&b, "- pbfs log lines above INFO (%d):\n\n", len(r.complaints))
-		for i, l := range r.complaints {
-			if i == 30 {
-				fmt.Fprintf(&b, "      ... %d more\n", len(r.complaints)-30)
-				break
-			}
-			fmt.Fprintf(&b, "      %s\n", l)
-		}
-	}
+	benchreport.WriteChecks(&b, r.leftMounts, r.complaints)
 	return b.String()
 }
 
