@@ -13,8 +13,8 @@ import (
 // cacheValid is how long the kernel may cache names and attributes. Every
 // change goes through this mount, so the kernel's copy only goes stale
 // through other names of a hard-linked file, which share one node id, and
-// through an answer that crosses a change of a directory's entries, which
-// dirChanged takes care of.
+// through an answer that crosses a change of a directory's entries or a
+// fallocate, which attrsChanged takes care of.
 const cacheValid = time.Second
 
 func fuseAttr(a capture.Attr) fuse.Attr {

@@ -74,21 +74,23 @@ func (s *Server) invalidateIfCleared(h *capture.Handle) {
 	}
 }
 
-// dirChanged drops the kernel's cached attributes of directory dir, whose
-// entries the request being served just changed, before the reply. The
-// kernel marks the directory's attributes stale itself only once the
-// reply arrives, and a lookup or getattr of it that pbfs answered before
-// the change, but that the kernel takes in after that mark, puts the old
-// mtime and size back in its cache for cacheValid: a stat right after
-// the change saw the directory as it was before (one round in five of a
-// create-and-unlink loop with concurrent stats). The notification also
-// advances the inode's attribute version, so such an answer, asked for
-// before it, is no longer cached at all; one asked for after it is
-// answered after the change. Only the attributes are dropped (offset -1:
-// no pages), which waits for no lock the caller holds.
-func (s *Server) dirChanged(dir *capture.Node) {
-	if err := s.conn.InvalidateNode(fuse.NodeID(dir.ID()), -1, -1); err != nil && !errors.Is(err, fuse.ErrNotCached) {
-		s.log.Warn("invalidate a changed directory's attributes", "err", err)
+// attrsChanged drops the kernel's cached attributes of node n, a
+// directory whose entries the request being served just changed or a file
+// fallocate changed, before the reply. For these the kernel marks the
+// attributes stale itself only once the reply arrives, and a lookup or
+// getattr that pbfs answered before the change, but that the kernel takes
+// in after that mark, puts the old mtime and size back in its cache for
+// cacheValid: a stat right after the change saw the node as it was
+// before (one round in five of a create-and-unlink loop with concurrent
+// stats; also after a hole punched). The notification also advances the
+// inode's attribute version, so such an answer, asked for before it, is
+// no longer cached at all; one asked for after it is answered after the
+// change. (After a write or a truncate the kernel advances the version
+// itself.) Only the attributes are dropped (offset -1: no pages), which
+// waits for no lock the caller holds.
+func (s *Server) attrsChanged(n *capture.Node) {
+	if err := s.conn.InvalidateNode(fuse.NodeID(n.ID()), -1, -1); err != nil && !errors.Is(err, fuse.ErrNotCached) {
+		s.log.Warn("invalidate changed attributes", "err", err)
 	}
 }
 
@@ -137,14 +139,14 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		if err != nil {
 			return err
 		}
-		s.dirChanged(n)
+		s.attrsChanged(n)
 		r.Respond(&fuse.MkdirResponse{LookupResponse: entry(c, a)})
 	case *fuse.MknodRequest:
 		c, a, err := s.fs.Mknod(n, r.Name, unixMode(r.Mode), uint64(r.Rdev), caller(&r.Header))
 		if err != nil {
 			return err
 		}
-		s.dirChanged(n)
+		s.attrsChanged(n)
 		resp := entry(c, a)
 		r.Respond(&resp)
 	case *fuse.SymlinkRequest:
@@ -152,7 +154,7 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		if err != nil {
 			return err
 		}
-		s.dirChanged(n)
+		s.attrsChanged(n)
 		r.Respond(&fuse.SymlinkResponse{LookupResponse: entry(c, a)})
 	case *fuse.LinkRequest:
 		old := s.fs.Node(uint64(r.OldNode))
@@ -163,14 +165,14 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		if err != nil {
 			return err
 		}
-		s.dirChanged(n)
+		s.attrsChanged(n)
 		resp := entry(old, a)
 		r.Respond(&resp)
 	case *fuse.RemoveRequest:
 		if err := s.fs.Remove(n, r.Name, r.Dir); err != nil {
 			return err
 		}
-		s.dirChanged(n)
+		s.attrsChanged(n)
 		r.Respond()
 	case *fuse.RenameRequest:
 		np := s.fs.Node(uint64(r.NewDir))
@@ -180,9 +182,9 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		if err := s.fs.Rename(n, r.OldName, np, r.NewName, r.Flags); err != nil {
 			return err
 		}
-		s.dirChanged(n)
+		s.attrsChanged(n)
 		if np != n {
-			s.dirChanged(np)
+			s.attrsChanged(np)
 		}
 		r.Respond()
 	case *fuse.CreateRequest:
@@ -190,7 +192,7 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		if err != nil {
 			return err
 		}
-		s.dirChanged(n)
+		s.attrsChanged(n)
 		s.opened(h)
 		r.Respond(&fuse.CreateResponse{LookupResponse: entry(c, a), OpenResponse: fuse.OpenResponse{Handle: fuse.HandleID(h.ID()), Flags: fuse.OpenKeepCache}})
 	case *fuse.OpenRequest:

@@ -64,6 +64,7 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 		if err := s.fs.Fallocate(h, uint32(r.Mode), r.Offset, r.Length); err != nil {
 			return err
 		}
+		s.attrsChanged(h.Node())
 		r.Respond()
 	case *fuse.FlushRequest:
 		// Nothing to do at close (no writeback cache, no POSIX locks held
