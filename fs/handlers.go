@@ -83,8 +83,9 @@ func (s *Server) invalidateIfCleared(h *capture.Handle) {
 // cacheValid: a stat right after the change saw the node as it was
 // before (one round in five of a create-and-unlink loop with concurrent
 // stats; also after a hole punched). The notification also advances the
-// inode's attribute version, so such an answer, asked for before it, is
-// no longer cached at all; one asked for after it is answered after the
+// inode's attribute version (since Linux 5.10; before, it only narrows
+// the window), so such an answer, asked for before it, is no longer
+// cached at all; one asked for after it is answered after the
 // change. (After a write or a truncate the kernel advances the version
 // itself.) Only the attributes are dropped (offset -1: no pages), which
 // waits for no lock the caller holds.

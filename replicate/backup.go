@@ -40,6 +40,9 @@ type BackupConfig struct {
 	// a journal that served a primary is not a deposed one (see
 	// OpenBackup).
 	FirstTerm bool
+	// RefusePrimary: fail with ErrPrimaryJournal, before anything is
+	// written, when the journal last served a primary (pbfs promote).
+	RefusePrimary bool
 	// JournalReserve is the space kept free on the journal's file system
 	// (0: journal.DefaultReserve); batches that would cut into it are
 	// refused, not acked.
@@ -151,6 +154,11 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	if err != nil {
 		lock.Close()
 		return nil, err
+	}
+	if role, _ := st.Meta(RoleKey); cfg.RefusePrimary && string(role) == RolePrimary {
+		st.Close()
+		lock.Close()
+		return nil, ErrPrimaryJournal
 	}
 	ap, err := apply.New(cfg.Volume, cfg.Logger)
 	if err != nil {

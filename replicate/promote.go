@@ -8,13 +8,15 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-
-	"github.com/pbfs/pbfs/journal"
 )
 
 // ErrNotPromotable refuses a promotion that could lose an acknowledged
 // batch; the error names every reason. Promote's Force overrides it.
 var ErrNotPromotable = errors.New("this backup cannot be promoted safely")
+
+// ErrPrimaryJournal: a backup was asked to open (with RefusePrimary) a
+// journal a primary last served.
+var ErrPrimaryJournal = errors.New("this journal last served a primary (pbfs mount), not a backup")
 
 // PromoteConfig describes a backup about to become the primary.
 type PromoteConfig struct {
@@ -66,13 +68,14 @@ func Promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if !cfg.Checked && !cfg.FirstTerm && journalRole(cfg.Journal) == RolePrimary {
-		// Opened as a backup's, it would be taken for a deposed primary
-		// rejoining and marked to wait for a resync: a refusal must leave
-		// it as it was.
-		return Promotion{}, fmt.Errorf("promote: %w: this journal last served a primary (pbfs mount), not a backup; serve it with pbfs mount again, or promote a backup's journal", ErrNotPromotable)
+	// A journal a primary last served would be taken for a deposed
+	// primary rejoining and marked to wait for a resync: refused before
+	// that, so a refusal leaves it as it was.
+	b, err := OpenBackup(BackupConfig{Volume: cfg.Volume, Journal: cfg.Journal, Token: "promote", Logger: cfg.Logger, Retain: -1,
+		FirstTerm: cfg.FirstTerm, RefusePrimary: !cfg.Checked && !cfg.FirstTerm})
+	if errors.Is(err, ErrPrimaryJournal) {
+		return Promotion{}, fmt.Errorf("promote: %w: %w; serve it with pbfs mount again, or promote a backup's journal", ErrNotPromotable, err)
 	}
-	b, err := OpenBackup(BackupConfig{Volume: cfg.Volume, Journal: cfg.Journal, Token: "promote", Logger: cfg.Logger, Retain: -1, FirstTerm: cfg.FirstTerm})
 	if err != nil {
 		return Promotion{}, fmt.Errorf("promote: %w", err)
 	}
@@ -165,17 +168,4 @@ func (b *Backup) promotable(ctx context.Context, cfg PromoteConfig, st Status, p
 			policy.Need, policy.Of, policy.Of-policy.Need, reached))
 	}
 	return reasons, maxEpoch
-}
-
-// journalRole is the role the journal in dir last served in, read without
-// changing it; "" when it cannot be read that way (locked, or needing the
-// recovery a read-write open makes), for the open that follows to report.
-func journalRole(dir string) string {
-	st, err := journal.OpenStore(dir, journal.StoreOptions{ReadOnly: true})
-	if err != nil {
-		return ""
-	}
-	defer st.Close()
-	role, _ := st.Meta(RoleKey)
-	return string(role)
 }

@@ -126,13 +126,14 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 		}
 		return cli.Exit(cmd+": "+err.Error(), 1)
 	}
+	var stopping time.Time // when a signal began the stop: a repeat soon after is the same request
 	select {
 	case s := <-sig:
 		log.Info("signal received; unmounting", "signal", s.String())
+		stopping = time.Now()
 	case <-m.Done():
 		log.Warn("mount went away (unmounted from outside?)")
 	}
-	stopping := time.Now()
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()
 	force := make(chan os.Signal, 1)
@@ -141,8 +142,10 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 	select {
 	case cerr = <-closed:
 	case s := <-force:
-		log.Warn("second signal: stopping by force", "signal", s.String())
-		m.Abort()
+		if s != nil {
+			log.Warn("second signal: stopping by force", "signal", s.String())
+			m.Abort()
+		}
 		cerr = <-closed
 	}
 	if cerr != nil {

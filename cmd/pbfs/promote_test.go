@@ -54,6 +54,20 @@ func TestPromoteTakesOver(t *testing.T) {
 	acked := ledger(t, c, "before", 10)
 	c.Primary.Kill()
 	syscall.Unmount(c.Vol, syscall.MNT_DETACH)
+	// Promoting the crashed primary's own journal by mistake is refused,
+	// and leaves it a primary's (the journal needs the recovery a
+	// read-write open makes first).
+	if out, code := run(t, "promote", "--journal", c.Jdir, "--token", fstest.TestToken, "--force", c.Vol); code != 1 || !strings.Contains(out, "not a backup") {
+		t.Fatalf("promoting the crashed primary's journal: exit %d:\n%s", code, out)
+	}
+	pst, err := journal.OpenStore(c.Jdir, journal.StoreOptions{})
+	must(t, err)
+	role, _ := pst.Meta(replicate.RoleKey)
+	stalled, _ := pst.MetaUint("stalled")
+	must(t, pst.Close())
+	if string(role) != replicate.RolePrimary || stalled != 0 {
+		t.Fatalf("a refused promotion changed the crashed primary's journal: role %q, stalled %d", role, stalled)
+	}
 	// Which backup is more current is up to the kill: ask both, promote
 	// that one.
 	winner := c.Backups[0]

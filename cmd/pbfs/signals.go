@@ -16,8 +16,9 @@ import (
 var repeatWindow = time.Second
 
 // forceSignal waits for a stop signal that asks for force: the first one
-// on sig at least repeatWindow after first (when the stop began). Earlier
-// ones are logged and dropped.
+// on sig at least repeatWindow after first (when a signal began the stop;
+// zero when something else did). Earlier ones are logged and dropped. nil
+// if sig closes.
 func forceSignal(sig <-chan os.Signal, first time.Time, log *slog.Logger) os.Signal {
 	for s := range sig {
 		if time.Since(first) >= repeatWindow {
