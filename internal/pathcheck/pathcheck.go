@@ -23,7 +23,7 @@ var ErrInside = errors.New("journal directory is inside the volume")
 func Outside(dir, volume string) error {
 	var vst unix.Stat_t
 	if err := unix.Stat(volume, &vst); err != nil {
-		return fmt.Errorf("stat volume: %w", err)
+		return fmt.Errorf("volume %s: %w", volume, err)
 	}
 	inside := fmt.Errorf("journal %s, volume %s: %w", dir, volume, ErrInside)
 	p, err := Resolve(dir)
