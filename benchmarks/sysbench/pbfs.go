@@ -10,13 +10,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
+	report_ "github.com/pbfs/pbfs/benchmarks/internal/report"
 	"github.com/pbfs/pbfs/control"
 )
 
@@ -122,20 +122,7 @@ func (c *cluster) metrics(ctx context.Context) (map[string]float64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.name, err)
 	}
-	m := map[string]float64{}
-	for _, l := range strings.Split(text, "\n") {
-		if l == "" || l[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(l, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil {
-			m[l[:i]] = v
-		}
-	}
-	return m, nil
+	return report_.ParseMetrics(text), nil
 }
 
 // sum adds the values of every series of the metric name (any labels).
