@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pbfs/pbfs/internal/sparse"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -56,6 +57,18 @@ func BlockSum(b []byte) []byte {
 	h := sha256.Sum256(b)
 	return h[:16]
 }
+
+// Resyncs keep holes holes: a block that is a hole on the primary travels
+// as an empty checksum (HoleSum), is never read or sent, and is punched on
+// the backup if the backup has data there. A resync used to read the holes
+// of sparse files as zeros and write them out: 1.7 GB of sparse files took
+// 7.3 GB on the backup.
+
+// HoleSum is the checksum a resync sends for a block that is all hole.
+var HoleSum = []byte{}
+
+// IsHole reports whether a block checksum stands for a hole.
+func IsHole(sum []byte) bool { return len(sum) == 0 }
 
 // Ensure makes s.Path exist with the right type (not yet its data or
 // metadata, see Finish). It reports whether the path is a regular file
@@ -176,7 +189,7 @@ func (r *Reconciler) Compare(p string, blockSize int, theirs [][]byte, fresh boo
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, err
 	}
-	exts, err := DataExtents(int(f.Fd()), st.Size)
+	exts, err := sparse.DataExtents(int(f.Fd()), st.Size)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +197,7 @@ func (r *Reconciler) Compare(p string, blockSize int, theirs [][]byte, fresh boo
 	for i, sum := range theirs {
 		off := int64(i) * int64(blockSize)
 		end := min(off+int64(blockSize), st.Size)
-		ours := off < end && HasData(exts, off, end)
+		ours := off < end && sparse.HasData(exts, off, end)
 		switch {
 		case IsHole(sum):
 			if ours {

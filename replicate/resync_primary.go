@@ -12,6 +12,7 @@ import (
 
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/capture"
+	"github.com/pbfs/pbfs/internal/sparse"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
@@ -160,7 +161,7 @@ func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture
 // sums checksums the first size bytes of f, block by block; a block
 // that is all hole gets apply.HoleSum and is not read.
 func sums(f *os.File, size int64) ([][]byte, error) {
-	exts, err := apply.DataExtents(int(f.Fd()), size)
+	exts, err := sparse.DataExtents(int(f.Fd()), size)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +169,7 @@ func sums(f *os.File, size int64) ([][]byte, error) {
 	buf := make([]byte, resyncBlock)
 	for off := int64(0); off < size; off += resyncBlock {
 		end := min(off+resyncBlock, size)
-		if !apply.HasData(exts, off, end) {
+		if !sparse.HasData(exts, off, end) {
 			out = append(out, apply.HoleSum)
 			continue
 		}

@@ -1,4 +1,7 @@
-package apply
+// Package sparse lists where a sparse file holds data, so that readers of
+// whole files (resync's block checksums, verify's digests) skip its holes
+// instead of reading them as zeros.
+package sparse
 
 import (
 	"errors"
@@ -6,18 +9,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Resyncs keep holes holes: a block that is a hole on the primary travels
-// as an empty checksum, is never read or sent, and is punched on the
-// backup if the backup has data there. A resync used to read the holes of
-// sparse files as zeros and write them out: 1.7 GB of sparse files took
-// 7.3 GB on the backup.
-
 // Extent is a range [Off, End) of a file that holds data.
 type Extent struct{ Off, End int64 }
 
 // DataExtents lists the data of the first size bytes of the open file fd,
-// with SEEK_DATA and SEEK_HOLE. Where the file system cannot tell, the
-// whole file is data.
+// with SEEK_DATA and SEEK_HOLE, in order. Where the file system cannot
+// tell, the whole file is data.
 func DataExtents(fd int, size int64) ([]Extent, error) {
 	var out []Extent
 	for off := int64(0); off < size; {
@@ -57,9 +54,3 @@ func HasData(exts []Extent, off, end int64) bool {
 	}
 	return false
 }
-
-// HoleSum is the checksum a resync sends for a block that is all hole.
-var HoleSum = []byte{}
-
-// IsHole reports whether a block checksum stands for a hole.
-func IsHole(sum []byte) bool { return len(sum) == 0 }
