@@ -83,7 +83,7 @@ type Backend interface {
 	Scan(from uint64, fn func(seq uint64, enc []byte) error) error
 	// Manifest lists the volume as the backups should have it (local-only
 	// paths left out), or only paths (pbfs verify).
-	Manifest(paths []string, fn func(manifest.Entry) error) error
+	Manifest(ctx context.Context, paths []string, fn func(manifest.Entry) error) error
 	// Compare lists paths on the primary and on every backup exactly as
 	// of one batch, with the service's mutations paused (pbfs verify).
 	Compare(ctx context.Context, paths []string) (Comparison, error)
@@ -161,7 +161,7 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 		// One JSON entry per line; a last line {"error": ...} if the walk failed.
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		enc := json.NewEncoder(w)
-		if err := b.Manifest(req.Paths, func(e manifest.Entry) error { return enc.Encode(e) }); err != nil {
+		if err := b.Manifest(r.Context(), req.Paths, func(e manifest.Entry) error { return enc.Encode(e) }); err != nil {
 			enc.Encode(map[string]string{"error": err.Error()})
 		}
 	})

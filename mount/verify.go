@@ -34,7 +34,7 @@ func (m *Mount) Compare(ctx context.Context, paths []string) (control.Comparison
 	out := control.Comparison{Primary: map[string]manifest.Entry{}}
 	pause, err := m.committer.Frozen(ctx, func(h journal.Header) error {
 		out.Seq = h.Seq
-		if err := m.Manifest(paths, func(e manifest.Entry) error { out.Primary[e.Path] = e; return nil }); err != nil {
+		if err := m.Manifest(ctx, paths, func(e manifest.Entry) error { out.Primary[e.Path] = e; return nil }); err != nil {
 			return err
 		}
 		out.Backups = m.primary.Manifests(ctx, h.Seq, paths, compareWait)
@@ -51,7 +51,7 @@ func (m *Mount) Compare(ctx context.Context, paths []string) (control.Comparison
 // Manifest lists the volume as the backups should hold it: the backing
 // directory, read directly (never through the mount), local-only paths
 // left out.
-func (m *Mount) Manifest(paths []string, fn func(manifest.Entry) error) error {
+func (m *Mount) Manifest(ctx context.Context, paths []string, fn func(manifest.Entry) error) error {
 	root := fmt.Sprintf("/proc/self/fd/%d", m.fs.RootFd())
 	var keep []string
 	for _, p := range paths {
@@ -62,5 +62,5 @@ func (m *Mount) Manifest(paths []string, fn func(manifest.Entry) error) error {
 	if len(paths) > 0 && len(keep) == 0 {
 		return nil
 	}
-	return manifest.Walk(root, keep, m.fs.Local, fn)
+	return manifest.Walk(ctx, root, keep, m.fs.Local, fn)
 }

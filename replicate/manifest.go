@@ -46,9 +46,9 @@ func (b *Backup) Manifest(req *replpb.ManifestRequest, stream replpb.Replication
 		case <-time.After(100 * time.Millisecond): // a stall sets no progress
 		}
 	}
-	return manifest.Walk(b.cfg.Volume, req.Paths, nil, func(e manifest.Entry) error {
+	return manifest.Walk(stream.Context(), b.cfg.Volume, req.Paths, nil, func(e manifest.Entry) error {
 		return stream.Send(&replpb.ManifestEntry{Path: e.Path, Mode: e.Mode, Uid: e.UID, Gid: e.GID, Size: e.Size,
-			Sha256: e.SHA256, Target: e.Target, Missing: e.Missing})
+			Digest: e.Digest, Target: e.Target, Missing: e.Missing})
 	})
 }
 
@@ -77,7 +77,7 @@ func fetchManifest(ctx context.Context, c replpb.ReplicationClient, addr string,
 			}
 			return nil, fmt.Errorf("manifest of %s: %s", addr, status.Convert(err).Message())
 		}
-		out[e.Path] = manifest.Entry{Path: e.Path, Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, SHA256: e.Sha256, Target: e.Target, Missing: e.Missing}
+		out[e.Path] = manifest.Entry{Path: e.Path, Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, Digest: e.Digest, SHA256: e.Sha256, Target: e.Target, Missing: e.Missing}
 	}
 }
 

@@ -29,7 +29,7 @@ func (c backupControl) Status() control.Status {
 		JournalBytes: j.DiskBytes(), JournalFree: j.FreeBytes(), JournalReserve: j.ReserveBytes()}
 }
 
-func (c backupControl) Manifest([]string, func(manifest.Entry) error) error {
+func (c backupControl) Manifest(context.Context, []string, func(manifest.Entry) error) error {
 	return errors.New("manifest: ask the primary's control socket (pbfs verify)")
 }
 

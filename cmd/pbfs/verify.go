@@ -127,6 +127,8 @@ func compareAgain(ctx context.Context, c *cli.Context, cl *control.Client, size 
 					v.notVerified(p, "the primary no longer ships to it")
 				case b.Err != "":
 					v.notVerified(p, b.Err)
+				case manifest.Incomparable(entry(cmp.Primary, p), entry(b.Entries, p)):
+					v.notVerified(p, "its contents were hashed by a pbfs from before sparse-aware digests (upgrade it to compare them)")
 				default:
 					if how := manifest.Diff(entry(cmp.Primary, p), entry(b.Entries, p)); how != "" {
 						v.Differ[p] = how

@@ -22,6 +22,11 @@ func TestVerifyNamesDifferences(t *testing.T) {
 		must(t, os.WriteFile(filepath.Join(c.Vol, f), []byte(strings.Repeat(f, 1000)), 0o644))
 	}
 	must(t, os.Symlink("d/b", filepath.Join(c.Vol, "link")))
+	// A 1 TiB sparse file: its holes are not read (hashing every byte took
+	// verify past its timeout), yet a byte changed in one is found.
+	sparse := filepath.Join(c.Vol, "sparse")
+	must(t, os.WriteFile(sparse, []byte("head"), 0o644))
+	writeAt(t, sparse, 1<<40-4, "tail")
 	c.WaitApplied(c.Barrier())
 	out, code := run(t, "verify", "--journal", c.Jdir, "--token", fstest.TestToken)
 	if code != 0 || strings.Count(out, "identical") != 2 {
@@ -29,6 +34,7 @@ func TestVerifyNamesDifferences(t *testing.T) {
 	}
 	b0, b1 := c.Backups[0], c.Backups[1]
 	must(t, os.WriteFile(filepath.Join(b1.Vol, "d/e/c"), []byte("altered behind pbfs's back"), 0o644))
+	writeAt(t, filepath.Join(b1.Vol, "sparse"), 1<<39, "x")
 	must(t, os.Remove(filepath.Join(b0.Vol, "a")))
 	must(t, os.WriteFile(filepath.Join(b0.Vol, "stray"), nil, 0o644))
 	out, code = run(t, "verify", "--journal", c.Jdir, "--token", fstest.TestToken)
@@ -36,7 +42,7 @@ func TestVerifyNamesDifferences(t *testing.T) {
 		t.Fatalf("verify of altered copies: exit %d:\n%s", code, out)
 	}
 	for _, want := range []string{
-		b1.Addr + ": 1 of", "  d/e/c: size", b0.Addr + ": 2 of", "  a: missing", "  stray: not on the primary",
+		b1.Addr + ": 2 of", "  d/e/c: size", "  sparse: contents differ", b0.Addr + ": 2 of", "  a: missing", "  stray: not on the primary",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("verify output lacks %q:\n%s", want, out)
@@ -87,4 +93,14 @@ func TestVerifyRounds(t *testing.T) {
 	if got := rounds(many, 10); len(got) != 2 || len(got[0]) != control.MaxComparePaths {
 		t.Fatalf("%d empty files made %d rounds", len(many), len(got))
 	}
+}
+
+// writeAt writes s into the file at p at offset off.
+func writeAt(t *testing.T, p string, off int64, s string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	must(t, err)
+	defer f.Close()
+	_, err = f.WriteAt([]byte(s), off)
+	must(t, err)
 }

@@ -3,10 +3,9 @@
 package manifest
 
 import (
-	"crypto/sha256"
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -19,11 +18,14 @@ import (
 // Entry is one path of a tree as a comparison sees it. Times are left
 // out: a directory's mtime moves with every change inside it.
 type Entry struct {
-	Path    string `json:"path"`
-	Mode    uint32 `json:"mode"` // type and permission bits
-	UID     uint32 `json:"uid"`
-	GID     uint32 `json:"gid"`
-	Size    int64  `json:"size"`
+	Path   string `json:"path"`
+	Mode   uint32 `json:"mode"` // type and permission bits
+	UID    uint32 `json:"uid"`
+	GID    uint32 `json:"gid"`
+	Size   int64  `json:"size"`
+	Digest []byte `json:"digest,omitempty"` // regular files (digest.go)
+	// SHA256 is what a pbfs from before digests sent for a regular file:
+	// the SHA-256 of every byte. It compares only with another SHA256.
 	SHA256  []byte `json:"sha256,omitempty"`
 	Target  string `json:"target,omitempty"`
 	Missing bool   `json:"missing,omitempty"`
@@ -35,9 +37,12 @@ type Entry struct {
 // Regular files are opened with O_NOFOLLOW|O_NONBLOCK and never
 // special files, so a FIFO cannot block the walk.
 //
+// The walk stops, with ctx's error, once ctx ends (the caller went away),
+// also inside a large file.
+//
 // Every path is confined to root (os.Root): a path given with ".." or
 // through a symlink that leads out is refused, not followed.
-func Walk(rootDir string, paths []string, skip func(string) bool, fn func(Entry) error) error {
+func Walk(ctx context.Context, rootDir string, paths []string, skip func(string) bool, fn func(Entry) error) error {
 	root, err := os.OpenRoot(rootDir)
 	if err != nil {
 		return fmt.Errorf("manifest: %w", err)
@@ -45,7 +50,7 @@ func Walk(rootDir string, paths []string, skip func(string) bool, fn func(Entry)
 	defer root.Close()
 	if len(paths) > 0 {
 		for _, p := range paths {
-			e, err := stat(root, p)
+			e, err := stat(ctx, root, p)
 			if errors.Is(err, fs.ErrNotExist) {
 				e, err = Entry{Path: p, Missing: true}, nil
 			}
@@ -82,7 +87,7 @@ func Walk(rootDir string, paths []string, skip func(string) bool, fn func(Entry)
 			if skip != nil && skip(p) {
 				continue
 			}
-			e, err := stat(root, p)
+			e, err := stat(ctx, root, p)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // gone since the listing: the service is live
 			}
@@ -114,7 +119,7 @@ func goneOrErr(dir string, err error) error {
 }
 
 // stat describes one path, hashing a regular file's contents.
-func stat(root *os.Root, p string) (Entry, error) {
+func stat(ctx context.Context, root *os.Root, p string) (Entry, error) {
 	if !filepath.IsLocal(p) {
 		return Entry{}, fmt.Errorf("manifest %q: %w", p, errNotLocal)
 	}
@@ -129,17 +134,11 @@ func stat(root *os.Root, p string) (Entry, error) {
 	e := Entry{Path: p, Mode: st.Mode, UID: st.Uid, GID: st.Gid, Size: st.Size}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		f, err := root.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		size, sum, err := fileDigest(ctx, root, p)
 		if err != nil {
 			return Entry{}, fmt.Errorf("manifest %s: %w", p, err)
 		}
-		defer f.Close()
-		h := sha256.New()
-		n, err := io.Copy(h, f)
-		if err != nil {
-			return Entry{}, fmt.Errorf("manifest %s: %w", p, err)
-		}
-		e.Size, e.SHA256 = n, h.Sum(nil) // as read, should it have changed since the stat
+		e.Size, e.Digest = size, sum // as read, should it have changed since the stat
 	case unix.S_IFLNK:
 		t, err := root.Readlink(p)
 		if err != nil {
@@ -154,6 +153,14 @@ func stat(root *os.Root, p string) (Entry, error) {
 
 // errNotLocal refuses a path that is not below the root.
 var errNotLocal = errors.New("not a path inside the volume")
+
+// Incomparable reports whether a and b are regular files whose contents
+// were hashed two different ways (one side runs a pbfs from before
+// digests), so that Diff cannot tell whether they are equal.
+func Incomparable(a, b Entry) bool {
+	return !a.Missing && !b.Missing && a.Mode&unix.S_IFMT == unix.S_IFREG && b.Mode&unix.S_IFMT == unix.S_IFREG &&
+		(a.Digest == nil) != (b.Digest == nil)
+}
 
 // Diff says how b differs from a (a's view first), or "" if it does not.
 func Diff(a, b Entry) string {
@@ -172,7 +179,9 @@ func Diff(a, b Entry) string {
 		return fmt.Sprintf("owner %d:%d, want %d:%d", b.UID, b.GID, a.UID, a.GID)
 	case a.Size != b.Size:
 		return fmt.Sprintf("size %d, want %d", b.Size, a.Size)
-	case string(a.SHA256) != string(b.SHA256):
+	case Incomparable(a, b):
+		return "contents hashed by a pbfs from before sparse-aware digests: upgrade it to compare them"
+	case string(a.Digest) != string(b.Digest) || string(a.SHA256) != string(b.SHA256):
 		return "contents differ"
 	case a.Target != b.Target:
 		return fmt.Sprintf("symlink to %q, want %q", b.Target, a.Target)

@@ -18,14 +18,14 @@ func TestWalkConfined(t *testing.T) {
 	os.Symlink(dir, filepath.Join(root, "out"))
 	syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644)
 	var got []string
-	if err := Walk(root, nil, nil, func(e Entry) error { got = append(got, e.Path); return nil }); err != nil {
+	if err := Walk(t.Context(), root, nil, nil, func(e Entry) error { got = append(got, e.Path); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 4 { // d, d/f, fifo, out (not below it)
 		t.Fatalf("walk: %v", got)
 	}
 	for _, p := range []string{"../secret", "out/secret", "/etc/passwd"} {
-		err := Walk(root, []string{p}, nil, func(e Entry) error {
+		err := Walk(t.Context(), root, []string{p}, nil, func(e Entry) error {
 			if !e.Missing {
 				t.Errorf("%s listed: %+v", p, e)
 			}
@@ -47,7 +47,7 @@ func TestWalkDirectoryRemovedMidWalk(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "d", "e", "f"), []byte("x"), 0o644)
 	os.WriteFile(filepath.Join(root, "z"), []byte("after"), 0o644)
 	var got []string
-	err := Walk(root, nil, nil, func(e Entry) error {
+	err := Walk(t.Context(), root, nil, nil, func(e Entry) error {
 		got = append(got, e.Path)
 		if e.Path == "d" {
 			// Listed and stat'ed as a directory; removed before the walk
@@ -64,7 +64,7 @@ func TestWalkDirectoryRemovedMidWalk(t *testing.T) {
 	if len(got) != 2 || got[0] != "d" || got[1] != "z" {
 		t.Fatalf("walked %v, want [d z]: the walk goes on past the removed directory", got)
 	}
-	if err := Walk(filepath.Join(root, "nope"), nil, nil, func(Entry) error { return nil }); err == nil {
+	if err := Walk(t.Context(), filepath.Join(root, "nope"), nil, nil, func(Entry) error { return nil }); err == nil {
 		t.Fatal("a missing root walked without an error")
 	}
 }

@@ -187,9 +187,10 @@ type ManifestEntry struct {
 	Uid           uint32                 `protobuf:"varint,3,opt,name=uid,proto3" json:"uid,omitempty"`
 	Gid           uint32                 `protobuf:"varint,4,opt,name=gid,proto3" json:"gid,omitempty"`
 	Size          int64                  `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`
-	Sha256        []byte                 `protobuf:"bytes,6,opt,name=sha256,proto3" json:"sha256,omitempty"`    // regular files
+	Sha256        []byte                 `protobuf:"bytes,6,opt,name=sha256,proto3" json:"sha256,omitempty"`    // regular files, from a backup before digests: SHA-256 of every byte
 	Target        string                 `protobuf:"bytes,7,opt,name=target,proto3" json:"target,omitempty"`    // symlinks
 	Missing       bool                   `protobuf:"varint,8,opt,name=missing,proto3" json:"missing,omitempty"` // asked for by path, and not there
+	Digest        []byte                 `protobuf:"bytes,9,opt,name=digest,proto3" json:"digest,omitempty"`    // regular files: the manifest digest (docs/FORMAT.md), which skips holes
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -278,6 +279,13 @@ func (x *ManifestEntry) GetMissing() bool {
 		return x.Missing
 	}
 	return false
+}
+
+func (x *ManifestEntry) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
 }
 
 type ResyncPrimaryMsg struct {
@@ -1479,7 +1487,7 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\rReportRequest\"@\n" +
 	"\x0fManifestRequest\x12\x17\n" +
 	"\amin_seq\x18\x01 \x01(\x04R\x06minSeq\x12\x14\n" +
-	"\x05paths\x18\x02 \x03(\tR\x05paths\"\xb9\x01\n" +
+	"\x05paths\x18\x02 \x03(\tR\x05paths\"\xd1\x01\n" +
 	"\rManifestEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x10\n" +
@@ -1488,7 +1496,8 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\x04size\x18\x05 \x01(\x03R\x04size\x12\x16\n" +
 	"\x06sha256\x18\x06 \x01(\fR\x06sha256\x12\x16\n" +
 	"\x06target\x18\a \x01(\tR\x06target\x12\x18\n" +
-	"\amissing\x18\b \x01(\bR\amissing\"\xee\x01\n" +
+	"\amissing\x18\b \x01(\bR\amissing\x12\x16\n" +
+	"\x06digest\x18\t \x01(\fR\x06digest\"\xee\x01\n" +
 	"\x10ResyncPrimaryMsg\x126\n" +
 	"\x05start\x18\x01 \x01(\v2\x1e.pbfs.replicate.v1.ResyncStartH\x00R\x05start\x120\n" +
 	"\x05entry\x18\x02 \x01(\v2\x18.pbfs.replicate.v1.EntryH\x00R\x05entry\x124\n" +

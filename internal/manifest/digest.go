@@ -1,0 +1,101 @@
+package manifest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"hash"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/internal/sparse"
+)
+
+// A regular file's contents are compared by a digest that does not read
+// its holes (docs/FORMAT.md, "Manifest digest"): SHA-256 over, for every
+// block of digestBlock bytes at offset o (the last one cut at the size)
+// that holds a byte other than zero, o as 8 big-endian bytes followed by
+// the block; and then the size as 8 big-endian bytes. Two files with the
+// same size have the same digest exactly when their bytes are equal, and a
+// hole digests as zeros do, whether a side holds it as a hole or as
+// written zeros. Only the blocks that overlap data (SEEK_DATA) are read:
+// a 1 TiB sparse file with a few written blocks digests in microseconds,
+// where hashing every byte took `pbfs verify` past its 10-minute timeout.
+
+// digestBlock is the unit of a manifest digest.
+const digestBlock = 64 << 10
+
+// digest reads f, whose size fstat gave as size, and returns its digest and
+// the size as read (less, should the file have been cut meanwhile). It
+// stops once ctx ends.
+func digest(ctx context.Context, f *os.File, size int64) (int64, []byte, error) {
+	fd := int(f.Fd())
+	exts, err := sparse.DataExtents(fd, size)
+	if err != nil {
+		return 0, nil, err
+	}
+	h := sha256.New()
+	buf := make([]byte, digestBlock)
+	var hdr [8]byte
+	next := int64(0) // blocks below next are digested
+	for _, e := range exts {
+		for off := max(next, e.Off/digestBlock*digestBlock); off < e.End; off += digestBlock {
+			if err := ctx.Err(); err != nil {
+				return 0, nil, err
+			}
+			want := min(digestBlock, size-off)
+			n, err := f.ReadAt(buf[:want], off)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return 0, nil, err
+			}
+			if !allZero(buf[:n]) {
+				binary.BigEndian.PutUint64(hdr[:], uint64(off))
+				h.Write(hdr[:])
+				h.Write(buf[:n])
+			}
+			next = off + digestBlock
+			if int64(n) < want { // cut since the stat: the size as read
+				size = off + int64(n)
+				return size, sumSize(h, size), nil
+			}
+		}
+	}
+	return size, sumSize(h, size), nil
+}
+
+func sumSize(h hash.Hash, size int64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(size))
+	h.Write(b[:])
+	return h.Sum(nil)
+}
+
+var zeros = make([]byte, digestBlock)
+
+func allZero(b []byte) bool { return bytes.Equal(b, zeros[:len(b)]) }
+
+// fileDigest opens p below root without following a symlink or blocking
+// on a FIFO swapped in, and digests it.
+func fileDigest(ctx context.Context, root *os.Root, p string) (int64, []byte, error) {
+	f, err := root.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return 0, nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0, nil, errNotRegular
+	}
+	return digest(ctx, f, st.Size)
+}
+
+// errNotRegular: the path was replaced by something other than a regular
+// file between its stat and its open.
+var errNotRegular = errors.New("no longer a regular file")
