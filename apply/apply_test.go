@@ -140,7 +140,7 @@ func TestReconcileKeepsWhatIsRight(t *testing.T) {
 		if cmp, err := rc.Ensure(&Spec{Path: "f", Mode: 0o100644, Size: uint64(len(data))}); err != nil || !cmp {
 			t.Fatalf("Ensure f: %v %v", cmp, err)
 		}
-		want, err := rc.Compare("f", 65536, theirs, false)
+		want, err := rc.Compare("f", 65536, Sums{Blocks: uint64(len(theirs)), Sums: theirs}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,41 +165,76 @@ func TestReconcileKeepsWhatIsRight(t *testing.T) {
 
 // TestReconcileKeepsHoles: a block the primary has as a hole is never
 // asked for; where the backup has data there it gets a hole, and a file
-// the resync creates stays sparse.
+// the resync creates stays sparse. Both forms of sums: one per block (a
+// primary from before sparse sums), and data blocks only.
 func TestReconcileKeepsHoles(t *testing.T) {
-	target := t.TempDir()
 	const block = 65536
-	// The backup's copy: data everywhere.
-	os.WriteFile(filepath.Join(target, "dense"), bytes.Repeat([]byte("d"), 8*block), 0o644)
-	a, _ := New(target, nil)
-	defer a.Close()
 	// The primary: data in blocks 0 and 5, holes elsewhere.
-	theirs := make([][]byte, 8)
-	for i := range theirs {
-		theirs[i] = HoleSum
+	dense := make([][]byte, 8)
+	for i := range dense {
+		dense[i] = HoleSum
 	}
-	theirs[0] = BlockSum(bytes.Repeat([]byte("d"), block))
-	theirs[5] = BlockSum(bytes.Repeat([]byte("x"), block))
-	rc := a.Reconciler()
-	want, err := rc.Compare("dense", block, theirs, false)
-	if err != nil {
-		t.Fatal(err)
+	dense[0] = BlockSum(bytes.Repeat([]byte("d"), block))
+	dense[5] = BlockSum(bytes.Repeat([]byte("x"), block))
+	for name, theirs := range map[string]Sums{
+		"dense":  {Blocks: 8, Sums: dense},
+		"sparse": {Blocks: 8, Index: []uint64{0, 5}, Sums: [][]byte{dense[0], dense[5]}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := theirs.Check(8*block, block); err != nil {
+				t.Fatal(err)
+			}
+			target := t.TempDir()
+			// The backup's copy: data everywhere.
+			os.WriteFile(filepath.Join(target, "dense"), bytes.Repeat([]byte("d"), 8*block), 0o644)
+			a, _ := New(target, nil)
+			defer a.Close()
+			rc := a.Reconciler()
+			want, err := rc.Compare("dense", block, theirs, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(want) != "[5]" {
+				t.Fatalf("wanted blocks %v, want [5]", want)
+			}
+			var st unix.Stat_t
+			unix.Stat(filepath.Join(target, "dense"), &st)
+			if used := st.Blocks * 512; used > 2*block+8192 {
+				t.Fatalf("holes on the primary left %d bytes allocated on the backup, want about %d", used, 2*block)
+			}
+			if data, _ := os.ReadFile(filepath.Join(target, "dense")); !bytes.Equal(data[block:2*block], make([]byte, block)) {
+				t.Fatal("a punched block does not read as zeros")
+			}
+			// A fresh file: only data blocks are asked for.
+			want, err = rc.Compare("new", block, theirs, true)
+			if err != nil || fmt.Sprint(want) != "[0 5]" {
+				t.Fatalf("fresh file: wanted %v %v, want [0 5]", want, err)
+			}
+		})
 	}
-	if fmt.Sprint(want) != "[5]" {
-		t.Fatalf("wanted blocks %v, want [5]", want)
+}
+
+// Sums that do not describe the file are refused before anything is
+// read or punched: a hostile or broken primary cannot make the backup
+// index past its lists.
+func TestSumsCheck(t *testing.T) {
+	sum := BlockSum([]byte("x"))
+	for name, s := range map[string]Sums{
+		"dense, too many":     {Blocks: 3, Sums: [][]byte{sum, sum, sum}},
+		"dense, count":        {Blocks: 2, Sums: [][]byte{sum}},
+		"sparse, count":       {Blocks: 2, Index: []uint64{0, 1}, Sums: [][]byte{sum}},
+		"sparse, blocks":      {Blocks: 3, Index: []uint64{}, Sums: nil},
+		"sparse, past end":    {Blocks: 2, Index: []uint64{2}, Sums: [][]byte{sum}},
+		"sparse, unordered":   {Blocks: 2, Index: []uint64{1, 0}, Sums: [][]byte{sum, sum}},
+		"sparse, repeated":    {Blocks: 2, Index: []uint64{1, 1}, Sums: [][]byte{sum, sum}},
+		"sparse, hole listed": {Blocks: 2, Index: []uint64{1}, Sums: [][]byte{HoleSum}},
+	} {
+		if err := s.Check(2*65536, 65536); !errors.Is(err, ErrBadSums) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
-	var st unix.Stat_t
-	unix.Stat(filepath.Join(target, "dense"), &st)
-	if used := st.Blocks * 512; used > 2*block+8192 {
-		t.Fatalf("holes on the primary left %d bytes allocated on the backup, want about %d", used, 2*block)
-	}
-	if data, _ := os.ReadFile(filepath.Join(target, "dense")); !bytes.Equal(data[block:2*block], make([]byte, block)) {
-		t.Fatal("a punched block does not read as zeros")
-	}
-	// A fresh file: only data blocks are asked for.
-	want, err = rc.Compare("new", block, theirs, true)
-	if err != nil || fmt.Sprint(want) != "[0 5]" {
-		t.Fatalf("fresh file: wanted %v %v, want [0 5]", want, err)
+	if err := (Sums{Blocks: 2, Index: []uint64{}}).Check(2*65536-1, 65536); err != nil {
+		t.Errorf("all holes: %v", err)
 	}
 }
 

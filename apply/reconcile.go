@@ -166,19 +166,13 @@ func (r *Reconciler) readlink(p string) string {
 func (r *Reconciler) Fresh(p string) bool { return r.fresh[p] }
 
 // Compare lists the blocks of p the primary must send, given the
-// primary's block checksums (apply.HoleSum for its holes): blocks whose
-// data differs. Where the primary has a hole and p has data, p gets a hole
-// too; where p has a hole, a block of zeros on the primary is taken as
-// equal. With fresh set (p was just created empty) nothing is read.
-func (r *Reconciler) Compare(p string, blockSize int, theirs [][]byte, fresh bool) ([]uint64, error) {
-	var want []uint64
+// primary's block checksums: blocks whose data differs. Where the primary
+// has a hole and p has data, p gets a hole too; where p has a hole, a block
+// of zeros on the primary is taken as equal. With fresh set (p was just
+// created empty) nothing is read.
+func (r *Reconciler) Compare(p string, blockSize int, theirs Sums, fresh bool) ([]uint64, error) {
 	if fresh {
-		for i, sum := range theirs {
-			if !IsHole(sum) {
-				want = append(want, uint64(i))
-			}
-		}
-		return want, nil
+		return theirs.data(), nil
 	}
 	f, err := openRegular(r.a.root, p, os.O_RDWR)
 	if err != nil {
@@ -193,32 +187,35 @@ func (r *Reconciler) Compare(p string, blockSize int, theirs [][]byte, fresh boo
 	if err != nil {
 		return nil, err
 	}
+	ours := sparse.NewCursor(exts)
+	var want []uint64
 	buf := make([]byte, blockSize)
-	for i, sum := range theirs {
+	err = theirs.each(func(i uint64, sum []byte) error {
 		off := int64(i) * int64(blockSize)
 		end := min(off+int64(blockSize), st.Size)
-		ours := off < end && sparse.HasData(exts, off, end)
+		data := off < end && ours.HasData(off, end)
 		switch {
 		case IsHole(sum):
-			if ours {
+			if data {
 				if err := punch(f, off, end-off); err != nil {
-					return nil, fmt.Errorf("punch %s at %d: %w", p, off, err)
+					return fmt.Errorf("punch %s at %d: %w", p, off, err)
 				}
 			}
-			continue
+			return nil
 		case off >= st.Size:
-			want = append(want, uint64(i))
-			continue
+			want = append(want, i)
+			return nil
 		}
 		n, err := f.ReadAt(buf[:end-off], off)
 		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
+			return err
 		}
 		if string(BlockSum(buf[:n])) != string(sum) {
-			want = append(want, uint64(i))
+			want = append(want, i)
 		}
-	}
-	return want, nil
+		return nil
+	})
+	return want, err
 }
 
 // punch makes [off, off+n) of f a hole, or zeros where the file system

@@ -61,6 +61,7 @@ func (b *Backup) welcome() *replpb.Welcome {
 		VolumeId: b.volumeID, DurableSeq: last.Seq, DurableChecksum: last.Checksum,
 		AppliedSeq: b.applied.Load(), Epoch: b.store.Epoch(), Stalled: b.stalled.Load(),
 		AckNeed: b.policy.Need, Backups: b.policy.Of, Degrade: b.policy.Degrade,
+		SparseSums: true,
 	}
 }
 

@@ -61,9 +61,12 @@ func (b *Backup) Resync(stream replpb.Replication_ResyncServer) error {
 			}
 			pending = spec
 			if spec.Mode&0o170000 == 0o100000 && spec.LinkTo == "" {
+				if err := theirSums(e, start.BlockSize).Check(e.Size, int(start.BlockSize)); err != nil {
+					return b.resyncFailed(fmt.Errorf("resync %s: %w", e.Path, err))
+				}
 				var want []uint64
 				if compare {
-					want, err = rc.Compare(spec.Path, int(start.BlockSize), e.BlockSums, rc.Fresh(spec.Path))
+					want, err = rc.Compare(spec.Path, int(start.BlockSize), theirSums(e, start.BlockSize), rc.Fresh(spec.Path))
 				}
 				if err != nil {
 					return b.resyncFailed(err)
@@ -222,4 +225,16 @@ func (b *Backup) resyncFailed(err error) error {
 	b.log.Error("resync failed; the backup stays stalled until the next one", "err", err)
 	b.m.applyFailures.Inc()
 	return fmt.Errorf("resync: %w", err)
+}
+
+// theirSums is what e says of its file's blocks.
+func theirSums(e *replpb.Entry, blockSize uint32) apply.Sums {
+	if !e.SparseSums {
+		return apply.Sums{Blocks: uint64(len(e.BlockSums)), Sums: e.BlockSums}
+	}
+	index := e.SumBlocks
+	if index == nil {
+		index = []uint64{}
+	}
+	return apply.Sums{Blocks: (e.Size + uint64(blockSize) - 1) / uint64(blockSize), Index: index, Sums: e.BlockSums}
 }

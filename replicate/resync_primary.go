@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -121,9 +122,14 @@ func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture
 		// the backup too, so its content does not matter.
 		if f, err = s.snaps.OpenHandle(e.Handle); err == nil {
 			defer f.Close()
-			msg.BlockSums, err = sums(f, st.Size)
+			index, sums, err := dataSums(f, st.Size)
 			if err != nil {
 				return 0, err
+			}
+			if s.sparseSums.Load() {
+				msg.SparseSums, msg.SumBlocks, msg.BlockSums = true, index, sums
+			} else {
+				msg.BlockSums = denseSums(index, sums, st.Size)
 			}
 		}
 	}
@@ -143,7 +149,7 @@ func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture
 	}
 	buf := make([]byte, resyncBlock)
 	for _, idx := range want.Blocks {
-		if f == nil || idx >= uint64(len(msg.BlockSums)) || apply.IsHole(msg.BlockSums[idx]) {
+		if f == nil || !offered(msg, idx) {
 			return 0, fmt.Errorf("backup wants block %d it was not offered", idx)
 		}
 		n, err := f.ReadAt(buf, int64(idx)*resyncBlock)
@@ -158,29 +164,52 @@ func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture
 	return uint64(len(want.Blocks)), nil
 }
 
-// sums checksums the first size bytes of f, block by block; a block
-// that is all hole gets apply.HoleSum and is not read.
-func sums(f *os.File, size int64) ([][]byte, error) {
+// dataSums checksums the blocks of the first size bytes of f that hold
+// data, and lists their indices; holes are not read. It stops early if f
+// was cut meanwhile.
+func dataSums(f *os.File, size int64) ([]uint64, [][]byte, error) {
 	exts, err := sparse.DataExtents(int(f.Fd()), size)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out [][]byte
+	index, sums := []uint64{}, [][]byte{}
 	buf := make([]byte, resyncBlock)
-	for off := int64(0); off < size; off += resyncBlock {
-		end := min(off+resyncBlock, size)
-		if !sparse.HasData(exts, off, end) {
-			out = append(out, apply.HoleSum)
-			continue
-		}
-		n, err := f.ReadAt(buf[:end-off], off)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
-		}
-		out = append(out, apply.BlockSum(buf[:n]))
-		if n == 0 {
-			break
+	next := int64(0) // blocks below next are done
+	for _, e := range exts {
+		for off := max(next, e.Off/resyncBlock*resyncBlock); off < e.End; off += resyncBlock {
+			end := min(off+resyncBlock, size)
+			n, err := f.ReadAt(buf[:end-off], off)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, nil, err
+			}
+			next = off + resyncBlock
+			if n == 0 {
+				return index, sums, nil
+			}
+			index, sums = append(index, uint64(off/resyncBlock)), append(sums, apply.BlockSum(buf[:n]))
 		}
 	}
-	return out, nil
+	return index, sums, nil
+}
+
+// denseSums lists a sum for every block of a file of size bytes, HoleSum
+// for a hole, for a backup from before sparse sums.
+func denseSums(index []uint64, sums [][]byte, size int64) [][]byte {
+	out := make([][]byte, (size+resyncBlock-1)/resyncBlock)
+	for i := range out {
+		out[i] = apply.HoleSum
+	}
+	for i, idx := range index {
+		out[idx] = sums[i]
+	}
+	return out
+}
+
+// offered reports whether msg offered block idx (a block with data).
+func offered(msg *replpb.Entry, idx uint64) bool {
+	if !msg.SparseSums {
+		return idx < uint64(len(msg.BlockSums)) && !apply.IsHole(msg.BlockSums[idx])
+	}
+	i, ok := slices.BinarySearch(msg.SumBlocks, idx)
+	return ok && i < len(msg.BlockSums)
 }

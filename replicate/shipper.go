@@ -40,12 +40,13 @@ type Shipper struct {
 	applied atomic.Uint64
 	// received: the newest seq the backup has acked as received and
 	// checksummed, not yet durable (--ack-level memory).
-	received atomic.Uint64
-	memory   bool // ask for received acks (Hello.ack_received)
-	up       atomic.Bool
-	overGRPC atomic.Bool // the stream that is up is gRPC's: the backup is older than raw streams
-	deposed  atomic.Bool
-	stale    atomic.Bool // the backup's history differs: it needs a resync
+	received   atomic.Uint64
+	memory     bool // ask for received acks (Hello.ack_received)
+	up         atomic.Bool
+	overGRPC   atomic.Bool // the stream that is up is gRPC's: the backup is older than raw streams
+	sparseSums atomic.Bool // the backup takes resync sums of data blocks only (Welcome.sparse_sums)
+	deposed    atomic.Bool
+	stale      atomic.Bool // the backup's history differs: it needs a resync
 	// degraded: dropped from the ack set by the degrade policy (Primary.watch)
 	degraded atomic.Bool
 	// stalled: the backup reports it cannot apply what it holds
@@ -191,6 +192,7 @@ func (s *Shipper) session(parent context.Context) error {
 	if w == nil {
 		return errors.New("backup did not answer Hello with Welcome")
 	}
+	s.sparseSums.Store(w.SparseSums)
 	if err := s.checkHistory(w); err != nil {
 		s.setStale(true)
 		return err

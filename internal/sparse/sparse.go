@@ -54,3 +54,19 @@ func HasData(exts []Extent, off, end int64) bool {
 	}
 	return false
 }
+
+// Cursor answers HasData for ranges asked in ascending order, in amortized
+// constant time (HasData scans from the first extent every time).
+type Cursor struct{ exts []Extent }
+
+// NewCursor walks exts (sorted, as DataExtents returns them).
+func NewCursor(exts []Extent) *Cursor { return &Cursor{exts: exts} }
+
+// HasData reports whether [off, end) overlaps data; off must not go below
+// an earlier call's.
+func (c *Cursor) HasData(off, end int64) bool {
+	for len(c.exts) > 0 && c.exts[0].End <= off {
+		c.exts = c.exts[1:]
+	}
+	return len(c.exts) > 0 && c.exts[0].Off < end
+}

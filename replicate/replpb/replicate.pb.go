@@ -495,7 +495,12 @@ type Entry struct {
 	// Regular files: a checksum per block of the primary's current content;
 	// an empty one for a block that is a hole on the primary (the backup
 	// punches it, or leaves its own hole, and never asks for it).
+	// With sparse_sums (sent only to a backup whose Welcome offered it),
+	// block_sums holds only the blocks with data, and sum_blocks their
+	// indices, ascending; every other block is a hole.
 	BlockSums     [][]byte `protobuf:"bytes,11,rep,name=block_sums,json=blockSums,proto3" json:"block_sums,omitempty"`
+	SumBlocks     []uint64 `protobuf:"varint,12,rep,packed,name=sum_blocks,json=sumBlocks,proto3" json:"sum_blocks,omitempty"`
+	SparseSums    bool     `protobuf:"varint,13,opt,name=sparse_sums,json=sparseSums,proto3" json:"sparse_sums,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -605,6 +610,20 @@ func (x *Entry) GetBlockSums() [][]byte {
 		return x.BlockSums
 	}
 	return nil
+}
+
+func (x *Entry) GetSumBlocks() []uint64 {
+	if x != nil {
+		return x.SumBlocks
+	}
+	return nil
+}
+
+func (x *Entry) GetSparseSums() bool {
+	if x != nil {
+		return x.SparseSums
+	}
+	return false
 }
 
 type BlockData struct {
@@ -1249,9 +1268,11 @@ type Welcome struct {
 	// the ack set until a resync.
 	Stalled bool `protobuf:"varint,6,opt,name=stalled,proto3" json:"stalled,omitempty"`
 	// The ack policy of the last primary it served (Hello), if any.
-	AckNeed       uint32 `protobuf:"varint,7,opt,name=ack_need,json=ackNeed,proto3" json:"ack_need,omitempty"`
-	Backups       uint32 `protobuf:"varint,8,opt,name=backups,proto3" json:"backups,omitempty"`
-	Degrade       bool   `protobuf:"varint,9,opt,name=degrade,proto3" json:"degrade,omitempty"`
+	AckNeed uint32 `protobuf:"varint,7,opt,name=ack_need,json=ackNeed,proto3" json:"ack_need,omitempty"`
+	Backups uint32 `protobuf:"varint,8,opt,name=backups,proto3" json:"backups,omitempty"`
+	Degrade bool   `protobuf:"varint,9,opt,name=degrade,proto3" json:"degrade,omitempty"`
+	// The backup takes resync entries with sparse_sums.
+	SparseSums    bool `protobuf:"varint,10,opt,name=sparse_sums,json=sparseSums,proto3" json:"sparse_sums,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1345,6 +1366,13 @@ func (x *Welcome) GetBackups() uint32 {
 func (x *Welcome) GetDegrade() bool {
 	if x != nil {
 		return x.Degrade
+	}
+	return false
+}
+
+func (x *Welcome) GetSparseSums() bool {
+	if x != nil {
+		return x.SparseSums
 	}
 	return false
 }
@@ -1510,7 +1538,7 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06anchor\x18\x04 \x01(\fR\x06anchor\x12\x1d\n" +
 	"\n" +
-	"block_size\x18\x05 \x01(\rR\tblockSize\"\xdf\x02\n" +
+	"block_size\x18\x05 \x01(\rR\tblockSize\"\x9f\x03\n" +
 	"\x05Entry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x10\n" +
@@ -1524,7 +1552,11 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\bmtime_ns\x18\n" +
 	" \x01(\x03R\amtimeNs\x12\x1d\n" +
 	"\n" +
-	"block_sums\x18\v \x03(\fR\tblockSums\x1a9\n" +
+	"block_sums\x18\v \x03(\fR\tblockSums\x12\x1d\n" +
+	"\n" +
+	"sum_blocks\x18\f \x03(\x04R\tsumBlocks\x12\x1f\n" +
+	"\vsparse_sums\x18\r \x01(\bR\n" +
+	"sparseSums\x1a9\n" +
 	"\vXattrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"I\n" +
@@ -1565,7 +1597,7 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\awelcome\x18\x01 \x01(\v2\x1a.pbfs.replicate.v1.WelcomeH\x00R\awelcome\x12*\n" +
 	"\x03ack\x18\x02 \x01(\v2\x16.pbfs.replicate.v1.AckH\x00R\x03ack\x123\n" +
 	"\x06reject\x18\x03 \x01(\v2\x19.pbfs.replicate.v1.RejectH\x00R\x06rejectB\x05\n" +
-	"\x03msg\"\x92\x02\n" +
+	"\x03msg\"\xb3\x02\n" +
 	"\aWelcome\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x1f\n" +
 	"\vdurable_seq\x18\x02 \x01(\x04R\n" +
@@ -1577,7 +1609,10 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\astalled\x18\x06 \x01(\bR\astalled\x12\x19\n" +
 	"\back_need\x18\a \x01(\rR\aackNeed\x12\x18\n" +
 	"\abackups\x18\b \x01(\rR\abackups\x12\x18\n" +
-	"\adegrade\x18\t \x01(\bR\adegrade\"\x84\x01\n" +
+	"\adegrade\x18\t \x01(\bR\adegrade\x12\x1f\n" +
+	"\vsparse_sums\x18\n" +
+	" \x01(\bR\n" +
+	"sparseSums\"\x84\x01\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vdurable_seq\x18\x01 \x01(\x04R\n" +
 	"durableSeq\x12\x1f\n" +
