@@ -41,22 +41,8 @@ func DataExtents(fd int, size int64) ([]Extent, error) {
 	return out, nil
 }
 
-// HasData reports whether [off, end) overlaps a data extent of exts
-// (sorted, as DataExtents returns them).
-func HasData(exts []Extent, off, end int64) bool {
-	for _, e := range exts {
-		if e.End > off && e.Off < end {
-			return true
-		}
-		if e.Off >= end {
-			return false
-		}
-	}
-	return false
-}
-
-// Cursor answers HasData for ranges asked in ascending order, in amortized
-// constant time (HasData scans from the first extent every time).
+// Cursor answers whether ranges asked in ascending order hold data, in
+// amortized constant time.
 type Cursor struct{ exts []Extent }
 
 // NewCursor walks exts (sorted, as DataExtents returns them).
