@@ -263,3 +263,34 @@ func (f *FS) procPath(p string) string {
 }
 
 var _ = os.ErrNotExist
+
+// SeekData answers lseek(2)'s SEEK_DATA and SEEK_HOLE on an open file from
+// its backing file, whose holes are the file's: every write reaches it as
+// it is made. The one exception is a page stored through a shared
+// writable mapping, dirty in the kernel and not yet written back; such a
+// mapping needs a handle open for reading and writing, and lasts no
+// longer than it (the kernel writes its pages back at munmap). While a
+// handle like that is open on the file, the answer is the one the kernel
+// gives a file system without lseek: all of the file is data.
+func (f *FS) SeekData(h *Handle, off int64, whence int) (int64, error) {
+	if whence != unix.SEEK_DATA && whence != unix.SEEK_HOLE {
+		return 0, unix.EINVAL
+	}
+	if !f.table.mappable(h.node) {
+		n, err := unix.Seek(h.fd, off, whence)
+		return n, f.fail("lseek", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(h.fd, &st); err != nil {
+		return 0, f.fail("lseek", err)
+	}
+	switch {
+	case off < 0:
+		return 0, unix.EINVAL
+	case off >= st.Size:
+		return 0, unix.ENXIO
+	case whence == unix.SEEK_DATA:
+		return off, nil
+	}
+	return st.Size, nil
+}

@@ -267,6 +267,19 @@ func (t *table) removeHandle(h *Handle) {
 	t.maybeEvictLocked(n)
 }
 
+// mappable reports whether a handle of n open for reading and writing is
+// open (one that can be mapped shared and writable).
+func (t *table) mappable(n *Node) bool {
+	t.mapMu.Lock()
+	defer t.mapMu.Unlock()
+	for _, h := range n.handles {
+		if h.mappable {
+			return true
+		}
+	}
+	return false
+}
+
 // anyFd returns an open backing fd of n, or -1.
 func (t *table) anyFd(n *Node) int {
 	t.mapMu.Lock()

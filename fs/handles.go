@@ -66,6 +66,16 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 		}
 		s.attrsChanged(h.Node())
 		r.Respond()
+	case *fuse.LseekRequest:
+		h := s.fs.Handle(uint64(r.Handle))
+		if h == nil {
+			return syscall.EBADF
+		}
+		off, err := s.fs.SeekData(h, r.Offset, r.Whence)
+		if err != nil {
+			return err
+		}
+		r.Respond(off)
 	case *fuse.FlushRequest:
 		// Nothing to do at close (no writeback cache, no POSIX locks held
 		// here): ENOSYS once and the kernel stops sending FLUSH, which saves

@@ -37,13 +37,14 @@ const (
 	reqFallocate
 	reqStatfs
 	reqInterrupt
+	reqLseek
 	nReqKinds
 )
 
 var reqNames = [nReqKinds]string{
 	"other", "lookup", "forget", "getattr", "setattr", "readlink", "mkdir", "mknod", "symlink",
 	"link", "remove", "rename", "create", "open", "read", "write", "fsync", "flush", "release",
-	"getxattr", "listxattr", "setxattr", "removexattr", "access", "fallocate", "statfs", "interrupt",
+	"getxattr", "listxattr", "setxattr", "removexattr", "access", "fallocate", "statfs", "interrupt", "lseek",
 }
 
 // reqKind classifies a request for the counters.
@@ -101,6 +102,8 @@ func reqKind(req fuse.Request) int {
 		return reqStatfs
 	case *fuse.InterruptRequest:
 		return reqInterrupt
+	case *fuse.LseekRequest:
+		return reqLseek
 	}
 	return reqOther
 }

@@ -1124,6 +1124,18 @@ func (c *Conn) ReadRequest() (Request, error) {
 			LockFlags: LockFlags(in.LkFlags),
 		}
 
+	case opLSeek: // pbfs patch
+		in := (*lseekIn)(m.data())
+		if m.len() < unsafe.Sizeof(*in) {
+			goto corrupt
+		}
+		req = &LseekRequest{
+			Header: m.Header(),
+			Handle: HandleID(in.Fh),
+			Offset: int64(in.Offset),
+			Whence: int(in.Whence),
+		}
+
 	case opFAllocate:
 		in := (*fAllocateIn)(m.data())
 		if m.len() < unsafe.Sizeof(*in) {
@@ -2782,5 +2794,29 @@ func (r *FAllocateRequest) String() string {
 // Respond replies to the request, indicating that the FAllocate succeeded.
 func (r *FAllocateRequest) Respond() {
 	buf := newBuffer(0)
+	r.respond(buf)
+}
+
+// LseekRequest asks where the data or the next hole of an open file is
+// (lseek(2) with SEEK_DATA or SEEK_HOLE; the kernel answers the other
+// whences itself). pbfs patch: upstream leaves FUSE_LSEEK unrecognized.
+type LseekRequest struct {
+	Header `json:"-"`
+	Handle HandleID
+	Offset int64
+	Whence int
+}
+
+var _ Request = (*LseekRequest)(nil)
+
+func (r *LseekRequest) String() string {
+	return fmt.Sprintf("Lseek [%s] %v off=%d whence=%d", &r.Header, r.Handle, r.Offset, r.Whence)
+}
+
+// Respond replies with the offset found.
+func (r *LseekRequest) Respond(off int64) {
+	buf := newBuffer(unsafe.Sizeof(lseekOut{}))
+	out := (*lseekOut)(buf.alloc(unsafe.Sizeof(lseekOut{})))
+	out.Offset = uint64(off)
 	r.respond(buf)
 }

@@ -996,6 +996,18 @@ func (fl PollEvents) String() string {
 	return flagString(uint32(fl), pollEventNames)
 }
 
+// lseekIn and lseekOut are FUSE_LSEEK's (pbfs patch).
+type lseekIn struct {
+	Fh      uint64
+	Offset  uint64
+	Whence  uint32
+	Padding uint32
+}
+
+type lseekOut struct {
+	Offset uint64
+}
+
 type pollIn struct {
 	Fh     uint64
 	Kh     uint64
