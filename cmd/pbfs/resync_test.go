@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -48,10 +49,12 @@ func TestBackupRefusesJournalInsideVolume(t *testing.T) {
 
 // TestResyncOfSpecialFilesAndHoles: a backup that starts empty is
 // resynced from a volume of FIFOs, device nodes (a whiteout among them),
-// sockets, extended attributes on every type, and sparse files. The
-// resync must not open any special file (a FIFO blocked the backup in open
-// for good), must keep holes holes (a sparse volume took four times its
-// size on the backup), and must end equal.
+// sockets, extended attributes on every type, and sparse files, one of
+// them 1 TiB. The resync must not open any special file (a FIFO blocked the
+// backup in open for good), must keep holes holes (a sparse volume took
+// four times its size on the backup), must not list the holes block by
+// block (the 1 TiB file took 31 s and 1.5 GB of the backup's memory), and
+// must end equal.
 func TestResyncOfSpecialFilesAndHoles(t *testing.T) {
 	const sparseSize, dataAt = 256 << 20, 100 << 20
 	seed := func(vol string) {
@@ -70,9 +73,19 @@ func TestResyncOfSpecialFilesAndHoles(t *testing.T) {
 		_, err = f.WriteAt([]byte(strings.Repeat("data", 1<<18)), dataAt) // 1 MiB in the middle
 		must(t, err)
 		must(t, f.Close())
+		f, err = os.Create(filepath.Join(vol, "huge"))
+		must(t, err)
+		for _, off := range []int64{0, 1 << 35, 1<<40 - 4} {
+			_, err = f.WriteAt([]byte("huge"), off)
+			must(t, err)
+		}
+		must(t, f.Close())
 	}
 	c := fstest.NewClusterCopy(t, 1, seed, false)
 	c.RequireConverged()
+	if took := resyncTook(t, c.Primary.Out.String()); took > 10*time.Second {
+		t.Errorf("the resync took %v", took)
+	}
 	if !strings.Contains(c.Primary.Out.String(), "resync done") {
 		t.Fatalf("no resync:\n%s", c.Primary.Out)
 	}
@@ -94,4 +107,19 @@ func TestBackupVolumeServedTwiceRefused(t *testing.T) {
 		t.Fatalf("second backup on one volume: exit %d:\n%s", code, out)
 	}
 	c.RequireConverged()
+}
+
+// resyncTook reads how long the primary's first resync took from its log.
+func resyncTook(t *testing.T, log string) time.Duration {
+	t.Helper()
+	_, rest, ok := strings.Cut(log, "resync done")
+	if !ok {
+		t.Fatalf("no resync:\n%s", log)
+	}
+	_, rest, _ = strings.Cut(rest, "took=")
+	d, err := time.ParseDuration(strings.Fields(rest + " ")[0])
+	if err != nil {
+		t.Fatalf("resync line: %v", err)
+	}
+	return d
 }

@@ -99,3 +99,19 @@ func fileDigest(ctx context.Context, root *os.Root, p string) (int64, []byte, er
 // errNotRegular: the path was replaced by something other than a regular
 // file between its stat and its open.
 var errNotRegular = errors.New("no longer a regular file")
+
+// DigestFile returns the digest of the regular file at p, read as Walk
+// reads it (the test helpers' tree comparisons use it).
+func DigestFile(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, err
+	}
+	_, sum, err := digest(context.Background(), f, st.Size)
+	return sum, err
+}
