@@ -49,10 +49,7 @@ func (a *Applier) foreign(st *syscall.Stat_t) string {
 // removeAll removes p and everything under it, after checking that none
 // of it is foreign.
 func (a *Applier) removeAll(p string) error {
-	err := fs.WalkDir(a.root.FS(), p, func(q string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
+	err := walkRoot(a.root, p, func(q string, d fs.DirEntry) error {
 		fi, err := a.root.Lstat(q)
 		if err != nil {
 			return err

@@ -316,10 +316,7 @@ func (r *Reconciler) xattrs(s *Spec) error {
 // metadata (deepest first) and flushes the target.
 func (r *Reconciler) Done() error {
 	var extra []string
-	err := fs.WalkDir(r.a.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
+	err := walkRoot(r.a.root, ".", func(p string, d fs.DirEntry) error {
 		if d.IsDir() && p != "." {
 			// Never descend into what is not the volume (another file
 			// system mounted inside it, the backup's own journal).

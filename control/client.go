@@ -113,7 +113,7 @@ func (c *Client) Barrier(ctx context.Context) (uint64, error) {
 // Manifest asks the mount for the volume's manifest (only paths, if
 // given).
 func (c *Client) Manifest(ctx context.Context, paths []string) (map[string]manifest.Entry, error) {
-	resp, err := c.post(ctx, "/v1/manifest", map[string][]string{"paths": paths})
+	resp, err := c.post(ctx, "/v1/manifest", newPathsRequest(paths))
 	if err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
@@ -121,19 +121,26 @@ func (c *Client) Manifest(ctx context.Context, paths []string) (map[string]manif
 	out := map[string]manifest.Entry{}
 	dec := json.NewDecoder(resp.Body)
 	for {
-		var line struct {
-			manifest.Entry
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&line); errors.Is(err, io.EOF) {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
 			return out, nil
 		} else if err != nil {
+			return nil, fmt.Errorf("manifest: %w", err)
+		}
+		var line struct {
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal(raw, &line); err != nil {
 			return nil, fmt.Errorf("manifest: %w", err)
 		}
 		if line.Error != "" {
 			return nil, fmt.Errorf("manifest: %s", line.Error)
 		}
-		out[line.Path] = line.Entry
+		var e manifest.Entry
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, fmt.Errorf("manifest: %w", err)
+		}
+		out[e.Path] = e
 	}
 }
 
@@ -141,13 +148,17 @@ func (c *Client) Manifest(ctx context.Context, paths []string) (map[string]manif
 // all as of one batch (Backend.Compare).
 func (c *Client) Compare(ctx context.Context, paths []string) (Comparison, error) {
 	var out Comparison
-	resp, err := c.post(ctx, "/v1/compare", map[string][]string{"paths": paths})
+	resp, err := c.post(ctx, "/v1/compare", newPathsRequest(paths))
 	if err != nil {
 		return out, fmt.Errorf("compare: %w", err)
 	}
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return out, fmt.Errorf("compare: %w", err)
+	}
+	out.Primary = manifest.Rekey(out.Primary)
+	for i := range out.Backups {
+		out.Backups[i].Entries = manifest.Rekey(out.Backups[i].Entries)
 	}
 	return out, nil
 }

@@ -93,6 +93,27 @@ type Backend interface {
 // mutations are paused while they are hashed.
 const MaxComparePaths = 1024
 
+// pathsRequest is the body of POST /v1/manifest and /v1/compare: paths,
+// those that are not UTF-8 in base64 (JSON strings cannot hold them).
+type pathsRequest struct {
+	Paths    []string `json:"paths"`
+	PathsB64 [][]byte `json:"paths_b64,omitempty"`
+}
+
+func newPathsRequest(paths []string) pathsRequest {
+	var r pathsRequest
+	r.Paths, r.PathsB64 = manifest.SplitUTF8(paths)
+	return r
+}
+
+// merge moves the base64 paths into Paths.
+func (r *pathsRequest) merge() {
+	for _, p := range r.PathsB64 {
+		r.Paths = append(r.Paths, string(p))
+	}
+	r.PathsB64 = nil
+}
+
 // Comparison is paths on the primary and on each backup, all as of batch
 // Seq; Paused is how long the service's mutations waited for it.
 type Comparison struct {
@@ -153,11 +174,12 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 		writeJSON(w, map[string]uint64{"seq": seq})
 	})
 	mux.HandleFunc("POST /v1/manifest", func(w http.ResponseWriter, r *http.Request) {
-		var req struct{ Paths []string }
+		var req pathsRequest
 		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&req); err != nil {
 			http.Error(w, "manifest: "+err.Error(), http.StatusBadRequest)
 			return
 		}
+		req.merge()
 		// One JSON entry per line; a last line {"error": ...} if the walk failed.
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		enc := json.NewEncoder(w)
@@ -166,8 +188,10 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 		}
 	})
 	mux.HandleFunc("POST /v1/compare", func(w http.ResponseWriter, r *http.Request) {
-		var req struct{ Paths []string }
-		if err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&req); err != nil || len(req.Paths) == 0 || len(req.Paths) > MaxComparePaths {
+		var req pathsRequest
+		err := json.NewDecoder(io.LimitReader(r.Body, 64<<20)).Decode(&req)
+		req.merge()
+		if err != nil || len(req.Paths) == 0 || len(req.Paths) > MaxComparePaths {
 			http.Error(w, fmt.Sprintf("compare: give 1 to %d paths to compare", MaxComparePaths), http.StatusBadRequest)
 			return
 		}

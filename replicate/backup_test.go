@@ -254,10 +254,10 @@ func FuzzPrimaryMsg(f *testing.F) {
 // touch nothing outside; the backup stays stalled, not half-synced.
 func TestHostileResyncRefused(t *testing.T) {
 	for _, e := range []*replpb.Entry{
-		{Path: "../outside", Mode: 0o100644},
-		{Path: "/etc/pbfs-pwned", Mode: 0o100644},
-		{Path: "escape/pwned", Mode: 0o100644},
-		{Path: "ok", Mode: 0o100644, LinkTo: "escape/victim"},
+		{Path: []byte("../outside"), Mode: 0o100644},
+		{Path: []byte("/etc/pbfs-pwned"), Mode: 0o100644},
+		{Path: []byte("escape/pwned"), Mode: 0o100644},
+		{Path: []byte("ok"), Mode: 0o100644, LinkTo: []byte("escape/victim")},
 	} {
 		b, addr, vol := startBackup(t)
 		outside := t.TempDir()
@@ -296,14 +296,14 @@ func TestHostileResyncRefused(t *testing.T) {
 // FuzzResyncMsg: arbitrary bytes through the resync message decoder.
 func FuzzResyncMsg(f *testing.F) {
 	seed, _ := proto.Marshal(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Entry{Entry: &replpb.Entry{
-		Path: "a/b", Mode: 0o100644, Size: 10, BlockSums: [][]byte{make([]byte, 16)}, Xattrs: map[string][]byte{"user.x": []byte("1")}}}})
+		Path: []byte("a/b"), Mode: 0o100644, Size: 10, BlockSums: [][]byte{make([]byte, 16)}, Xattrs: []*replpb.Xattr{{Name: []byte("user.x"), Value: []byte("1")}}}}})
 	f.Add(seed)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var msg replpb.ResyncPrimaryMsg
 		if proto.Unmarshal(data, &msg) != nil {
 			return
 		}
-		if e := msg.GetEntry(); e != nil && journal.ValidPath(e.Path) && e.Path != "." {
+		if e := msg.GetEntry(); e != nil && journal.ValidPath(string(e.Path)) && string(e.Path) != "." {
 			if len(e.Path) > journal.MaxPath {
 				t.Fatal("ValidPath accepted an overlong path")
 			}

@@ -46,9 +46,9 @@ func (b *Backup) Manifest(req *replpb.ManifestRequest, stream replpb.Replication
 		case <-time.After(100 * time.Millisecond): // a stall sets no progress
 		}
 	}
-	return manifest.Walk(stream.Context(), b.cfg.Volume, req.Paths, nil, func(e manifest.Entry) error {
-		return stream.Send(&replpb.ManifestEntry{Path: e.Path, Mode: e.Mode, Uid: e.UID, Gid: e.GID, Size: e.Size,
-			Digest: e.Digest, Target: e.Target, Missing: e.Missing})
+	return manifest.Walk(stream.Context(), b.cfg.Volume, names(req.Paths), nil, func(e manifest.Entry) error {
+		return stream.Send(&replpb.ManifestEntry{Path: []byte(e.Path), Mode: e.Mode, Uid: e.UID, Gid: e.GID, Size: e.Size,
+			Digest: e.Digest, Target: []byte(e.Target), Missing: e.Missing})
 	})
 }
 
@@ -64,7 +64,7 @@ func FetchManifest(ctx context.Context, addr, token string, tlsFiles TLSFiles, m
 }
 
 func fetchManifest(ctx context.Context, c replpb.ReplicationClient, addr string, minSeq uint64, paths []string) (map[string]manifest.Entry, error) {
-	s, err := c.Manifest(ctx, &replpb.ManifestRequest{MinSeq: minSeq, Paths: paths})
+	s, err := c.Manifest(ctx, &replpb.ManifestRequest{MinSeq: minSeq, Paths: replpb.Names(paths)})
 	if err != nil {
 		return nil, fmt.Errorf("manifest of %s: %w", addr, err)
 	}
@@ -77,7 +77,8 @@ func fetchManifest(ctx context.Context, c replpb.ReplicationClient, addr string,
 			}
 			return nil, fmt.Errorf("manifest of %s: %s", addr, status.Convert(err).Message())
 		}
-		out[e.Path] = manifest.Entry{Path: e.Path, Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, Digest: e.Digest, SHA256: e.Sha256, Target: e.Target, Missing: e.Missing}
+		out[string(e.Path)] = manifest.Entry{Path: string(e.Path), Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, Digest: e.Digest, SHA256: e.Sha256,
+			Target: string(e.Target), Missing: e.Missing}
 	}
 }
 
@@ -117,5 +118,17 @@ func (p *Primary) Manifests(ctx context.Context, seq uint64, paths []string, wai
 		}()
 	}
 	wg.Wait()
+	return out
+}
+
+// names turns a request's paths into strings.
+func names(b [][]byte) []string {
+	if b == nil {
+		return nil
+	}
+	out := make([]string, len(b))
+	for i, p := range b {
+		out[i] = string(p)
+	}
 	return out
 }

@@ -53,8 +53,8 @@ func (b *Backup) Resync(stream replpb.Replication_ResyncServer) error {
 				return b.resyncFailed(err)
 			}
 			e := msg.GetEntry()
-			spec := &apply.Spec{Path: e.Path, Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, Target: e.Target,
-				Rdev: e.Rdev, Xattrs: e.Xattrs, LinkTo: e.LinkTo, Mtime: e.MtimeNs}
+			spec := &apply.Spec{Path: string(e.Path), Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, Target: string(e.Target),
+				Rdev: e.Rdev, Xattrs: replpb.XattrMap(e.Xattrs), LinkTo: string(e.LinkTo), Mtime: e.MtimeNs}
 			compare, err := rc.Ensure(spec)
 			if err != nil {
 				return b.resyncFailed(err)
@@ -62,7 +62,7 @@ func (b *Backup) Resync(stream replpb.Replication_ResyncServer) error {
 			pending = spec
 			if spec.Mode&0o170000 == 0o100000 && spec.LinkTo == "" {
 				if err := theirSums(e, start.BlockSize).Check(e.Size, int(start.BlockSize)); err != nil {
-					return b.resyncFailed(fmt.Errorf("resync %s: %w", e.Path, err))
+					return b.resyncFailed(fmt.Errorf("resync %q: %w", e.Path, err))
 				}
 				var want []uint64
 				if compare {
@@ -74,16 +74,16 @@ func (b *Backup) Resync(stream replpb.Replication_ResyncServer) error {
 				if len(want) > 0 && !rc.Fresh(spec.Path) {
 					rc.Changed++
 				}
-				if err := stream.Send(&replpb.ResyncBackupMsg{Msg: &replpb.ResyncBackupMsg_Want{Want: &replpb.Want{Path: spec.Path, Blocks: want}}}); err != nil {
+				if err := stream.Send(&replpb.ResyncBackupMsg{Msg: &replpb.ResyncBackupMsg_Want{Want: &replpb.Want{Path: e.Path, Blocks: want}}}); err != nil {
 					return err
 				}
 			}
 		case msg.GetBlock() != nil:
 			bl := msg.GetBlock()
-			if pending == nil || bl.Path != pending.Path || len(bl.Data) > int(start.BlockSize) {
+			if pending == nil || string(bl.Path) != pending.Path || len(bl.Data) > int(start.BlockSize) {
 				return b.resyncFailed(errors.New("block for a file not being resynced"))
 			}
-			if err := rc.WriteBlock(bl.Path, int64(bl.Index)*int64(start.BlockSize), bl.Data); err != nil {
+			if err := rc.WriteBlock(pending.Path, int64(bl.Index)*int64(start.BlockSize), bl.Data); err != nil {
 				return b.resyncFailed(err)
 			}
 			blocks++

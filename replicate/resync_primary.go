@@ -73,7 +73,7 @@ func (s *Shipper) resync(ctx context.Context) error {
 	for i := range entries {
 		n, err := s.resyncEntry(stream, &entries[i])
 		if err != nil {
-			return fmt.Errorf("resync %s: %w", entries[i].Path, err)
+			return fmt.Errorf("resync %q: %w", entries[i].Path, err)
 		}
 		sent += n
 		if entries[i].Stat.Mode&unix.S_IFMT == unix.S_IFREG && entries[i].LinkTo == "" {
@@ -112,8 +112,11 @@ func (s *Shipper) resync(ctx context.Context) error {
 // backup asks for. It returns the number of blocks sent.
 func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture.Entry) (uint64, error) {
 	st := &e.Stat
-	msg := &replpb.Entry{Path: e.Path, Mode: st.Mode, Uid: st.Uid, Gid: st.Gid, Size: uint64(st.Size),
-		Target: e.Target, Rdev: st.Rdev, Xattrs: e.Xattrs, LinkTo: e.LinkTo, MtimeNs: st.Mtim.Nano()}
+	msg := &replpb.Entry{Path: []byte(e.Path), Mode: st.Mode, Uid: st.Uid, Gid: st.Gid, Size: uint64(st.Size),
+		Target: []byte(e.Target), Rdev: st.Rdev, Xattrs: replpb.Xattrs(e.Xattrs), MtimeNs: st.Mtim.Nano()}
+	if e.LinkTo != "" {
+		msg.LinkTo = []byte(e.LinkTo)
+	}
 	regular := st.Mode&unix.S_IFMT == unix.S_IFREG && e.LinkTo == ""
 	var f *os.File
 	if regular {
@@ -144,7 +147,7 @@ func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture
 		return 0, err
 	}
 	want := reply.GetWant()
-	if want == nil || want.Path != e.Path {
+	if want == nil || string(want.Path) != e.Path {
 		return 0, errors.New("backup did not answer with its wanted blocks")
 	}
 	buf := make([]byte, resyncBlock)
@@ -157,7 +160,7 @@ func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture
 			return 0, err
 		}
 		if err := stream.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Block{Block: &replpb.BlockData{
-			Path: e.Path, Index: idx, Data: buf[:n]}}}); err != nil {
+			Path: msg.Path, Index: idx, Data: buf[:n]}}}); err != nil {
 			return 0, err
 		}
 	}

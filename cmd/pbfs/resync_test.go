@@ -123,3 +123,34 @@ func resyncTook(t *testing.T, log string) time.Duration {
 	}
 	return d
 }
+
+// Names that are not UTF-8 (a Latin-1 file name, a symlink to one, an
+// extended attribute named so) are names like any other: a resync carries
+// them (it failed on every such name, for good, before the protocol took
+// names as bytes), batches carry them, and verify compares them and names
+// one that differs.
+func TestNamesNotUTF8(t *testing.T) {
+	dir, file, link := "d\xe9j\xe0", "\xff\xfe caf\xe9", "lien \xe9"
+	seed := func(vol string) {
+		must(t, os.Mkdir(filepath.Join(vol, dir), 0o755))
+		must(t, os.WriteFile(filepath.Join(vol, dir, file), []byte("latin-1"), 0o644))
+		must(t, os.Symlink(file, filepath.Join(vol, dir, link)))
+		must(t, unix.Setxattr(filepath.Join(vol, dir, file), "user.\xe9t\xe9", []byte("summer"), 0))
+	}
+	c := fstest.NewClusterCopy(t, 1, seed, false)
+	c.RequireConverged()
+	if !strings.Contains(c.Primary.Out.String(), "resync done") {
+		t.Fatalf("no resync:\n%s", c.Primary.Out)
+	}
+	must(t, os.WriteFile(filepath.Join(c.Vol, dir, "live \xfc"), []byte("after"), 0o644))
+	c.RequireConverged()
+	out, code := run(t, "verify", "--journal", c.Jdir, "--token", fstest.TestToken)
+	if code != 0 || !strings.Contains(out, "identical") {
+		t.Fatalf("verify: exit %d:\n%s", code, out)
+	}
+	must(t, os.WriteFile(filepath.Join(c.Backups[0].Vol, dir, file), []byte("altered"), 0o644))
+	out, code = run(t, "verify", "--journal", c.Jdir, "--token", fstest.TestToken)
+	if code != 1 || !strings.Contains(out, "  "+dir+"/"+file+": contents differ") {
+		t.Fatalf("verify of an altered file: exit %d:\n%q", code, out)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -183,5 +184,23 @@ func TestDigestStopsWithContext(t *testing.T) {
 	}
 	if read := readBytes(t) - before; read > 1<<20 {
 		t.Fatalf("walk after its context ended read %d bytes", read)
+	}
+}
+
+// A path or target that is not UTF-8 comes back from JSON as it went.
+func TestEntryJSONNotUTF8(t *testing.T) {
+	for _, e := range []Entry{
+		{Path: "d\xe9j\xe0/f", Mode: 0o100644, Size: 3, Digest: []byte{1, 2}},
+		{Path: "plain", Target: "\xff\xfe", Mode: 0o120777},
+		{Path: "ok", Mode: 0o40755},
+	} {
+		b, err := json.Marshal(map[string]Entry{e.Path: e})
+		must(t, err)
+		var m map[string]Entry
+		must(t, json.Unmarshal(b, &m))
+		got, ok := Rekey(m)[e.Path]
+		if !ok || got.Path != e.Path || got.Target != e.Target || Diff(e, got) != "" {
+			t.Errorf("%q: came back %+v from %s", e.Path, got, b)
+		}
 	}
 }
