@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"math"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -321,10 +322,34 @@ func timeArg(t *time.Time, now bool, at time.Time) int64 {
 	case now:
 		return at.UnixNano()
 	case t != nil:
-		return t.UnixNano()
+		return clampNano(t.Unix(), int64(t.Nanosecond()))
 	}
 	return journal.OmitTime
 }
+
+// The journal records times as nanoseconds since the epoch (an int64:
+// 1677-09-21 to 2262-04-11). A time set outside that range is clamped to
+// it before it reaches the backing file, as a file system clamps times to
+// its own range (ext4's is 1901 to 2446), so the primary and its backups
+// agree; UnixNano used to wrap it, and a file touched to 2500 read 1915.
+const (
+	minSec = math.MinInt64/1_000_000_000 + 1 // whole seconds inside the range
+	maxSec = math.MaxInt64/1_000_000_000 - 1
+)
+
+// clampNano is sec.nsec in nanoseconds, clamped to the int64 range.
+func clampNano(sec, nsec int64) int64 {
+	switch {
+	case sec < minSec:
+		return math.MinInt64
+	case sec > maxSec:
+		return math.MaxInt64
+	}
+	return sec*1e9 + nsec
+}
+
+// timespecNano is ts in nanoseconds, clamped as clampNano does.
+func timespecNano(ts unix.Timespec) int64 { return clampNano(ts.Sec, ts.Nsec) }
 
 func timespec(ns int64) unix.Timespec {
 	if ns == journal.OmitTime {

@@ -26,7 +26,7 @@ import (
 // mtimeLog records st's mtime for n; the caller holds n.mu and sealMu.
 func (f *FS) mtimeLog(n *Node, st *unix.Stat_t) {
 	if f.captures(n) {
-		f.metaLog(n, journal.Op{Kind: journal.KindUtimens, Atime: journal.OmitTime, Mtime: st.Mtim.Nano()})
+		f.metaLog(n, journal.Op{Kind: journal.KindUtimens, Atime: journal.OmitTime, Mtime: timespecNano(st.Mtim)})
 	}
 }
 
@@ -93,7 +93,7 @@ func (f *FS) rereadTimes(dirs map[uint64]struct{}) []journal.Op {
 		if unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 			continue
 		}
-		out = append(out, journal.Op{Kind: journal.KindUtimens, Fid: id, Path: p, Atime: journal.OmitTime, Mtime: st.Mtim.Nano()})
+		out = append(out, journal.Op{Kind: journal.KindUtimens, Fid: id, Path: p, Atime: journal.OmitTime, Mtime: timespecNano(st.Mtim)})
 	}
 	return out
 }

@@ -1594,11 +1594,12 @@ func (a Attr) String() string {
 	return fmt.Sprintf("valid=%v ino=%v size=%d mode=%v", a.Valid, a.Inode, a.Size, a.Mode)
 }
 
+// unixTime splits t as the kernel's fuse_attr holds it: seconds (signed,
+// in a u64) and nanoseconds in [0, 1e9). pbfs patch: upstream went through
+// UnixNano, which overflows past 2262, and made the nanoseconds of a time
+// before 1970 negative (a file from 1960 showed a second and a bit late).
 func unixTime(t time.Time) (sec uint64, nsec uint32) {
-	nano := t.UnixNano()
-	sec = uint64(nano / 1e9)
-	nsec = uint32(nano % 1e9)
-	return
+	return uint64(t.Unix()), uint32(t.Nanosecond())
 }
 
 func (a *Attr) attr(out *attr, proto Protocol) {
