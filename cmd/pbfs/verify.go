@@ -35,6 +35,7 @@ func verifyCommand() *cli.Command {
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "journal directory of the running primary"},
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after this long"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON, for scripts"},
+			&cli.Int64Flag{Name: "max-paused-file", Value: 64 << 20, Usage: "a file that changed while verify read it is compared again with the service's writes paused only up to this size in bytes; a larger one is reported not verified"},
 			tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2],
 		},
 		Action: verify,
@@ -81,7 +82,7 @@ func verify(c *cli.Context) error {
 	fmt.Fprintf(c.App.ErrWriter, "verify: the primary's volume at seq %d: %d paths hashed in %v\n", seq, len(primary), time.Since(began).Round(time.Millisecond))
 	var out []verdict
 	suspects := map[string]map[string]bool{} // backup -> paths
-	size := map[string]int64{}               // suspect path -> its largest size seen
+	size := map[string]int64{}               // suspect path -> what hashing it again costs (cost)
 	for _, b := range st.Backups {
 		v := verdict{Backup: b.Addr, Differ: map[string]string{}}
 		m, err := replicate.FetchManifest(ctx, b.Addr, token, tls, seq, nil)
@@ -93,15 +94,41 @@ func verify(c *cli.Context) error {
 		v.Compared = len(primary)
 		suspects[b.Addr] = differing(primary, m)
 		for p := range suspects[b.Addr] {
-			size[p] = max(size[p], entry(primary, p).Size, entry(m, p).Size)
+			size[p] = max(size[p], cost(primary, m, p))
 		}
 		fmt.Fprintf(c.App.ErrWriter, "verify: %s: %d paths hashed, %d to compare again\n", b.Addr, len(m), len(suspects[b.Addr]))
 		out = append(out, v)
+	}
+	if limit := c.Int64("max-paused-file"); limit >= 0 {
+		skipLarge(size, suspects, out, limit)
+	} else {
+		return cli.Exit("verify: --max-paused-file must not be negative", 2)
 	}
 	if err := compareAgain(ctx, c, cl, size, suspects, out); err != nil {
 		return cli.Exit("verify: "+err.Error(), 1)
 	}
 	return report(c, out)
+}
+
+// skipLarge takes the suspect files over limit bytes out of the exact
+// rounds and reports them not verified: hashing one with the service's
+// writes paused would stall the service (a busy database's 10 GB
+// tablespace, which differs in the first round because it changes, took
+// its writes away for the 20 s or more that hashing it on both sides
+// takes).
+func skipLarge(size map[string]int64, suspects map[string]map[string]bool, out []verdict, limit int64) {
+	for p, n := range size {
+		if n <= limit {
+			continue
+		}
+		for i := range out {
+			if suspects[out[i].Backup][p] {
+				out[i].notVerified(p, fmt.Sprintf("it differed as first read, while the service kept writing; comparing its %d bytes again exactly would pause the service's writes while they are hashed (--max-paused-file %d)", n, limit))
+				delete(suspects[out[i].Backup], p)
+			}
+		}
+		delete(size, p)
+	}
 }
 
 // compareAgain compares the suspect paths exactly, as of one batch per
@@ -180,6 +207,18 @@ func differing(primary, backup map[string]manifest.Entry) map[string]bool {
 		}
 	}
 	return out
+}
+
+// cost is what hashing p again costs: the bytes the primary's copy holds
+// on disk (its holes are not read), else the backup's copy's size.
+func cost(primary, backup map[string]manifest.Entry, p string) int64 {
+	if e := entry(primary, p); !e.Missing {
+		if e.Data > 0 {
+			return min(e.Data, e.Size)
+		}
+		return e.Size
+	}
+	return entry(backup, p).Size
 }
 
 func entry(m map[string]manifest.Entry, p string) manifest.Entry {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,6 +51,18 @@ func TestVerifyNamesDifferences(t *testing.T) {
 	}
 	if strings.Contains(out, "host.pid") {
 		t.Errorf("a local-only file was compared:\n%s", out)
+	}
+	// A file too large to hash with the service's writes paused is not
+	// compared again: not verified, never called equal. The sparse file
+	// costs only its data, and is still compared.
+	must(t, os.WriteFile(filepath.Join(c.Vol, "big"), bytes.Repeat([]byte("b"), 64<<10), 0o644))
+	c.WaitApplied(c.Barrier())
+	must(t, os.WriteFile(filepath.Join(b1.Vol, "big"), bytes.Repeat([]byte("B"), 64<<10), 0o644))
+	out, code = run(t, "verify", "--journal", c.Jdir, "--token", fstest.TestToken, "--max-paused-file", "10000")
+	for _, want := range []string{"  big: not verified: it differed as first read", "  sparse: contents differ", "  d/e/c: size"} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Errorf("verify --max-paused-file 10000: exit %d, lacks %q:\n%s", code, want, out)
+		}
 	}
 }
 

@@ -18,11 +18,15 @@ import (
 // Entry is one path of a tree as a comparison sees it. Times are left
 // out: a directory's mtime moves with every change inside it.
 type Entry struct {
-	Path   string `json:"path"`
-	Mode   uint32 `json:"mode"` // type and permission bits
-	UID    uint32 `json:"uid"`
-	GID    uint32 `json:"gid"`
-	Size   int64  `json:"size"`
+	Path string `json:"path"`
+	Mode uint32 `json:"mode"` // type and permission bits
+	UID  uint32 `json:"uid"`
+	GID  uint32 `json:"gid"`
+	Size int64  `json:"size"`
+	// Data is what a regular file holds on disk (st_blocks), which is
+	// what reading it for a digest costs: a sparse file's holes are free.
+	// Only the primary's manifests on the control socket carry it.
+	Data   int64  `json:"data,omitempty"`
 	Digest []byte `json:"digest,omitempty"` // regular files (digest.go)
 	// SHA256 is what a pbfs from before digests sent for a regular file:
 	// the SHA-256 of every byte. It compares only with another SHA256.
@@ -139,6 +143,7 @@ func stat(ctx context.Context, root *os.Root, p string) (Entry, error) {
 			return Entry{}, fmt.Errorf("manifest %s: %w", p, err)
 		}
 		e.Size, e.Digest = size, sum // as read, should it have changed since the stat
+		e.Data = st.Blocks * 512
 	case unix.S_IFLNK:
 		t, err := root.Readlink(p)
 		if err != nil {
