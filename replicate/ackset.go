@@ -109,6 +109,9 @@ func (cfg *PrimaryConfig) Check() error {
 		}
 		seen[addr] = true
 	}
+	if err := sameBackupTwice(cfg.Backups); err != nil {
+		return err
+	}
 	if len(cfg.Backups) > 0 && cfg.Token == "" {
 		return ErrNoToken
 	}

@@ -41,6 +41,9 @@ func (p *Primary) Backups() []string {
 // AddBackup starts shipping to one more backup, out of the ack set until
 // it has caught up. Adding a known address does nothing.
 func (p *Primary) AddBackup(addr string) error {
+	if err := sameBackupTwice(append(p.Backups(), addr)); err != nil {
+		return err
+	}
 	p.smu.Lock()
 	for _, s := range p.shippers {
 		if s.addr == addr {

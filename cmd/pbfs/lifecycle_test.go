@@ -60,6 +60,8 @@ func TestFailedStartLeavesJournalClean(t *testing.T) {
 		{[]string{"--ack-level", "fast"}, `ack level "fast"`},
 		{[]string{"--backup", "127.0.0.1:1", "--token", "t", "--ack-level", "fast"}, `ack level "fast"`},
 		{[]string{"--journal-reserve", "-1"}, "bad journal reserve"},
+		// One backup under two names would count twice toward --ack.
+		{[]string{"--backup", "localhost:1", "--backup", "127.0.0.1:1", "--token", "t"}, "both reach 127.0.0.1:1"},
 	} {
 		out, code := run(t, append(append([]string{"mount", "--journal", jdir}, tc.args...), vol)...)
 		if code != 2 || !strings.Contains(out, tc.says) {
