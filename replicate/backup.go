@@ -43,6 +43,10 @@ type BackupConfig struct {
 	// RefusePrimary: fail with ErrPrimaryJournal, before anything is
 	// written, when the journal last served a primary (pbfs promote).
 	RefusePrimary bool
+	// Adopt lets the first resync of a backup that has never served a
+	// volume take a Volume that already holds files (resync_backup.go,
+	// "adopt"); without it such a resync is refused.
+	Adopt bool
 	// JournalReserve is the space kept free on the journal's file system
 	// (0: journal.DefaultReserve); batches that would cut into it are
 	// refused, not acked.

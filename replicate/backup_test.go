@@ -260,6 +260,9 @@ func TestHostileResyncRefused(t *testing.T) {
 		{Path: []byte("ok"), Mode: 0o100644, LinkTo: []byte("escape/victim")},
 	} {
 		b, addr, vol := startBackup(t)
+		// The planted symlink makes the volume hold a file: let the first
+		// resync take it, so that the entries themselves are refused.
+		b.cfg.Adopt = true
 		outside := t.TempDir()
 		os.WriteFile(filepath.Join(outside, "victim"), []byte("untouched"), 0o644)
 		os.Symlink(outside, filepath.Join(vol, "escape"))

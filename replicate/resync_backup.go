@@ -112,6 +112,12 @@ func (b *Backup) beginResync(start *replpb.ResyncStart) error {
 	if b.volumeID != "" && b.volumeID != start.VolumeId {
 		return status.Errorf(codes.FailedPrecondition, "this backup serves volume %s, not %s", b.volumeID, start.VolumeId)
 	}
+	if !b.cfg.Adopt && b.store.Last().Seq == 0 && b.applied.Load() == 0 {
+		// Never held a batch: this is its first resync (adopt.go).
+		if err := b.refuseForeignVolume(start.VolumeId); err != nil {
+			return err
+		}
+	}
 	if e := b.store.Epoch(); start.Epoch < e {
 		b.m.rejected.WithLabelValues("stale_epoch").Inc()
 		return status.Errorf(codes.PermissionDenied, "epoch %d is below %d: this primary was deposed", start.Epoch, e)

@@ -30,7 +30,7 @@ func backupCommand() *cli.Command {
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "the backup's own journal directory (outside VOLUME)"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics (pbfs_backup_*, pbfs_journal_*) over HTTP at this address (host:port), at /metrics"},
 			&cli.DurationFlag{Name: "retain", Value: 10 * time.Minute, Usage: "trim applied batches from the backup's journal once they are this old (negative keeps everything)"},
-			journalReserveFlag, tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], adminFlag,
+			journalReserveFlag, tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], adminFlag, adoptFlag,
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -65,7 +65,7 @@ func backupCommand() *cli.Command {
 			defer signal.Stop(sig)
 			reg := prometheus.NewRegistry()
 			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: c.Duration("retain"),
-				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Registry: reg})
+				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Registry: reg, Adopt: c.Bool("adopt")})
 			if errors.Is(err, pathcheck.ErrInside) {
 				return cli.Exit("backup: "+err.Error()+": put the journal outside the volume", 2)
 			}
@@ -133,6 +133,10 @@ var (
 	tokenFileFlag = &cli.StringFlag{Name: "token-file", Usage: "file holding the shared replication secret"}
 	// journalReserveFlag: Badger dies of SIGBUS when its disk fills, so the
 	// journal keeps this much free (journal/space.go).
+	// adoptFlag: the first resync makes VOLUME a copy of the primary's and
+	// removes the rest, so a VOLUME that already holds files is taken only
+	// when asked (replicate/adopt.go).
+	adoptFlag          = &cli.BoolFlag{Name: "adopt", Usage: "let the first resync take a VOLUME that already holds files (a copy of the primary's, to shorten it): it becomes a copy of the primary's volume, and what the primary lacks is removed; without it that resync is refused"}
 	journalReserveFlag = &cli.Int64Flag{Name: "journal-reserve", Usage: "bytes to keep free on the journal's file system: journal appends (and, on a mount, the service's writes) that would cut into it fail with ENOSPC (default: a quarter of the file system, between 48 and 256 MiB)"}
 )
 

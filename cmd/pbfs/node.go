@@ -18,7 +18,7 @@ import (
 )
 
 func nodeCommand() *cli.Command {
-	flags := append(mountFlags(),
+	flags := append(mountFlags(), adoptFlag,
 		&cli.StringFlag{Name: "coordinator", Required: true, Usage: "the etcd cluster that decides the roles: etcd://HOST:PORT[,HOST:PORT...]"},
 		&cli.StringFlag{Name: "name", Required: true, Usage: "this node's name, unique in the cluster"},
 		&cli.StringFlag{Name: "listen", Required: true, Usage: "address the backup role accepts the primary on (host:port)"},
@@ -72,7 +72,7 @@ func nodeCommand() *cli.Command {
 				Listen: c.String("listen"), Advertise: c.String("advertise"), TTL: c.Duration("lease-ttl"),
 				Mount: cfg, OnPromote: c.String("on-promote"), OnDemote: c.String("on-demote"), Logger: cfg.Logger,
 				Proxy: frontend(cfg), ProxyAdvertise: c.String("proxy-advertise"),
-				Backup: replicate.BackupConfig{Token: cfg.Token, TLS: cfg.TLS, JournalReserve: cfg.JournalReserve, Registry: nil},
+				Backup: replicate.BackupConfig{Token: cfg.Token, TLS: cfg.TLS, JournalReserve: cfg.JournalReserve, Registry: nil, Adopt: c.Bool("adopt")},
 			})
 			if err != nil {
 				return cli.Exit("node: "+err.Error(), 2)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,5 +153,51 @@ func TestNamesNotUTF8(t *testing.T) {
 	out, code = run(t, "verify", "--journal", c.Jdir, "--token", fstest.TestToken)
 	if code != 1 || !strings.Contains(out, "  "+dir+"/"+file+": contents differ") {
 		t.Fatalf("verify of an altered file: exit %d:\n%q", code, out)
+	}
+}
+
+// The first resync of a backup that has never served a volume makes its
+// directory a copy of the primary's and removes the rest: into a directory
+// that already holds files it is refused, with a log line, a metric and a
+// reason the primary shows, until the backup is started with --adopt. A
+// backup pointed at the wrong directory lost all of it before.
+func TestFirstResyncRefusesForeignVolume(t *testing.T) {
+	c := fstest.NewClusterCopy(t, 1, func(vol string) {
+		must(t, os.WriteFile(filepath.Join(vol, "x"), []byte("the primary's"), 0o644))
+	}, false)
+	c.RequireConverged()
+	b := c.Backups[0]
+	b.Cmd.Process.Signal(syscall.SIGINT)
+	b.Cmd.Wait()
+	// Its journal lost: a backup that never served this directory, which
+	// now holds files of its own.
+	must(t, os.RemoveAll(b.Jdir))
+	precious := filepath.Join(b.Vol, "precious")
+	must(t, os.WriteFile(precious, []byte("not the primary's"), 0o644))
+	c.StartBackup(b)
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(b.Out.String(), "refused the first resync") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal; backup log:\n%s\nprimary log:\n%s", b.Out, c.Primary.Out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, _ := run(t, "status", "--journal", c.Jdir)
+	if !strings.Contains(out, "--adopt") {
+		t.Errorf("the primary's status does not say why:\n%s", out)
+	}
+	if got, err := os.ReadFile(precious); err != nil || string(got) != "not the primary's" {
+		t.Fatalf("the refused resync touched the volume: %q %v", got, err)
+	}
+	b.Cmd.Process.Signal(syscall.SIGINT)
+	b.Cmd.Wait()
+	b.Args = []string{"--adopt"}
+	c.StartBackup(b)
+	// A new batch, so that the barrier RequireConverged takes waits for
+	// this backup session (its predecessor acked everything before).
+	must(t, os.WriteFile(filepath.Join(c.Vol, "y"), []byte("after"), 0o644))
+	c.RequireConverged()
+	if _, err := os.Stat(precious); !os.IsNotExist(err) {
+		t.Errorf("an adopted volume kept what the primary lacks: %v", err)
 	}
 }

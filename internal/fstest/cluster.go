@@ -97,6 +97,7 @@ func NewClusterCopy(t testing.TB, backups int, seed func(string), copy bool, mou
 		os.Mkdir(b.Vol, 0o755)
 		if copy {
 			CopyTree(t, c.Vol, b.Vol)
+			b.Args = []string{"--adopt"} // a copy of the primary's volume
 		}
 		c.Backups = append(c.Backups, b)
 		c.StartBackup(b)
