@@ -13,8 +13,8 @@ import (
 // A resync makes the backup's volume an exact copy of the primary's, and
 // so removes whatever the primary lacks. The first resync of a backup
 // that has never served a volume would thus empty a directory given by
-// mistake (a `pbfs backup` pointed at /srv instead of /srv/replica
-// removed all of /srv's files). Unless the backup was started with
+// mistake (a `pbfs backup` pointed at a directory of other files removed
+// them all). Unless the backup was started with
 // --adopt (BackupConfig.Adopt), that resync is refused while the volume
 // holds anything but a file system's lost+found. --adopt is for a volume
 // seeded with a copy of the primary's, which shortens the first resync to
