@@ -171,26 +171,13 @@ func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture
 // data, and lists their indices; holes are not read. It stops early if f
 // was cut meanwhile.
 func dataSums(f *os.File, size int64) ([]uint64, [][]byte, error) {
-	exts, err := sparse.DataExtents(int(f.Fd()), size)
+	index, sums := []uint64{}, [][]byte{}
+	_, err := sparse.ReadBlocks(f, size, resyncBlock, func(off int64, b []byte) error {
+		index, sums = append(index, uint64(off/resyncBlock)), append(sums, apply.BlockSum(b))
+		return nil
+	})
 	if err != nil {
 		return nil, nil, err
-	}
-	index, sums := []uint64{}, [][]byte{}
-	buf := make([]byte, resyncBlock)
-	next := int64(0) // blocks below next are done
-	for _, e := range exts {
-		for off := max(next, e.Off/resyncBlock*resyncBlock); off < e.End; off += resyncBlock {
-			end := min(off+resyncBlock, size)
-			n, err := f.ReadAt(buf[:end-off], off)
-			if err != nil && !errors.Is(err, io.EOF) {
-				return nil, nil, err
-			}
-			next = off + resyncBlock
-			if n == 0 {
-				return index, sums, nil
-			}
-			index, sums = append(index, uint64(off/resyncBlock)), append(sums, apply.BlockSum(buf[:n]))
-		}
 	}
 	return index, sums, nil
 }

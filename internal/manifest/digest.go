@@ -6,8 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"hash"
-	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -33,45 +31,26 @@ const digestBlock = 64 << 10
 // the size as read (less, should the file have been cut meanwhile). It
 // stops once ctx ends.
 func digest(ctx context.Context, f *os.File, size int64) (int64, []byte, error) {
-	fd := int(f.Fd())
-	exts, err := sparse.DataExtents(fd, size)
+	h := sha256.New()
+	var hdr [8]byte
+	size, err := sparse.ReadBlocks(f, size, digestBlock, func(off int64, b []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !allZero(b) {
+			binary.BigEndian.PutUint64(hdr[:], uint64(off))
+			h.Write(hdr[:])
+			h.Write(b)
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, nil, err
 	}
-	h := sha256.New()
-	buf := make([]byte, digestBlock)
-	var hdr [8]byte
-	next := int64(0) // blocks below next are digested
-	for _, e := range exts {
-		for off := max(next, e.Off/digestBlock*digestBlock); off < e.End; off += digestBlock {
-			if err := ctx.Err(); err != nil {
-				return 0, nil, err
-			}
-			want := min(digestBlock, size-off)
-			n, err := f.ReadAt(buf[:want], off)
-			if err != nil && !errors.Is(err, io.EOF) {
-				return 0, nil, err
-			}
-			if !allZero(buf[:n]) {
-				binary.BigEndian.PutUint64(hdr[:], uint64(off))
-				h.Write(hdr[:])
-				h.Write(buf[:n])
-			}
-			next = off + digestBlock
-			if int64(n) < want { // cut since the stat: the size as read
-				size = off + int64(n)
-				return size, sumSize(h, size), nil
-			}
-		}
-	}
-	return size, sumSize(h, size), nil
-}
-
-func sumSize(h hash.Hash, size int64) []byte {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], uint64(size))
 	h.Write(b[:])
-	return h.Sum(nil)
+	return size, h.Sum(nil), nil
 }
 
 var zeros = make([]byte, digestBlock)
@@ -86,6 +65,23 @@ func fileDigest(ctx context.Context, root *os.Root, p string) (int64, []byte, er
 		return 0, nil, err
 	}
 	defer f.Close()
+	return digestOpen(ctx, f)
+}
+
+// DigestFile returns the digest of the regular file at p, read as Walk
+// reads it (the test helpers' tree comparisons use it).
+func DigestFile(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	_, sum, err := digestOpen(context.Background(), f)
+	return sum, err
+}
+
+// digestOpen digests the open file f, which must be a regular file.
+func digestOpen(ctx context.Context, f *os.File) (int64, []byte, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return 0, nil, err
@@ -99,19 +95,3 @@ func fileDigest(ctx context.Context, root *os.Root, p string) (int64, []byte, er
 // errNotRegular: the path was replaced by something other than a regular
 // file between its stat and its open.
 var errNotRegular = errors.New("no longer a regular file")
-
-// DigestFile returns the digest of the regular file at p, read as Walk
-// reads it (the test helpers' tree comparisons use it).
-func DigestFile(p string) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return nil, err
-	}
-	_, sum, err := digest(context.Background(), f, st.Size)
-	return sum, err
-}

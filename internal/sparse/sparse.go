@@ -5,6 +5,8 @@ package sparse
 
 import (
 	"errors"
+	"io"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,4 +57,37 @@ func (c *Cursor) HasData(off, end int64) bool {
 		c.exts = c.exts[1:]
 	}
 	return len(c.exts) > 0 && c.exts[0].Off < end
+}
+
+// ReadBlocks reads, in order, every block of f that overlaps data: blocks
+// of block bytes at multiples of block, the last one cut at size (f's size
+// when the caller took it). fn gets each block's offset and bytes, in a
+// buffer reused for the next. A block read short (the file was cut since)
+// is the last: ReadBlocks returns the size as read, else size.
+func ReadBlocks(f *os.File, size, block int64, fn func(off int64, b []byte) error) (int64, error) {
+	exts, err := DataExtents(int(f.Fd()), size)
+	if err != nil {
+		return 0, err
+	}
+	buf := make([]byte, block)
+	next := int64(0) // blocks below next are done
+	for _, e := range exts {
+		for off := max(next, e.Off/block*block); off < e.End; off += block {
+			want := min(block, size-off)
+			n, err := f.ReadAt(buf[:want], off)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return 0, err
+			}
+			if n > 0 {
+				if err := fn(off, buf[:n]); err != nil {
+					return 0, err
+				}
+			}
+			if int64(n) < want {
+				return off + int64(n), nil
+			}
+			next = off + block
+		}
+	}
+	return size, nil
 }
