@@ -178,7 +178,7 @@ func TestReconcileKeepsHoles(t *testing.T) {
 	dense[5] = BlockSum(bytes.Repeat([]byte("x"), block))
 	for name, theirs := range map[string]Sums{
 		"dense":  {Blocks: 8, Sums: dense},
-		"sparse": {Blocks: 8, Index: []uint64{0, 5}, Sums: [][]byte{dense[0], dense[5]}},
+		"sparse": {Blocks: 8, Sparse: true, Index: []uint64{0, 5}, Sums: [][]byte{dense[0], dense[5]}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := theirs.Check(8*block, block); err != nil {
@@ -222,18 +222,18 @@ func TestSumsCheck(t *testing.T) {
 	for name, s := range map[string]Sums{
 		"dense, too many":     {Blocks: 3, Sums: [][]byte{sum, sum, sum}},
 		"dense, count":        {Blocks: 2, Sums: [][]byte{sum}},
-		"sparse, count":       {Blocks: 2, Index: []uint64{0, 1}, Sums: [][]byte{sum}},
-		"sparse, blocks":      {Blocks: 3, Index: []uint64{}, Sums: nil},
-		"sparse, past end":    {Blocks: 2, Index: []uint64{2}, Sums: [][]byte{sum}},
-		"sparse, unordered":   {Blocks: 2, Index: []uint64{1, 0}, Sums: [][]byte{sum, sum}},
-		"sparse, repeated":    {Blocks: 2, Index: []uint64{1, 1}, Sums: [][]byte{sum, sum}},
-		"sparse, hole listed": {Blocks: 2, Index: []uint64{1}, Sums: [][]byte{HoleSum}},
+		"sparse, count":       {Blocks: 2, Sparse: true, Index: []uint64{0, 1}, Sums: [][]byte{sum}},
+		"sparse, blocks":      {Blocks: 3, Sparse: true, Index: []uint64{}, Sums: nil},
+		"sparse, past end":    {Blocks: 2, Sparse: true, Index: []uint64{2}, Sums: [][]byte{sum}},
+		"sparse, unordered":   {Blocks: 2, Sparse: true, Index: []uint64{1, 0}, Sums: [][]byte{sum, sum}},
+		"sparse, repeated":    {Blocks: 2, Sparse: true, Index: []uint64{1, 1}, Sums: [][]byte{sum, sum}},
+		"sparse, hole listed": {Blocks: 2, Sparse: true, Index: []uint64{1}, Sums: [][]byte{HoleSum}},
 	} {
 		if err := s.Check(2*65536, 65536); !errors.Is(err, ErrBadSums) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if err := (Sums{Blocks: 2, Index: []uint64{}}).Check(2*65536-1, 65536); err != nil {
+	if err := (Sums{Blocks: 2, Sparse: true, Index: []uint64{}}).Check(2*65536-1, 65536); err != nil {
 		t.Errorf("all holes: %v", err)
 	}
 }

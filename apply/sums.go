@@ -7,13 +7,14 @@ import (
 
 // Sums is what a resync says of one file's blocks: a checksum for each
 // block that holds data, and a hole everywhere else. A primary from before
-// sparse sums lists every block (Index nil: Sums[i] is block i's, HoleSum
-// for a hole); a newer one lists only the blocks with data, in Index
+// sparse sums lists every block (Sums[i] is block i's, HoleSum for a
+// hole); a newer one (Sparse) lists only the blocks with data, in Index
 // (ascending), Sums[i] being block Index[i]'s. A 1 TiB sparse file with a
 // few written blocks then takes a few checksums, not 16 million.
 type Sums struct {
-	Blocks uint64   // blocks in the file (its size over the block size, rounded up)
-	Index  []uint64 // the blocks Sums are of; nil for one sum per block
+	Blocks uint64 // blocks in the file (its size over the block size, rounded up)
+	Sparse bool   // Index lists the blocks Sums are of
+	Index  []uint64
 	Sums   [][]byte
 }
 
@@ -24,13 +25,13 @@ var ErrBadSums = errors.New("block sums do not fit the file")
 func (s Sums) Check(size uint64, blockSize int) error {
 	want := (size + uint64(blockSize) - 1) / uint64(blockSize)
 	switch {
-	case s.Index == nil && uint64(len(s.Sums)) != s.Blocks:
+	case !s.Sparse && uint64(len(s.Sums)) != s.Blocks:
 		return fmt.Errorf("%w: %d sums for %d blocks", ErrBadSums, len(s.Sums), s.Blocks)
-	case s.Index != nil && len(s.Index) != len(s.Sums):
+	case s.Sparse && len(s.Index) != len(s.Sums):
 		return fmt.Errorf("%w: %d sums for %d indices", ErrBadSums, len(s.Sums), len(s.Index))
-	case s.Index == nil && s.Blocks > want:
+	case !s.Sparse && s.Blocks > want:
 		return fmt.Errorf("%w: %d blocks for %d bytes", ErrBadSums, s.Blocks, size)
-	case s.Index != nil && s.Blocks != want:
+	case s.Sparse && s.Blocks != want:
 		return fmt.Errorf("%w: %d blocks for %d bytes", ErrBadSums, s.Blocks, size)
 	}
 	for i, idx := range s.Index {
@@ -51,7 +52,7 @@ func (s Sums) each(fn func(i uint64, sum []byte) error) error {
 	for i := uint64(0); i < s.Blocks; i++ {
 		sum := HoleSum
 		switch {
-		case s.Index == nil:
+		case !s.Sparse:
 			sum = s.Sums[i]
 		case j < len(s.Index) && s.Index[j] == i:
 			sum = s.Sums[j]
@@ -66,7 +67,7 @@ func (s Sums) each(fn func(i uint64, sum []byte) error) error {
 
 // data lists the blocks that hold data.
 func (s Sums) data() []uint64 {
-	if s.Index != nil {
+	if s.Sparse {
 		return append([]uint64(nil), s.Index...)
 	}
 	var out []uint64

@@ -238,9 +238,5 @@ func theirSums(e *replpb.Entry, blockSize uint32) apply.Sums {
 	if !e.SparseSums {
 		return apply.Sums{Blocks: uint64(len(e.BlockSums)), Sums: e.BlockSums}
 	}
-	index := e.SumBlocks
-	if index == nil {
-		index = []uint64{}
-	}
-	return apply.Sums{Blocks: (e.Size + uint64(blockSize) - 1) / uint64(blockSize), Index: index, Sums: e.BlockSums}
+	return apply.Sums{Blocks: (e.Size + uint64(blockSize) - 1) / uint64(blockSize), Sparse: true, Index: e.SumBlocks, Sums: e.BlockSums}
 }
