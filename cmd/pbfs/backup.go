@@ -131,12 +131,12 @@ var (
 	}
 	tokenFlag     = &cli.StringFlag{Name: "token", Usage: "shared replication secret (prefer --token-file or PBFS_TOKEN, which stay out of ps)"}
 	tokenFileFlag = &cli.StringFlag{Name: "token-file", Usage: "file holding the shared replication secret"}
-	// journalReserveFlag: Badger dies of SIGBUS when its disk fills, so the
-	// journal keeps this much free (journal/space.go).
 	// adoptFlag: the first resync makes VOLUME a copy of the primary's and
 	// removes the rest, so a VOLUME that already holds files is taken only
 	// when asked (replicate/adopt.go).
-	adoptFlag          = &cli.BoolFlag{Name: "adopt", Usage: "let the first resync take a VOLUME that already holds files (a copy of the primary's, to shorten it): it becomes a copy of the primary's volume, and what the primary lacks is removed; without it that resync is refused"}
+	adoptFlag = &cli.BoolFlag{Name: "adopt", Usage: "let the first resync take a VOLUME that already holds files (a copy of the primary's, to shorten it): it becomes a copy of the primary's volume, and what the primary lacks is removed; without it that resync is refused"}
+	// journalReserveFlag: Badger dies of SIGBUS when its disk fills, so the
+	// journal keeps this much free (journal/space.go).
 	journalReserveFlag = &cli.Int64Flag{Name: "journal-reserve", Usage: "bytes to keep free on the journal's file system: journal appends (and, on a mount, the service's writes) that would cut into it fail with ENOSPC (default: a quarter of the file system, between 48 and 256 MiB)"}
 )
 

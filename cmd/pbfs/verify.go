@@ -35,7 +35,7 @@ func verifyCommand() *cli.Command {
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "journal directory of the running primary"},
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after this long"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON, for scripts"},
-			&cli.Int64Flag{Name: "max-paused-file", Value: 64 << 20, Usage: "a file that changed while verify read it is compared again with the service's writes paused only up to this size in bytes; a larger one is reported not verified"},
+			&cli.Int64Flag{Name: "max-paused-file", Value: 64 << 20, Usage: "a file that differs as first read is compared again, with the service's writes paused, only if it holds at most this many bytes of data; a larger one is reported not verified"},
 			tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2],
 		},
 		Action: verify,
@@ -52,6 +52,9 @@ type verdict struct {
 }
 
 func verify(c *cli.Context) error {
+	if c.Int64("max-paused-file") < 0 {
+		return cli.Exit("verify: --max-paused-file must not be negative", 2)
+	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
 	cl, err := control.Dial(c.String("journal"))
@@ -99,11 +102,7 @@ func verify(c *cli.Context) error {
 		fmt.Fprintf(c.App.ErrWriter, "verify: %s: %d paths hashed, %d to compare again\n", b.Addr, len(m), len(suspects[b.Addr]))
 		out = append(out, v)
 	}
-	if limit := c.Int64("max-paused-file"); limit >= 0 {
-		skipLarge(size, suspects, out, limit)
-	} else {
-		return cli.Exit("verify: --max-paused-file must not be negative", 2)
-	}
+	skipLarge(size, suspects, out, c.Int64("max-paused-file"))
 	if err := compareAgain(ctx, c, cl, size, suspects, out); err != nil {
 		return cli.Exit("verify: "+err.Error(), 1)
 	}

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pbfs/pbfs/internal/manifest"
 	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/internal/manifest"
 )
 
 // Entry is what a comparison looks at for one path.
