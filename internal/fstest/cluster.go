@@ -146,7 +146,10 @@ func (c *Cluster) Barrier() uint64 {
 	return c.Primary.Barrier()
 }
 
-// WaitApplied waits until every backup has applied seq.
+// WaitApplied waits until every backup is streaming, in sync with the
+// primary, and has applied seq. A backup that is still connecting or in
+// its first resync reports applied seq 0, which a barrier of a mount with
+// nothing written yet (seq 0) would otherwise take for caught up.
 func (c *Cluster) WaitApplied(seq uint64) {
 	c.t.Helper()
 	cl := c.Primary.Client()
@@ -156,7 +159,7 @@ func (c *Cluster) WaitApplied(seq uint64) {
 		if err == nil {
 			done := 0
 			for _, b := range st.Backups {
-				if b.AppliedSeq >= seq {
+				if b.Up && !b.Stale && !b.Resyncing && b.AppliedSeq >= seq {
 					done++
 				}
 			}
