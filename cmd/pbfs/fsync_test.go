@@ -39,15 +39,7 @@ func TestFsyncPolicies(t *testing.T) {
 	c := fstest.NewCluster(t, 1, nil, "--fsync-rule", "*.log=replicated", "--local-only", "*.pid")
 	b := c.Backups[0]
 	must(t, os.WriteFile(filepath.Join(c.Vol, "x.pid"), []byte("1"), 0o644))
-	if err := b.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stopped := true
-	defer func() {
-		if stopped {
-			b.Cmd.Process.Signal(syscall.SIGCONT)
-		}
-	}()
+	fstest.Freeze(t, b.Cmd.Process)
 	if err := <-writeSync(filepath.Join(c.Vol, "table.dat")); err != nil {
 		t.Fatalf("local fsync: %v", err)
 	}
@@ -57,8 +49,7 @@ func TestFsyncPolicies(t *testing.T) {
 		t.Fatalf("a replicated fsync returned (%v) while the backup was stopped", err)
 	case <-time.After(time.Second):
 	}
-	b.Cmd.Process.Signal(syscall.SIGCONT)
-	stopped = false
+	fstest.Thaw(b.Cmd.Process)
 	select {
 	case err := <-replicated:
 		if err != nil {

@@ -265,7 +265,7 @@ func TestPartitionedPrimaryNeverAcknowledges(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		w.write(old, i)
 	}
-	old.cmd.Process.Signal(syscall.SIGSTOP)
+	fstest.Freeze(t, old.cmd.Process)
 	stopped := time.Now()
 	// Clients keep writing to the frozen primary.
 	results := make(chan time.Time, 100)
@@ -284,7 +284,7 @@ func TestPartitionedPrimaryNeverAcknowledges(t *testing.T) {
 		t.Fatal("the frozen primary is still the leader")
 	}
 	w.write(next, 200)
-	old.cmd.Process.Signal(syscall.SIGCONT)
+	fstest.Thaw(old.cmd.Process)
 	wg.Wait()
 	close(results)
 	for at := range results {

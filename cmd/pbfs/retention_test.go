@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -58,8 +57,7 @@ func TestRetentionFlags(t *testing.T) {
 
 	max := fstest.NewCluster(t, 1, nil, "--retain", "1h", "--retain-max", "1s", "--ack", "none")
 	b := max.Backups[0]
-	b.Cmd.Process.Signal(syscall.SIGSTOP)
-	defer b.Cmd.Process.Signal(syscall.SIGCONT)
+	fstest.Freeze(t, b.Cmd.Process)
 	writeBatches(t, max, 5)
 	if !waitTrimmed(max.Jdir) {
 		t.Error("--retain-max 1s: nothing trimmed in 8 s while a backup lacked the batches")

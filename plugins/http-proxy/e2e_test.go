@@ -134,8 +134,7 @@ func TestAckedRequestsSurviveKill9(t *testing.T) {
 func TestDeadBackupHoldsResponses(t *testing.T) {
 	s := newStack(t, 1, "barrier-timeout=3s", nil)
 	b := s.Backups[0]
-	b.Cmd.Process.Signal(syscall.SIGSTOP)
-	defer b.Cmd.Process.Signal(syscall.SIGCONT)
+	fstest.Freeze(t, b.Cmd.Process)
 
 	began := time.Now()
 	resp, err := http.Post("http://"+s.proxy+"/kv/timeout", "text/plain", strings.NewReader("v"))
@@ -167,7 +166,7 @@ func TestDeadBackupHoldsResponses(t *testing.T) {
 		t.Fatalf("response released while the backup is stopped: %+v", r)
 	case <-time.After(1500 * time.Millisecond):
 	}
-	b.Cmd.Process.Signal(syscall.SIGCONT)
+	fstest.Thaw(b.Cmd.Process)
 	r := <-done
 	if r.err != nil || r.code != http.StatusCreated {
 		t.Fatalf("after the backup came back: %+v", r)
