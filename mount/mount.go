@@ -31,10 +31,11 @@ import (
 // ErrJournalInVolume refuses a journal directory inside the volume.
 var ErrJournalInVolume = pathcheck.ErrInside
 
-// ErrVolumeAhead fails barriers of a replicating primary whose volume may
-// hold changes its journal lacks (it crashed after applying writes it had
-// not journaled) while its backups are being resynced to the volume: fed
-// from the journal alone they would silently differ.
+// ErrVolumeAhead names what a barrier waits for while a replicating
+// primary's volume may hold changes its journal lacks (it crashed after
+// applying writes it had not journaled) and its backups are being resynced
+// to the volume: fed from the journal alone they would silently differ. A
+// barrier whose context ends before the resync fails with it.
 var ErrVolumeAhead = errors.New("volume may hold changes the journal lacks after a crash: backups need a resync")
 
 // ErrNotJournaled: the mount stopped with captured changes the journal
@@ -130,7 +131,7 @@ type Mount struct {
 	ctlDone   chan error
 	log       *slog.Logger
 	unclean   bool
-	ahead     atomic.Bool // see ErrVolumeAhead; cleared once every backup is resynced
+	ahead     *aheadGate // see ErrVolumeAhead; cleared once every backup is resynced
 	primary   *replicate.Primary
 	volumeID  string
 	plugins   *host.Supervisor
@@ -166,7 +167,7 @@ func Start(cfg Config) (*Mount, error) {
 	if cfg.SealInterval == 0 {
 		cfg.SealInterval = 50 * time.Millisecond
 	}
-	m := &Mount{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), runDone: make(chan struct{}), ctlDone: make(chan error, 1)}
+	m := &Mount{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), runDone: make(chan struct{}), ahead: newAheadGate(), ctlDone: make(chan error, 1)}
 	m.timings = newTimings(m.reg)
 	m.findings = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pbfs_plugin_findings_total", Help: "Findings hint plugins reported about the service's settings at start, by plugin and severity.",
@@ -275,8 +276,8 @@ func (m *Mount) commit(ctx context.Context) (uint64, error) {
 
 func (m *Mount) commitWait(ctx context.Context) (uint64, error) {
 	seq, err := m.committer.Barrier(ctx)
-	if err == nil && m.ahead.Load() {
-		err = ErrVolumeAhead
+	if err == nil {
+		err = m.ahead.wait(ctx, m.runDone)
 	}
 	if err != nil {
 		return seq, err
@@ -365,14 +366,14 @@ func (m *Mount) Status() control.Status {
 // resynced runs once every backup has been resynced after an unclean
 // start: the backups hold the volume as it is, lost journal suffix and all.
 func (m *Mount) resynced() {
-	if !m.ahead.Load() {
+	if !m.ahead.raised() {
 		return
 	}
 	if err := m.store.SetMetaUint("ahead", 0); err != nil {
 		m.log.Error("clear the unclean marker", "err", err)
 		return
 	}
-	m.ahead.Store(false)
+	m.ahead.clear()
 	m.log.Info("every backup is resynced; replicating")
 }
 

@@ -185,7 +185,7 @@ func (m *Mount) markOpen(rootFd int) error {
 		}
 	}
 	if ahead, _ := m.store.MetaUint("ahead"); ahead > 0 && (len(m.cfg.Backups) > 0 || m.cfg.Dynamic) {
-		m.ahead.Store(true)
+		m.ahead.set()
 		m.log.Warn("resyncing every backup before replicating: "+ErrVolumeAhead.Error(), "since_seq", ahead)
 	}
 	return nil
@@ -196,5 +196,5 @@ func (m *Mount) primaryConfig() replicate.PrimaryConfig {
 	cfg := m.cfg
 	return replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token,
 		VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter, TLS: cfg.TLS,
-		Snapshots: snapshots{m.committer, m.fs}, ResyncAll: m.ahead.Load(), AllResynced: m.resynced}
+		Snapshots: snapshots{m.committer, m.fs}, ResyncAll: m.ahead.raised(), AllResynced: m.resynced}
 }

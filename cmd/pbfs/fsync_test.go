@@ -181,3 +181,42 @@ func TestRefusedBackupNamedRefused(t *testing.T) {
 		t.Fatalf("barrier with a backup that refuses the token: exit %d:\n%s", code, out)
 	}
 }
+
+// After a crash the restarted primary resyncs every backup before a
+// barrier may succeed. A replicated fsync in that window waits for the
+// resync and then returns, with the data on the backup; it failed with
+// EIO before, so a database restarted on the volume saw its first commits
+// fail. The backup is frozen across the restart to hold the resync open.
+func TestReplicatedFsyncWaitsForTheResyncAfterACrash(t *testing.T) {
+	c := fstest.NewCluster(t, 1, nil, "--fsync", "replicated")
+	b := c.Backups[0]
+	if err := <-writeSync(filepath.Join(c.Vol, "before")); err != nil {
+		t.Fatal(err)
+	}
+	c.Primary.Kill()
+	syscall.Unmount(c.Vol, syscall.MNT_DETACH)
+	fstest.Freeze(t, b.Cmd.Process)
+	c.Primary = fstest.StartMount(t, nil, c.Vol, c.Jdir, "--backup", b.Addr, "--ack", "all", "--fsync", "replicated")
+	if !strings.Contains(c.Primary.Out.String(), "resyncing every backup") {
+		t.Fatalf("the restart after a kill -9 did not resync:\n%s", c.Primary.Out)
+	}
+	synced := writeSync(filepath.Join(c.Vol, "after"))
+	select {
+	case err := <-synced:
+		t.Fatalf("a replicated fsync returned (%v) before the backup was resynced:\n%s", err, c.Primary.Out)
+	case <-time.After(time.Second):
+	}
+	fstest.Thaw(b.Cmd.Process)
+	select {
+	case err := <-synced:
+		if err != nil {
+			t.Fatalf("the replicated fsync during the resync: %v\n%s", err, c.Primary.Out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the replicated fsync did not return after the resync:\n%s", c.Primary.Out)
+	}
+	c.RequireConverged()
+	if data, err := os.ReadFile(filepath.Join(b.Vol, "after")); err != nil || string(data) != "committed" {
+		t.Fatalf("the backup lacks what the fsync covered: %q %v", data, err)
+	}
+}
