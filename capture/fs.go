@@ -72,6 +72,7 @@ type FS struct {
 	flowMu     sync.Mutex
 	flowCond   *sync.Cond
 	refusedLog atomic.Int64          // unix ns of the last "refusing writes" log line
+	backingLog logLimiter            // "backing filesystem error" lines, per op and errno
 	stopping   atomic.Pointer[error] // set by Refuse: throttled writers fail with it
 }
 
@@ -162,14 +163,18 @@ func (f *FS) stat(n *Node) (Attr, error) {
 	return attrFromStat(&st), nil
 }
 
-// fail counts and returns a backing error. Exhausted resources are logged.
+// fail counts and returns a backing error. Exhausted resources are
+// logged, once per op and errno every logEvery.
 func (f *FS) fail(op string, err error) error {
 	var errno unix.Errno
 	if errors.As(err, &errno) {
 		switch errno {
 		case unix.EMFILE, unix.ENFILE, unix.ENOSPC, unix.EDQUOT, unix.ENOMEM, unix.EIO:
-			f.m.BackingErrors.WithLabelValues(op, errnoName(errno)).Inc()
-			f.log.Warn("backing filesystem error", "op", op, "err", err)
+			name := errnoName(errno)
+			f.m.BackingErrors.WithLabelValues(op, name).Inc()
+			if ok, held := f.backingLog.allow(op+" "+name, time.Now()); ok {
+				f.log.Warn("backing filesystem error", "op", op, "err", err, "similar_not_logged", held)
+			}
 		}
 	}
 	return err
