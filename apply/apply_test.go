@@ -284,3 +284,40 @@ func TestResyncNeverRemovesWhatIsNotTheVolume(t *testing.T) {
 		t.Fatalf("replacing the protected directory: %v, want ErrProtected", err)
 	}
 }
+
+// The volume's root takes extended attributes, times and modes like any
+// directory: a setxattr on "." stalled every backup with EPERM once (the
+// call reached the /proc link, not the directory).
+func TestRootAttributes(t *testing.T) {
+	target := t.TempDir()
+	a, err := New(target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ops := []journal.Op{
+		{Kind: journal.KindSetxattr, Path: ".", Name: "user.root", Data: []byte("on the root")},
+		{Kind: journal.KindSetxattr, Path: ".", Name: "user.gone", Data: []byte("x")},
+		{Kind: journal.KindRemovexattr, Path: ".", Name: "user.gone"},
+		{Kind: journal.KindChmod, Path: ".", Mode: 0o1750},
+		{Kind: journal.KindUtimens, Path: ".", Atime: journal.OmitTime, Mtime: 1e18},
+	}
+	if err := a.Apply(&journal.Batch{Seq: 1, Ops: ops}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, err := unix.Getxattr(target, "user.root", buf)
+	if err != nil || string(buf[:n]) != "on the root" {
+		t.Fatalf("user.root: %q %v", buf[:max(n, 0)], err)
+	}
+	if _, err := unix.Getxattr(target, "user.gone", buf); !errors.Is(err, unix.ENODATA) {
+		t.Fatalf("user.gone after removexattr: %v", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(target, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode&0o7777 != 0o1750 || st.Mtim.Nano() != 1e18 {
+		t.Fatalf("root mode %#o mtime %d", st.Mode&0o7777, st.Mtim.Nano())
+	}
+}

@@ -58,10 +58,11 @@ func entry(root *os.Root, p string) (name string, done func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	name = fdPath(int(d.Fd()))
-	if base != "." {
-		name += "/" + base
-	}
+	// For the directory itself the name ends in "/.": the l*xattr calls
+	// would otherwise act on the /proc magic link, not on what it names,
+	// and fail with EPERM (a setxattr on the volume's root stalled every
+	// backup so).
+	name = fdPath(int(d.Fd())) + "/" + base
 	return name, func() { d.Close() }, nil
 }
 
