@@ -72,6 +72,7 @@ type FS struct {
 	flowMu     sync.Mutex
 	flowCond   *sync.Cond
 	refusedLog atomic.Int64          // unix ns of the last "refusing writes" log line
+	noACL      atomic.Bool           // the backing file system has no POSIX ACLs
 	backingLog logLimiter            // "backing filesystem error" lines, per op and errno
 	stopping   atomic.Pointer[error] // set by Refuse: throttled writers fail with it
 }

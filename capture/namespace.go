@@ -63,6 +63,10 @@ func (f *FS) created(kind journal.Kind, parent *Node, pp, name string, fd int, c
 		}
 		st.Mode = st.Mode&^0o7777 | want
 	}
+	var acls []journal.Op
+	if err == nil {
+		acls, err = f.inheritedACLs(kind, p, fd)
+	}
 	if err != nil {
 		// Undo, so the volume never holds a file the journal does not.
 		flags := 0
@@ -73,13 +77,20 @@ func (f *FS) created(kind journal.Kind, parent *Node, pp, name string, fd int, c
 		return nil, Attr{}, f.fail(kind.String(), err)
 	}
 	f.table.notePath(len(p))
-	n := f.table.bind(parent, name, st.Ino, st.Mode&unix.S_IFMT, 1)
+	n := f.table.bindNew(parent, name, st.Ino, st.Mode&unix.S_IFMT, 1)
 	n.noCaps.Store(true)
 	op := journal.Op{Kind: kind, Fid: n.id, Path: p, Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid, Parent: parent.id, Target: target}
 	if kind == journal.KindMknod {
 		op.Mode, op.Rdev = st.Mode, st.Rdev
 	}
 	f.recordNS(op)
+	if len(acls) > 0 && f.captures(n) {
+		n.mu.Lock()
+		for _, acl := range acls {
+			f.metaLog(n, acl)
+		}
+		n.mu.Unlock()
+	}
 	f.bornTime(n, &st)
 	return n, attrFromStat(&st), nil
 }
@@ -367,7 +378,7 @@ func (f *FS) recordWhiteout(parent *Node, name, p string) {
 		unix.Unlinkat(f.root, p, 0)
 		return
 	}
-	n := f.table.bind(parent, name, st.Ino, st.Mode&unix.S_IFMT, 0)
+	n := f.table.bindNew(parent, name, st.Ino, st.Mode&unix.S_IFMT, 0)
 	f.recordNS(journal.Op{Kind: journal.KindMknod, Fid: n.id, Path: p, Mode: st.Mode, Rdev: st.Rdev, UID: st.Uid, GID: st.Gid, Parent: parent.id})
 	f.bornTime(n, &st)
 }

@@ -146,6 +146,21 @@ func (t *table) bind(parent *Node, name string, ino uint64, typ uint32, lookups 
 	return n
 }
 
+// bindNew binds a file this mount just made. Its inode is new, so a node
+// the table still holds for that number belongs to a dead file whose
+// inode the backing file system handed on (ext4 does at once): that node
+// keeps serving the kernel's references to the dead file, and the new
+// file gets a node of its own, with none of the dead one's state (pending
+// ops, class, locks).
+func (t *table) bindNew(parent *Node, name string, ino uint64, typ uint32, lookups uint64) *Node {
+	t.mapMu.Lock()
+	if old := t.byIno[ino]; old != nil {
+		t.dropInoLocked(old)
+	}
+	t.mapMu.Unlock()
+	return t.bind(parent, name, ino, typ, lookups)
+}
+
 // lookupName returns the node bound to name in parent, if any.
 func (t *table) lookupName(parent *Node, name string) *Node {
 	t.mapMu.Lock()

@@ -1,0 +1,74 @@
+package capture
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// The POSIX ACL attributes a new file or directory inherits from its
+// parent's default ACL.
+const (
+	aclAccess  = "system.posix_acl_access"
+	aclDefault = "system.posix_acl_default"
+)
+
+// inheritedACLs reads the ACLs the backing file system gave a new entry
+// from its parent's default ACL, as setxattr ops to record after its
+// create. The inheritance happens inside the backing file system, so no op
+// says it; a backup that created the file before its parent's default ACL
+// reached it (a batch puts namespace ops before attribute ops) would hold
+// the file without them. Recorded explicitly, the ACLs are the primary's
+// whatever the order the backup applies in. fd is the new file if open,
+// else -1; p its path. A backing file system without ACLs has none.
+func (f *FS) inheritedACLs(kind journal.Kind, p string, fd int) ([]journal.Op, error) {
+	if kind == journal.KindSymlink || f.noACL.Load() {
+		return nil, nil
+	}
+	names := []string{aclAccess}
+	if kind == journal.KindMkdir {
+		names = append(names, aclDefault)
+	}
+	var ops []journal.Op
+	for _, name := range names {
+		value, err := f.getXattr(p, fd, name)
+		switch {
+		case errors.Is(err, unix.ENOTSUP):
+			f.noACL.Store(true)
+			return nil, nil
+		case errors.Is(err, unix.ENODATA):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		ops = append(ops, journal.Op{Kind: journal.KindSetxattr, Name: name, Data: value})
+	}
+	return ops, nil
+}
+
+// getXattr reads a whole extended attribute of p (of fd when it is open).
+func (f *FS) getXattr(p string, fd int, name string) ([]byte, error) {
+	get := func(buf []byte) (int, error) {
+		if fd >= 0 {
+			return unix.Fgetxattr(fd, name, buf)
+		}
+		return unix.Lgetxattr(f.procPath(p), name, buf)
+	}
+	for {
+		n, err := get(nil)
+		if err != nil {
+			return nil, err
+		}
+		buf := make([]byte, n)
+		m, err := get(buf)
+		if errors.Is(err, unix.ERANGE) {
+			continue // it grew between the two calls
+		}
+		if err != nil {
+			return nil, err
+		}
+		return buf[:m], nil
+	}
+}

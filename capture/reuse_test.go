@@ -1,0 +1,77 @@
+package capture_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/capture"
+	"github.com/pbfs/pbfs/internal/fstest"
+)
+
+// A file deleted while the kernel still holds its node frees its inode,
+// and the backing file system gives the number to the next new file
+// (ext4 does at once). The new file is another file: it must start with
+// none of the dead one's state. It took the dead node over before, with
+// its pending ops.
+func TestNewFileOnAReusedInode(t *testing.T) {
+	k, vol, start := seeded(t, capture.Options{Capture: true})
+	s := &sealer{fs: k.fs}
+	root := k.fs.Root()
+	for round := 0; round < 20; round++ {
+		x, h, _, err := k.fs.Create(root, "x", unix.O_RDWR, 0o644, k.caller)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.fs.Write(h, 0, []byte("the dead file's bytes, longer than the new one's"), false)
+		k.fs.Setxattr(x, "user.dead", []byte("dead"), 0)
+		k.fs.Release(h)
+		var st unix.Stat_t
+		unix.Stat(filepath.Join(vol, "x"), &st)
+		if err := k.fs.Remove(root, "x", false); err != nil {
+			t.Fatal(err)
+		}
+		_, h, _, err = k.fs.Create(root, "y", unix.O_RDWR, 0o600, k.caller)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.fs.Write(h, 0, []byte("new"), false)
+		k.fs.Release(h)
+		var st2 unix.Stat_t
+		unix.Stat(filepath.Join(vol, "y"), &st2)
+		if round%2 == 1 {
+			s.seal(t)
+		}
+		if st.Ino != st2.Ino {
+			t.Logf("round %d: inode %d not reused (%d)", round, st.Ino, st2.Ino)
+		}
+		if err := k.fs.Remove(root, "y", false); err != nil {
+			t.Fatal(err)
+		}
+		if round%3 == 0 {
+			s.seal(t)
+		}
+	}
+	_, h, _, err := k.fs.Create(root, "z", unix.O_RDWR, 0o644, k.caller)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.fs.Write(h, 0, []byte("last"), false)
+	k.fs.Release(h)
+	s.seal(t)
+	a, err := apply.New(start, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for _, b := range s.batches {
+		if err := a.Apply(b); err != nil {
+			t.Fatalf("apply %d: %v", b.Seq, err)
+		}
+	}
+	fstest.RequireEqual(t, fstest.Snapshot(t, vol), fstest.Snapshot(t, start), "replay vs volume")
+	_ = os.Remove
+}
