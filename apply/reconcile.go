@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -74,7 +75,15 @@ func IsHole(sum []byte) bool { return len(sum) == 0 }
 // metadata, see Finish). It reports whether the path is a regular file
 // whose data must be compared.
 func (r *Reconciler) Ensure(s *Spec) (bool, error) {
-	if s.Path == "." || !journal.ValidPath(s.Path) || (s.LinkTo != "" && !journal.ValidPath(s.LinkTo)) {
+	if s.Path == "." {
+		// The root: only its metadata, set last (Done).
+		if s.typ() != unix.S_IFDIR || s.LinkTo != "" {
+			return false, fmt.Errorf("resync root of mode %#o: %w", s.Mode, ErrInvalidOp)
+		}
+		r.seen["."] = true
+		return false, nil
+	}
+	if !journal.ValidPath(s.Path) || (s.LinkTo != "" && !journal.ValidPath(s.LinkTo)) {
 		return false, fmt.Errorf("resync path %q: %w", s.Path, ErrInvalidOp)
 	}
 	r.seen[s.Path] = true
@@ -347,13 +356,23 @@ func (r *Reconciler) Done() error {
 		}
 		r.Removed++
 	}
-	sort.Slice(r.dirs, func(i, j int) bool { return len(r.dirs[i].Path) > len(r.dirs[j].Path) })
+	// Deepest first, the root last: setting a child's metadata changes
+	// nothing of its parent's, but making it may have changed its mtime.
+	sort.SliceStable(r.dirs, func(i, j int) bool { return depth(r.dirs[i].Path) > depth(r.dirs[j].Path) })
 	for i := range r.dirs {
 		if err := r.meta(&r.dirs[i]); err != nil {
 			return err
 		}
 	}
 	return r.a.Sync()
+}
+
+// depth counts a path's names; the root's is 0.
+func depth(p string) int {
+	if p == "." {
+		return 0
+	}
+	return strings.Count(p, "/") + 1
 }
 
 func parentDir(p string) string {

@@ -13,7 +13,8 @@ import (
 	"github.com/pbfs/pbfs/journal"
 )
 
-// Entry is one file of the volume as a snapshot sees it.
+// Entry is one file of the volume as a snapshot sees it. The first a
+// snapshot lists is the root, path ".".
 type Entry struct {
 	Path   string
 	Stat   unix.Stat_t
@@ -144,6 +145,14 @@ func (f *FS) walk() ([]Entry, error) {
 		}
 		return nil
 	}
+	// The root first: its mode, owner, xattrs and mtime are the volume's
+	// too (a resync left the backup's own before).
+	root := Entry{Path: "."}
+	if err := unix.Fstat(f.root, &root.Stat); err != nil {
+		return nil, err
+	}
+	root.Xattrs = f.xattrsOf(".")
+	out = append(out, root)
 	if err := visit("."); err != nil {
 		return nil, err
 	}

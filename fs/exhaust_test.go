@@ -25,6 +25,8 @@ func TestBackingENOSPC(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs (needs root): %v", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(vol, syscall.MNT_DETACH) })
+	// The replica starts as the volume did (a tmpfs root is 1777).
+	must(t, os.Chmod(vol, 0o755))
 	replica := t.TempDir()
 	p := fstest.StartMount(t, nil, vol, filepath.Join(t.TempDir(), "j"))
 	err := os.WriteFile(filepath.Join(vol, "big"), bytes.Repeat([]byte("x"), 4<<20), 0o644)

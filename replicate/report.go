@@ -62,6 +62,7 @@ func (b *Backup) welcome() *replpb.Welcome {
 		AppliedSeq: b.applied.Load(), Epoch: b.store.Epoch(), Stalled: b.stalled.Load(),
 		AckNeed: b.policy.Need, Backups: b.policy.Of, Degrade: b.policy.Degrade,
 		SparseSums: true,
+		RootEntry:  true,
 	}
 }
 

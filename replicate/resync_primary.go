@@ -71,6 +71,9 @@ func (s *Shipper) resync(ctx context.Context) error {
 	s.resyncing.Store(true)
 	defer s.resyncing.Store(false)
 	for i := range entries {
+		if entries[i].Path == "." && !s.rootEntry.Load() {
+			continue // a backup from before root entries refuses one
+		}
 		n, err := s.resyncEntry(stream, &entries[i])
 		if err != nil {
 			return fmt.Errorf("resync %q: %w", entries[i].Path, err)

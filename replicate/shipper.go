@@ -45,6 +45,7 @@ type Shipper struct {
 	up         atomic.Bool
 	overGRPC   atomic.Bool // the stream that is up is gRPC's: the backup is older than raw streams
 	sparseSums atomic.Bool // the backup takes resync sums of data blocks only (Welcome.sparse_sums)
+	rootEntry  atomic.Bool // the backup takes a resync entry for the root (Welcome.root_entry)
 	deposed    atomic.Bool
 	stale      atomic.Bool // the backup's history differs: it needs a resync
 	// degraded: dropped from the ack set by the degrade policy (Primary.watch)
@@ -193,6 +194,7 @@ func (s *Shipper) session(parent context.Context) error {
 		return errors.New("backup did not answer Hello with Welcome")
 	}
 	s.sparseSums.Store(w.SparseSums)
+	s.rootEntry.Store(w.RootEntry)
 	if err := s.checkHistory(w); err != nil {
 		s.setStale(true)
 		return err

@@ -56,9 +56,6 @@ func ReadTree(dir string) (Tree, error) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		if rel == "." {
-			return nil
-		}
 		var st unix.Stat_t
 		if err := unix.Lstat(p, &st); err != nil {
 			return err

@@ -1330,7 +1330,10 @@ type Welcome struct {
 	Backups uint32 `protobuf:"varint,8,opt,name=backups,proto3" json:"backups,omitempty"`
 	Degrade bool   `protobuf:"varint,9,opt,name=degrade,proto3" json:"degrade,omitempty"`
 	// The backup takes resync entries with sparse_sums.
-	SparseSums    bool `protobuf:"varint,10,opt,name=sparse_sums,json=sparseSums,proto3" json:"sparse_sums,omitempty"`
+	SparseSums bool `protobuf:"varint,10,opt,name=sparse_sums,json=sparseSums,proto3" json:"sparse_sums,omitempty"`
+	// The backup takes a resync entry for the volume's root (path "."): its
+	// mode, owner, extended attributes and mtime. An older one is sent none.
+	RootEntry     bool `protobuf:"varint,11,opt,name=root_entry,json=rootEntry,proto3" json:"root_entry,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1431,6 +1434,13 @@ func (x *Welcome) GetDegrade() bool {
 func (x *Welcome) GetSparseSums() bool {
 	if x != nil {
 		return x.SparseSums
+	}
+	return false
+}
+
+func (x *Welcome) GetRootEntry() bool {
+	if x != nil {
+		return x.RootEntry
 	}
 	return false
 }
@@ -1655,7 +1665,7 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\awelcome\x18\x01 \x01(\v2\x1a.pbfs.replicate.v1.WelcomeH\x00R\awelcome\x12*\n" +
 	"\x03ack\x18\x02 \x01(\v2\x16.pbfs.replicate.v1.AckH\x00R\x03ack\x123\n" +
 	"\x06reject\x18\x03 \x01(\v2\x19.pbfs.replicate.v1.RejectH\x00R\x06rejectB\x05\n" +
-	"\x03msg\"\xb3\x02\n" +
+	"\x03msg\"\xd2\x02\n" +
 	"\aWelcome\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x1f\n" +
 	"\vdurable_seq\x18\x02 \x01(\x04R\n" +
@@ -1670,7 +1680,9 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\adegrade\x18\t \x01(\bR\adegrade\x12\x1f\n" +
 	"\vsparse_sums\x18\n" +
 	" \x01(\bR\n" +
-	"sparseSums\"\x84\x01\n" +
+	"sparseSums\x12\x1d\n" +
+	"\n" +
+	"root_entry\x18\v \x01(\bR\trootEntry\"\x84\x01\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vdurable_seq\x18\x01 \x01(\x04R\n" +
 	"durableSeq\x12\x1f\n" +
