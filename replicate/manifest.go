@@ -48,7 +48,7 @@ func (b *Backup) Manifest(req *replpb.ManifestRequest, stream replpb.Replication
 	}
 	return manifest.Walk(stream.Context(), b.cfg.Volume, names(req.Paths), nil, func(e manifest.Entry) error {
 		return stream.Send(&replpb.ManifestEntry{Path: []byte(e.Path), Mode: e.Mode, Uid: e.UID, Gid: e.GID, Size: e.Size,
-			Digest: e.Digest, Target: []byte(e.Target), Missing: e.Missing})
+			Digest: e.Digest, Target: []byte(e.Target), Missing: e.Missing, Xattrs: e.Xattrs})
 	})
 }
 
@@ -77,7 +77,7 @@ func fetchManifest(ctx context.Context, c replpb.ReplicationClient, addr string,
 			}
 			return nil, fmt.Errorf("manifest of %s: %s", addr, status.Convert(err).Message())
 		}
-		out[string(e.Path)] = manifest.Entry{Path: string(e.Path), Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, Digest: e.Digest, SHA256: e.Sha256,
+		out[string(e.Path)] = manifest.Entry{Path: string(e.Path), Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, Digest: e.Digest, SHA256: e.Sha256, Xattrs: e.Xattrs,
 			Target: string(e.Target), Missing: e.Missing}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/fstest"
 )
@@ -38,12 +40,16 @@ func TestVerifyNamesDifferences(t *testing.T) {
 	writeAt(t, filepath.Join(b1.Vol, "sparse"), 1<<39, "x")
 	must(t, os.Remove(filepath.Join(b0.Vol, "a")))
 	must(t, os.WriteFile(filepath.Join(b0.Vol, "stray"), nil, 0o644))
+	// Extended attributes and the root are the volume's too.
+	must(t, unix.Lsetxattr(filepath.Join(b1.Vol, "link"), "trusted.behind", []byte("pbfs's back"), 0))
+	must(t, os.Chmod(b0.Vol, 0o700))
 	out, code = run(t, "verify", "--journal", c.Jdir, "--token", fstest.TestToken)
 	if code != 1 {
 		t.Fatalf("verify of altered copies: exit %d:\n%s", code, out)
 	}
 	for _, want := range []string{
-		b1.Addr + ": 2 of", "  d/e/c: size", "  sparse: contents differ", b0.Addr + ": 2 of", "  a: missing", "  stray: not on the primary",
+		b1.Addr + ": 3 of", "  d/e/c: size", "  sparse: contents differ", "  link: extended attributes (or ACLs) differ",
+		b0.Addr + ": 3 of", "  a: missing", "  stray: not on the primary", "  .: mode 700, want 755",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("verify output lacks %q:\n%s", want, out)

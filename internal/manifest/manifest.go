@@ -33,10 +33,14 @@ type Entry struct {
 	SHA256  []byte `json:"sha256,omitempty"`
 	Target  string `json:"target,omitempty"`
 	Missing bool   `json:"missing,omitempty"`
+	// Xattrs digests every extended attribute, ACLs included
+	// (xattrs.go); empty from a pbfs from before, and then not compared.
+	Xattrs []byte `json:"xattrs,omitempty"`
 }
 
-// Walk calls fn for every entry below root, parents first, names sorted;
-// skip, if set, leaves a path (and everything below it) out. With paths
+// Walk calls fn for the root (".": its mode, owner and xattrs are the
+// volume's too) and then every entry below it, parents first, names
+// sorted; skip, if set, leaves a path (and everything below it) out. With paths
 // given, only those are listed (a path not there comes as Missing).
 // Regular files are opened with O_NOFOLLOW|O_NONBLOCK and never
 // special files, so a FIFO cannot block the walk.
@@ -109,6 +113,13 @@ func Walk(ctx context.Context, rootDir string, paths []string, skip func(string)
 		}
 		return nil
 	}
+	e, err := stat(ctx, root, ".")
+	if err != nil {
+		return err
+	}
+	if err := fn(e); err != nil {
+		return err
+	}
 	return visit("")
 }
 
@@ -136,6 +147,9 @@ func stat(ctx context.Context, root *os.Root, p string) (Entry, error) {
 		return Entry{}, fmt.Errorf("manifest %s: no stat", p)
 	}
 	e := Entry{Path: p, Mode: st.Mode, UID: st.Uid, GID: st.Gid, Size: st.Size}
+	if e.Xattrs, err = xattrDigest(root, p); err != nil {
+		return Entry{}, fmt.Errorf("manifest %s: %w", p, err)
+	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		size, sum, err := fileDigest(ctx, root, p)
@@ -190,6 +204,8 @@ func Diff(a, b Entry) string {
 		return "contents differ"
 	case a.Target != b.Target:
 		return fmt.Sprintf("symlink to %q, want %q", b.Target, a.Target)
+	case len(a.Xattrs) > 0 && len(b.Xattrs) > 0 && string(a.Xattrs) != string(b.Xattrs):
+		return "extended attributes (or ACLs) differ"
 	}
 	return ""
 }

@@ -196,6 +196,7 @@ type ManifestEntry struct {
 	Target        []byte                 `protobuf:"bytes,7,opt,name=target,proto3" json:"target,omitempty"`    // symlinks
 	Missing       bool                   `protobuf:"varint,8,opt,name=missing,proto3" json:"missing,omitempty"` // asked for by path, and not there
 	Digest        []byte                 `protobuf:"bytes,9,opt,name=digest,proto3" json:"digest,omitempty"`    // regular files: the manifest digest (docs/FORMAT.md), which skips holes
+	Xattrs        []byte                 `protobuf:"bytes,10,opt,name=xattrs,proto3" json:"xattrs,omitempty"`   // digest of every extended attribute (docs/FORMAT.md); absent from a backup before it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +290,13 @@ func (x *ManifestEntry) GetMissing() bool {
 func (x *ManifestEntry) GetDigest() []byte {
 	if x != nil {
 		return x.Digest
+	}
+	return nil
+}
+
+func (x *ManifestEntry) GetXattrs() []byte {
+	if x != nil {
+		return x.Xattrs
 	}
 	return nil
 }
@@ -1583,7 +1591,7 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\rReportRequest\"@\n" +
 	"\x0fManifestRequest\x12\x17\n" +
 	"\amin_seq\x18\x01 \x01(\x04R\x06minSeq\x12\x14\n" +
-	"\x05paths\x18\x02 \x03(\fR\x05paths\"\xd1\x01\n" +
+	"\x05paths\x18\x02 \x03(\fR\x05paths\"\xe9\x01\n" +
 	"\rManifestEntry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x10\n" +
@@ -1593,7 +1601,9 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\x06sha256\x18\x06 \x01(\fR\x06sha256\x12\x16\n" +
 	"\x06target\x18\a \x01(\fR\x06target\x12\x18\n" +
 	"\amissing\x18\b \x01(\bR\amissing\x12\x16\n" +
-	"\x06digest\x18\t \x01(\fR\x06digest\"\xee\x01\n" +
+	"\x06digest\x18\t \x01(\fR\x06digest\x12\x16\n" +
+	"\x06xattrs\x18\n" +
+	" \x01(\fR\x06xattrs\"\xee\x01\n" +
 	"\x10ResyncPrimaryMsg\x126\n" +
 	"\x05start\x18\x01 \x01(\v2\x1e.pbfs.replicate.v1.ResyncStartH\x00R\x05start\x120\n" +
 	"\x05entry\x18\x02 \x01(\v2\x18.pbfs.replicate.v1.EntryH\x00R\x05entry\x124\n" +
