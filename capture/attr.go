@@ -1,6 +1,9 @@
 package capture
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -58,6 +61,7 @@ func (f *FS) Access(n *Node, mask uint32) error {
 // Caller is the process a request comes from.
 type Caller struct {
 	UID, GID uint32
+	PID      uint32 // 0: unknown (its supplementary groups are then not read)
 }
 
 // SetattrIn says which attributes a Setattr changes.
@@ -70,7 +74,7 @@ type SetattrIn struct {
 	AtimeNow bool
 	MtimeNow bool
 	Handle   *Handle // set when the kernel names an open file
-	KillPriv bool    // clear setuid/setgid and capabilities (needs Handle)
+	KillPriv *Caller // clear setuid/setgid and capabilities for this caller
 }
 
 // Dirent is one directory entry.
@@ -78,4 +82,33 @@ type Dirent struct {
 	Ino  uint64
 	Type uint8 // DT_* as getdents reports
 	Name string
+}
+
+// inGroup reports whether c is in group gid: its own group, or one of its
+// supplementary groups (from /proc; a caller that is gone, or unknown, is
+// judged by its own group alone). A nil caller is taken to be in it.
+func (c *Caller) inGroup(gid uint32) bool {
+	if c == nil || c.GID == gid {
+		return true
+	}
+	if c.PID == 0 {
+		return false
+	}
+	status, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(c.PID), 10) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		groups, ok := strings.CutPrefix(line, "Groups:")
+		if !ok {
+			continue
+		}
+		for _, g := range strings.Fields(groups) {
+			if n, err := strconv.ParseUint(g, 10, 32); err == nil && uint32(n) == gid {
+				return true
+			}
+		}
+		return false
+	}
+	return false
 }

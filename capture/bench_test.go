@@ -21,16 +21,16 @@ func BenchmarkWrite(b *testing.B) {
 		// SQLite WAL commit: a 24-byte frame header, then the 4 KiB page.
 		{"wal", func(f *FS, h *Handle, i int) {
 			off := 32 + int64(i%4000)*4120
-			f.Write(h, off, walHeader, false)
-			f.Write(h, off+24, page, false)
+			f.Write(h, off, walHeader, nil)
+			f.Write(h, off+24, page, nil)
 		}},
 		// fio randwrite: 4 KiB at a random aligned offset of 64 MiB.
 		{"random4k", func(f *FS, h *Handle, i int) {
-			f.Write(h, int64(rand.IntN(16384))*4096, page, false)
+			f.Write(h, int64(rand.IntN(16384))*4096, page, nil)
 		}},
 		// Sequential 128 KiB writes (the largest request FUSE sends).
 		{"seq128k", func(f *FS, h *Handle, i int) {
-			f.Write(h, int64(i%512)*(128<<10), big, false)
+			f.Write(h, int64(i%512)*(128<<10), big, nil)
 		}},
 	}
 	for _, p := range patterns {
@@ -65,7 +65,7 @@ func benchFS(b *testing.B, capture bool) (*FS, *Handle) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, h, _, err := f.Create(f.Root(), "data", unix.O_RDWR, 0o644, Caller{})
+	_, h, _, err := f.Create(f.Root(), "data", unix.O_RDWR, 0o644, Caller{}, false)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,10 +13,11 @@ import (
 // records it. The write and the record happen under the file's lock, so
 // the recorded order of overlapping writes is the order they landed in.
 //
-// With killPriv set (the kernel asks when the writer lacks CAP_FSETID) the
-// write also clears setuid, setgid and file capabilities, as a local
-// filesystem would; pbfs writes as root, so the backing file never does.
-func (f *FS) Write(h *Handle, off int64, data []byte, killPriv bool) (int, error) {
+// With kill set (the kernel asks when the writer lacks CAP_FSETID; kill is
+// the writer) the write also clears setuid, setgid and file capabilities,
+// as a local filesystem would; pbfs writes as root, so the backing file
+// never does.
+func (f *FS) Write(h *Handle, off int64, data []byte, kill *Caller) (int, error) {
 	n := h.node
 	if n.localNode() {
 		f.begin() // nothing for the journal to take
@@ -26,8 +27,8 @@ func (f *FS) Write(h *Handle, off int64, data []byte, killPriv bool) (int, error
 	defer f.end()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if killPriv {
-		changed, err := f.killPriv(n, h.fd)
+	if kill != nil {
+		changed, err := f.killPriv(n, h.fd, kill)
 		if err != nil {
 			return 0, err
 		}
@@ -82,31 +83,57 @@ func (f *FS) Write(h *Handle, off int64, data []byte, killPriv bool) (int, error
 	return k, nil
 }
 
-// killPriv clears setuid (and setgid, if group-executable) and removes
-// security.capability, recording what it changed. The caller holds n.mu
-// and sealMu.
+// killPriv clears setuid and removes security.capability, recording what
+// it changed, as the kernel does for a writer c without CAP_FSETID. It
+// clears setgid too if the file is group-executable, or if c is not in
+// the file's group (a setgid file without group execute is otherwise left
+// alone: setattr_should_drop_sgid). The caller holds n.mu and sealMu.
 //
 // It reports whether the mode changed: the kernel's cached attributes
 // then no longer hold, and the binding invalidates them (Handle.Cleared).
-func (f *FS) killPriv(n *Node, fd int) (bool, error) {
+func (f *FS) killPriv(n *Node, fd int, c *Caller) (bool, error) {
+	return f.killPrivAt(n, fd, "", c)
+}
+
+// killPrivAt is killPriv on fd, or, with fd -1, on the file at path p.
+func (f *FS) killPrivAt(n *Node, fd int, p string, c *Caller) (bool, error) {
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	var err error
+	if fd >= 0 {
+		err = unix.Fstat(fd, &st)
+	} else {
+		err = unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if err != nil {
 		return false, f.fail("killpriv", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false, nil
 	}
 	mode := st.Mode & 0o7777
 	kill := mode &^ unix.S_ISUID
-	if mode&unix.S_IXGRP != 0 {
+	if mode&unix.S_ISGID != 0 && (mode&unix.S_IXGRP != 0 || !c.inGroup(st.Gid)) {
 		kill &^= unix.S_ISGID
 	}
 	if kill != mode {
-		if err := unix.Fchmod(fd, kill); err != nil {
+		if fd >= 0 {
+			err = unix.Fchmod(fd, kill)
+		} else {
+			err = unix.Fchmodat(f.root, p, kill, 0) // a regular file, not a symlink
+		}
+		if err != nil {
 			return false, f.fail("killpriv", err)
 		}
 		if f.captures(n) {
 			f.metaLog(n, journal.Op{Kind: journal.KindChmod, Mode: kill})
 		}
 	}
-	if err := unix.Fremovexattr(fd, capsXattr); err == nil && f.captures(n) {
+	if fd >= 0 {
+		err = unix.Fremovexattr(fd, capsXattr)
+	} else {
+		err = unix.Lremovexattr(f.procPath(p), capsXattr)
+	}
+	if err == nil && f.captures(n) {
 		f.metaLog(n, journal.Op{Kind: journal.KindRemovexattr, Name: capsXattr})
 	}
 	return kill != mode, nil
@@ -221,8 +248,9 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 			return Attr{}, ErrStale
 		}
 	}
-	if in.KillPriv && fd >= 0 {
-		if _, err := f.killPriv(n, fd); err != nil {
+	if in.KillPriv != nil {
+		// An open(O_TRUNC) truncates with no handle: the file is named.
+		if _, err := f.killPrivAt(n, fd, p, in.KillPriv); err != nil {
 			return Attr{}, err
 		}
 	}

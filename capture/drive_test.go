@@ -60,14 +60,14 @@ func (k *kernel) open(p string, flags int, create bool) (*capture.Handle, error)
 		if err != nil {
 			return nil, err
 		}
-		_, h, _, err := k.fs.Create(dir, name, flags|unix.O_CREAT, 0o644, k.caller)
+		_, h, _, err := k.fs.Create(dir, name, flags|unix.O_CREAT, 0o644, k.caller, false)
 		return h, err
 	}
 	n, err := k.walk(p)
 	if err != nil {
 		return nil, err
 	}
-	return k.fs.Open(n, flags, false)
+	return k.fs.Open(n, flags, nil)
 }
 
 func (k *kernel) writeAt(p string, flags int, off int64, data []byte, create bool) {
@@ -75,7 +75,7 @@ func (k *kernel) writeAt(p string, flags int, off int64, data []byte, create boo
 	if err != nil {
 		return
 	}
-	k.fs.Write(h, off, data, false)
+	k.fs.Write(h, off, data, nil)
 	k.fs.Release(h)
 }
 
@@ -139,11 +139,11 @@ func (k *kernel) step(r *rand.Rand) {
 		}
 	case op < 68: // unlink while open, and keep writing
 		if h, err := k.open(p, unix.O_RDWR, false); err == nil {
-			k.fs.Write(h, int64(r.IntN(5000)), bytesOf(r, 100), false)
+			k.fs.Write(h, int64(r.IntN(5000)), bytesOf(r, 100), nil)
 			if a, an, err := k.parent(p); err == nil {
 				k.fs.Remove(a, an, false)
 			}
-			k.fs.Write(h, int64(r.IntN(20000)), bytesOf(r, 1+r.IntN(4000)), false)
+			k.fs.Write(h, int64(r.IntN(20000)), bytesOf(r, 1+r.IntN(4000)), nil)
 			k.fs.Release(h)
 		}
 	case op < 74: // a temporary, renamed over the name or removed

@@ -84,18 +84,18 @@ func (f *FS) Handle(id uint64) *Handle {
 	return nil
 }
 
-// Open opens n with open(2) flags. killPriv asks to clear setuid,
-// setgid and capabilities along with O_TRUNC (see Write).
-func (f *FS) Open(n *Node, flags int, killPriv bool) (*Handle, error) {
+// Open opens n with open(2) flags. kill, the opener, asks to clear
+// setuid, setgid and capabilities along with O_TRUNC (see Write).
+func (f *FS) Open(n *Node, flags int, kill *Caller) (*Handle, error) {
 	if flags&unix.O_TRUNC != 0 {
 		f.begin()
 		defer f.end()
 	}
 	h, err := f.open(n, flags)
-	if err == nil && killPriv && flags&unix.O_TRUNC != 0 {
+	if err == nil && kill != nil && flags&unix.O_TRUNC != 0 {
 		n.mu.Lock()
 		var changed bool
-		changed, err = f.killPriv(n, h.fd)
+		changed, err = f.killPriv(n, h.fd, kill)
 		n.mu.Unlock()
 		if changed {
 			h.cleared.Store(true)

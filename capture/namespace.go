@@ -166,8 +166,9 @@ func (f *FS) Symlink(parent *Node, name, target string, c Caller) (*Node, Attr, 
 }
 
 // Create makes and opens a regular file. If the name exists and flags lack
-// O_EXCL, it opens the existing file instead, as open(2) would.
-func (f *FS) Create(parent *Node, name string, flags int, mode uint32, c Caller) (*Node, *Handle, Attr, error) {
+// O_EXCL, it opens the existing file instead, as open(2) would, and with
+// kill and O_TRUNC clears its setuid and setgid bits as Open does.
+func (f *FS) Create(parent *Node, name string, flags int, mode uint32, c Caller, kill bool) (*Node, *Handle, Attr, error) {
 	if err := checkName(name); err != nil {
 		return nil, nil, Attr{}, err
 	}
@@ -191,6 +192,18 @@ func (f *FS) Create(parent *Node, name string, flags int, mode uint32, c Caller)
 		h, err := f.open(n, flags)
 		if err != nil {
 			return nil, nil, Attr{}, err
+		}
+		if kill && flags&unix.O_TRUNC != 0 {
+			n.mu.Lock()
+			changed, err := f.killPriv(n, h.fd, &c)
+			n.mu.Unlock()
+			if changed {
+				h.cleared.Store(true)
+			}
+			if err != nil {
+				f.Release(h)
+				return nil, nil, Attr{}, err
+			}
 		}
 		a, err := f.stat(n)
 		return n, h, a, err

@@ -22,11 +22,11 @@ func TestNewFileOnAReusedInode(t *testing.T) {
 	s := &sealer{fs: k.fs}
 	root := k.fs.Root()
 	for round := 0; round < 20; round++ {
-		x, h, _, err := k.fs.Create(root, "x", unix.O_RDWR, 0o644, k.caller)
+		x, h, _, err := k.fs.Create(root, "x", unix.O_RDWR, 0o644, k.caller, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		k.fs.Write(h, 0, []byte("the dead file's bytes, longer than the new one's"), false)
+		k.fs.Write(h, 0, []byte("the dead file's bytes, longer than the new one's"), nil)
 		k.fs.Setxattr(x, "user.dead", []byte("dead"), 0)
 		k.fs.Release(h)
 		var st unix.Stat_t
@@ -34,11 +34,11 @@ func TestNewFileOnAReusedInode(t *testing.T) {
 		if err := k.fs.Remove(root, "x", false); err != nil {
 			t.Fatal(err)
 		}
-		_, h, _, err = k.fs.Create(root, "y", unix.O_RDWR, 0o600, k.caller)
+		_, h, _, err = k.fs.Create(root, "y", unix.O_RDWR, 0o600, k.caller, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		k.fs.Write(h, 0, []byte("new"), false)
+		k.fs.Write(h, 0, []byte("new"), nil)
 		k.fs.Release(h)
 		var st2 unix.Stat_t
 		unix.Stat(filepath.Join(vol, "y"), &st2)
@@ -55,11 +55,11 @@ func TestNewFileOnAReusedInode(t *testing.T) {
 			s.seal(t)
 		}
 	}
-	_, h, _, err := k.fs.Create(root, "z", unix.O_RDWR, 0o644, k.caller)
+	_, h, _, err := k.fs.Create(root, "z", unix.O_RDWR, 0o644, k.caller, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.fs.Write(h, 0, []byte("last"), false)
+	k.fs.Write(h, 0, []byte("last"), nil)
 	k.fs.Release(h)
 	s.seal(t)
 	a, err := apply.New(start, nil)

@@ -34,14 +34,14 @@ func TestSpaceCountsUnjournaled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	_, h, _, err := f.Create(f.Root(), "data", unix.O_RDWR, 0o644, Caller{})
+	_, h, _, err := f.Create(f.Root(), "data", unix.O_RDWR, 0o644, Caller{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Release(h)
 
 	write := func(i int) error {
-		_, err := f.Write(h, int64(i)*4096, page, false)
+		_, err := f.Write(h, int64(i)*4096, page, nil)
 		return err
 	}
 	// Unjournaled counts what the batch holds in memory, at least the

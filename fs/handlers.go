@@ -58,7 +58,19 @@ func (s *Server) serve(req fuse.Request) {
 	}
 }
 
-func caller(h *fuse.Header) capture.Caller { return capture.Caller{UID: h.Uid, GID: h.Gid} }
+func caller(h *fuse.Header) capture.Caller {
+	return capture.Caller{UID: h.Uid, GID: h.Gid, PID: h.Pid}
+}
+
+// killer is the caller whose write or truncate must clear setuid and
+// setgid, when the kernel asks (kill), else nil.
+func killer(h *fuse.Header, kill bool) *capture.Caller {
+	if !kill {
+		return nil
+	}
+	c := caller(h)
+	return &c
+}
 
 // invalidateIfCleared drops the kernel's cached attributes of h's file
 // when capture cleared setuid or setgid on it: a statx asking only for the
@@ -189,7 +201,7 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		}
 		r.Respond()
 	case *fuse.CreateRequest:
-		c, h, a, err := s.fs.Create(n, r.Name, int(r.Flags), unixMode(r.Mode), caller(&r.Header))
+		c, h, a, err := s.fs.Create(n, r.Name, int(r.Flags), unixMode(r.Mode), caller(&r.Header), r.OpenFlags&fuse.OpenKillSUIDGID != 0)
 		if err != nil {
 			return err
 		}
@@ -197,7 +209,7 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		s.opened(h)
 		r.Respond(&fuse.CreateResponse{LookupResponse: entry(c, a), OpenResponse: fuse.OpenResponse{Handle: fuse.HandleID(h.ID()), Flags: fuse.OpenKeepCache}})
 	case *fuse.OpenRequest:
-		h, err := s.fs.Open(n, int(r.Flags), r.OpenFlags&fuse.OpenKillSUIDGID != 0)
+		h, err := s.fs.Open(n, int(r.Flags), killer(&r.Header, r.OpenFlags&fuse.OpenKillSUIDGID != 0))
 		if err != nil {
 			return err
 		}

@@ -50,7 +50,7 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 		if h == nil {
 			return syscall.EBADF
 		}
-		k, err := s.fs.Write(h, r.Offset, r.Data, r.Flags&fuse.WriteKillSUIDGID != 0)
+		k, err := s.fs.Write(h, r.Offset, r.Data, killer(&r.Header, r.Flags&fuse.WriteKillSUIDGID != 0))
 		if err != nil {
 			return err
 		}
@@ -179,7 +179,7 @@ func (s *Server) setattrIn(r *fuse.SetattrRequest) capture.SetattrIn {
 		in.Mtime = &r.Mtime
 	}
 	in.AtimeNow, in.MtimeNow = v.AtimeNow(), v.MtimeNow()
-	in.KillPriv = v.SetattrKillSUIDGID() && in.Handle != nil
+	in.KillPriv = killer(&r.Header, v.SetattrKillSUIDGID())
 	return in
 }
 

@@ -329,3 +329,66 @@ func TestLargeUnalignedWritesReplay(t *testing.T) {
 		e.CheckReplay()
 	})
 }
+
+// TestKillPrivMatchesTheKernel: an unprivileged write, truncate or
+// O_TRUNC open of a setuid/setgid file clears the bits exactly as the
+// kernel does on a local file system, which the test runs the same steps
+// on first. A setgid file without group execute loses setgid only when
+// the writer is not in its group (setattr_should_drop_sgid); pbfs kept it
+// once, for every writer.
+func TestKillPrivMatchesTheKernel(t *testing.T) {
+	type step struct {
+		name string
+		mode uint32
+		gid  int
+		sh   string // run as uid 1000, gid 1000, in the directory
+	}
+	steps := []step{
+		{"w-sgid-noexec-othergroup", 0o6767, 0, "echo x >> w-sgid-noexec-othergroup"},
+		{"w-sgid-noexec-owngroup", 0o2767, 1000, "echo x >> w-sgid-noexec-owngroup"},
+		{"w-sgid-exec", 0o2777, 0, "echo x >> w-sgid-exec"},
+		{"t-sgid-noexec-othergroup", 0o6767, 0, "truncate -s 1 t-sgid-noexec-othergroup"},
+		{"t-sgid-noexec-owngroup", 0o6767, 1000, "truncate -s 1 t-sgid-noexec-owngroup"},
+		{"o-sgid-noexec-othergroup", 0o2766, 0, ": > o-sgid-noexec-othergroup"},
+	}
+	run := func(t *testing.T, dir string) map[string]uint32 {
+		for _, s := range steps {
+			p := filepath.Join(dir, s.name)
+			must(t, os.WriteFile(p, []byte("data"), 0o644))
+			must(t, os.Chown(p, 0, s.gid))
+			must(t, unix.Chmod(p, s.mode))
+		}
+		out := map[string]uint32{}
+		for _, s := range steps {
+			cmd := exec.Command("/bin/sh", "-c", s.sh)
+			cmd.Dir = dir
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+			if o, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s as uid 1000: %v\n%s", s.sh, err, o)
+			}
+			var st unix.Stat_t
+			must(t, unix.Stat(filepath.Join(dir, s.name), &st))
+			out[s.name] = st.Mode & 0o7777
+		}
+		return out
+	}
+	plain := t.TempDir()
+	must(t, os.Chmod(plain, 0o777))
+	for d := plain; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		must(t, os.Chmod(d, 0o755))
+	}
+	want := run(t, plain)
+	eachMount(t, mount.Config{AllowOther: true}, func(t *testing.T, cfg mount.Config) {
+		e := fstest.Setup(t, cfg, func(vol string) { os.Chmod(vol, 0o777) })
+		for d := e.Dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+			must(t, os.Chmod(d, 0o755))
+		}
+		got := run(t, e.Vol)
+		for _, s := range steps {
+			if got[s.name] != want[s.name] {
+				t.Errorf("%s: mode %o through pbfs, %o on a local file system", s.name, got[s.name], want[s.name])
+			}
+		}
+		e.CheckReplay()
+	})
+}

@@ -1008,6 +1008,10 @@ func (c *Conn) ReadRequest() (Request, error) {
 		}
 		if c.proto.GE(Protocol{7, 12}) {
 			r.Umask = fileMode(in.Umask) & os.ModePerm
+			// pbfs patch: O_CREAT|O_TRUNC of an existing setuid/setgid
+			// file by a caller without CAP_FSETID asks the server to
+			// clear the bits (7.33; zero padding before).
+			r.OpenFlags = OpenRequestFlags(in.OpenFlags)
 		}
 		req = r
 
@@ -1914,6 +1918,9 @@ type CreateRequest struct {
 	Mode   os.FileMode
 	// Umask of the request.
 	Umask os.FileMode
+	// OpenFlags: OpenKillSUIDGID when the file exists, is truncated, and
+	// the caller lacks CAP_FSETID (pbfs patch).
+	OpenFlags OpenRequestFlags
 }
 
 var _ Request = (*CreateRequest)(nil)

@@ -590,10 +590,10 @@ type openOut struct {
 }
 
 type createIn struct {
-	Flags uint32
-	Mode  uint32
-	Umask uint32
-	_     uint32
+	Flags     uint32
+	Mode      uint32
+	Umask     uint32
+	OpenFlags uint32 // pbfs patch: FUSE_OPEN_KILL_SUIDGID (7.33)
 }
 
 func createInSize(p Protocol) uintptr {
