@@ -116,12 +116,25 @@ func (a *Applier) ops(b *journal.Batch, start int, redo bool) error {
 		if redo && alreadyDone(op.Kind, err) {
 			continue
 		}
+		if capsGone(op, err) {
+			continue
+		}
 		if err != nil {
 			a.log.Error("apply op failed", "seq", b.Seq, "index", i, "op", op.String(), "err", err)
 			return &OpError{Seq: b.Seq, Index: i, Op: op.String(), Err: err}
 		}
 	}
 	return nil
+}
+
+// capsGone: the removal of a file capability the target no longer holds.
+// The kernel strips security.capability itself on every write, truncate
+// and chown of the file, the applier's own as a writer's on the primary,
+// so when the primary records the removal (a write by a caller without
+// CAP_FSETID) the target's copy has lost it already. A backup stalled on
+// this for every such write before.
+func capsGone(op *journal.Op, err error) bool {
+	return op.Kind == journal.KindRemovexattr && op.Name == "security.capability" && errors.Is(err, unix.ENODATA)
 }
 
 func alreadyDone(k journal.Kind, err error) bool {

@@ -321,3 +321,39 @@ func TestRootAttributes(t *testing.T) {
 		t.Fatalf("root mode %#o mtime %d", st.Mode&0o7777, st.Mtim.Nano())
 	}
 }
+
+// A write strips a file capability on the target as it did on the
+// primary, before the primary's recorded removexattr comes: the removal
+// of what is gone already is done, not a stall.
+func TestCapabilityRemovedByTheWrite(t *testing.T) {
+	target := t.TempDir()
+	p := filepath.Join(target, "prog")
+	if err := os.WriteFile(p, []byte("elf"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// VFS_CAP_REVISION_2, CAP_NET_BIND_SERVICE permitted.
+	caps := []byte{0, 0, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	if err := unix.Setxattr(p, "security.capability", caps, 0); err != nil {
+		t.Skipf("cannot set a file capability here: %v", err)
+	}
+	a, err := New(target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ops := []journal.Op{
+		{Kind: journal.KindWrite, Path: "prog", Data: []byte("ELF")},
+		{Kind: journal.KindRemovexattr, Path: "prog", Name: "security.capability"},
+	}
+	if err := a.Apply(&journal.Batch{Seq: 1, Ops: ops}); err != nil {
+		t.Fatalf("a write and the capability's removal: %v", err)
+	}
+	if _, err := unix.Getxattr(p, "security.capability", make([]byte, 64)); !errors.Is(err, unix.ENODATA) {
+		t.Fatalf("the capability is still there: %v", err)
+	}
+	// Any other attribute the target lacks is still a divergence.
+	err = a.Apply(&journal.Batch{Seq: 2, Ops: []journal.Op{{Kind: journal.KindRemovexattr, Path: "prog", Name: "user.never"}}})
+	if !errors.Is(err, unix.ENODATA) {
+		t.Fatalf("removing an attribute the target never had: %v", err)
+	}
+}
