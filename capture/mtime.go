@@ -73,16 +73,25 @@ func (f *FS) rereadTime(id uint64) {
 		f.reread = map[uint64]struct{}{}
 	}
 	f.reread[id] = struct{}{}
+	f.table.mapMu.Lock()
+	if n := f.table.byID[id]; n != nil {
+		n.timePending = true
+	}
+	f.table.mapMu.Unlock()
 }
 
 // rereadTimes returns a utimens op for every node in dirs that still has a
-// name, with the mtime it has now. The caller holds sealMu exclusively and
-// table.mapMu.
-func (f *FS) rereadTimes(dirs map[uint64]struct{}) []journal.Op {
-	var out []journal.Op
+// name, with the mtime it has now, and the nodes, no longer pinned, for
+// the seal to sweep. The caller holds sealMu exclusively and table.mapMu.
+func (f *FS) rereadTimes(dirs map[uint64]struct{}) (out []journal.Op, nodes []*Node) {
 	for id := range dirs {
 		n := f.table.byID[id]
-		if n == nil || n.localNode() {
+		if n == nil {
+			continue
+		}
+		n.timePending = false
+		nodes = append(nodes, n)
+		if n.localNode() {
 			continue
 		}
 		p, ok := f.table.pathLocked(n)
@@ -95,5 +104,5 @@ func (f *FS) rereadTimes(dirs map[uint64]struct{}) []journal.Op {
 		}
 		out = append(out, journal.Op{Kind: journal.KindUtimens, Fid: id, Path: p, Atime: journal.OmitTime, Mtime: timespecNano(st.Mtim)})
 	}
-	return out
+	return out, nodes
 }

@@ -1,9 +1,11 @@
 package capture_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -74,4 +76,49 @@ func TestNewFileOnAReusedInode(t *testing.T) {
 	}
 	fstest.RequireEqual(t, fstest.Snapshot(t, vol), fstest.Snapshot(t, start), "replay vs volume")
 	_ = os.Remove
+}
+
+// The kernel may forget a directory right after a change to its entries,
+// before the batch seals: the seal must still read its new mtime. The
+// node was evicted with the forget before, and the backup kept the time
+// of its own apply.
+func TestForgottenDirectoryKeepsItsTime(t *testing.T) {
+	k, vol, start := seeded(t, capture.Options{Capture: true})
+	s := &sealer{fs: k.fs}
+	root := k.fs.Root()
+	for i, change := range []func(dir *capture.Node) error{
+		func(dir *capture.Node) error { return k.fs.Remove(dir, "f", false) },
+		func(dir *capture.Node) error { _, _, err := k.fs.Mkdir(dir, "sub", 0o755, k.caller); return err },
+		func(dir *capture.Node) error { return k.fs.Rename(dir, "f", dir, "moved", 0) },
+	} {
+		name := fmt.Sprint("forgot", i)
+		dir, _, err := k.fs.Mkdir(root, name, 0o755, k.caller)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, h, _, err := k.fs.Create(dir, "f", unix.O_RDWR, 0o644, k.caller, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.fs.Release(h)
+		s.seal(t)
+		time.Sleep(10 * time.Millisecond) // a later mtime
+		if err := change(dir); err != nil {
+			t.Fatal(err)
+		}
+		k.fs.Forget(dir, 1) // the kernel's only reference
+		s.seal(t)
+	}
+	a, err := apply.New(start, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	time.Sleep(10 * time.Millisecond) // the replay's own times differ
+	for _, b := range s.batches {
+		if err := a.Apply(b); err != nil {
+			t.Fatalf("apply %d: %v", b.Seq, err)
+		}
+	}
+	fstest.RequireEqual(t, fstest.Snapshot(t, vol), fstest.Snapshot(t, start), "replay vs volume")
 }

@@ -79,7 +79,9 @@ func (f *FS) swapLocked() (b swapped) {
 			b.data = append(b.data, log.Ops(n.id, p)...)
 		}
 	}
-	b.data = append(b.data, f.rereadTimes(reread)...)
+	times, timed := f.rereadTimes(reread)
+	b.data = append(b.data, times...)
+	b.dirty = append(b.dirty, timed...) // swept with them
 	f.table.mapMu.Unlock()
 	// Counted as sealed before it leaves pending: Unjournaled may count it
 	// twice for a moment, never miss it.

@@ -36,6 +36,10 @@ type Node struct {
 	handles   []*Handle
 	children  int // dentries whose parent is this node
 	forgotten bool
+	// timePending: the open batch changed its entries, and the seal reads
+	// its mtime (FS.reread); it is not evicted before then, or the seal
+	// would find no node and the backup keep its own time.
+	timePending bool
 }
 
 // ID returns the node id (the fid).
@@ -237,7 +241,7 @@ func (t *table) forget(n *Node, count uint64) {
 // maybeEvictLocked removes a node the kernel forgot, that has no open
 // handles, no known children and no pending ops, then tries its parents.
 func (t *table) maybeEvictLocked(n *Node) {
-	for n != nil && n != t.root && n.forgotten && n.lookups == 0 && len(n.handles) == 0 && n.children == 0 {
+	for n != nil && n != t.root && n.forgotten && n.lookups == 0 && len(n.handles) == 0 && n.children == 0 && !n.timePending {
 		if !n.mu.TryLock() {
 			return
 		}
@@ -333,7 +337,8 @@ func (t *table) exchange(a, ap *Node, an string, b, bp *Node, bn string) {
 	t.names[dentryKey{ap.id, an}], t.names[dentryKey{bp.id, bn}] = b, a
 }
 
-// sweep evicts nodes that were kept only because they had pending ops.
+// sweep evicts nodes that were kept only because they had pending ops or
+// a pending time.
 func (t *table) sweep(nodes []*Node) {
 	t.mapMu.Lock()
 	defer t.mapMu.Unlock()
