@@ -191,8 +191,11 @@ func (f *FS) metaLog(n *Node, op journal.Op) {
 	f.m.op(op.Kind)
 }
 
-// Fallocate runs fallocate(2) on an open file and records it.
-func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64) error {
+// Fallocate runs fallocate(2) on an open file and records it. With kill
+// (the caller, which lacks CAP_FSETID) it first clears setuid, setgid and
+// capabilities as a local file system's fallocate does; the kernel leaves
+// that to a FUSE server and sends no flag for it.
+func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64, kill *Caller) error {
 	if err := checkFallocate(mode, off, length); err != nil {
 		return err
 	}
@@ -205,6 +208,15 @@ func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64) error {
 	defer f.end()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if kill != nil {
+		changed, err := f.killPriv(n, h.fd, kill)
+		if err != nil {
+			return err
+		}
+		if changed {
+			h.cleared.Store(true)
+		}
+	}
 	if err := unix.Fallocate(h.fd, mode, int64(off), int64(length)); err != nil {
 		return f.fail("fallocate", err)
 	}

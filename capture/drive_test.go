@@ -194,7 +194,7 @@ func (k *kernel) step(r *rand.Rand) {
 	default:
 		if h, err := k.open(p, unix.O_RDWR, false); err == nil {
 			modes := []uint32{0, unix.FALLOC_FL_KEEP_SIZE, unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, unix.FALLOC_FL_ZERO_RANGE}
-			k.fs.Fallocate(h, modes[r.IntN(len(modes))], uint64(r.IntN(20000)), uint64(1+r.IntN(8000)))
+			k.fs.Fallocate(h, modes[r.IntN(len(modes))], uint64(r.IntN(20000)), uint64(1+r.IntN(8000)), nil)
 			k.fs.Release(h)
 		}
 	}

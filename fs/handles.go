@@ -61,9 +61,11 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 		if h == nil {
 			return syscall.EBADF
 		}
-		if err := s.fs.Fallocate(h, uint32(r.Mode), r.Offset, r.Length); err != nil {
+		c := caller(&r.Header)
+		if err := s.fs.Fallocate(h, uint32(r.Mode), r.Offset, r.Length, killer(&r.Header, !c.MayKeepSetid())); err != nil {
 			return err
 		}
+		s.invalidateIfCleared(h)
 		s.attrsChanged(h.Node())
 		r.Respond()
 	case *fuse.LseekRequest:

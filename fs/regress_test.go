@@ -330,8 +330,8 @@ func TestLargeUnalignedWritesReplay(t *testing.T) {
 	})
 }
 
-// TestKillPrivMatchesTheKernel: an unprivileged write, truncate or
-// O_TRUNC open of a setuid/setgid file clears the bits exactly as the
+// TestKillPrivMatchesTheKernel: an unprivileged write, truncate,
+// fallocate or O_TRUNC open of a setuid/setgid file clears the bits exactly as the
 // kernel does on a local file system, which the test runs the same steps
 // on first. A setgid file without group execute loses setgid only when
 // the writer is not in its group (setattr_should_drop_sgid); pbfs kept it
@@ -350,6 +350,8 @@ func TestKillPrivMatchesTheKernel(t *testing.T) {
 		{"t-sgid-noexec-othergroup", 0o6767, 0, "truncate -s 1 t-sgid-noexec-othergroup"},
 		{"t-sgid-noexec-owngroup", 0o6767, 1000, "truncate -s 1 t-sgid-noexec-owngroup"},
 		{"o-sgid-noexec-othergroup", 0o2766, 0, ": > o-sgid-noexec-othergroup"},
+		{"f-suid-sgid-exec", 0o6777, 1000, "fallocate -l 8192 f-suid-sgid-exec"},
+		{"f-sgid-noexec-othergroup", 0o2766, 0, "fallocate -l 8192 f-sgid-noexec-othergroup"},
 	}
 	run := func(t *testing.T, dir string) map[string]uint32 {
 		for _, s := range steps {
