@@ -285,9 +285,7 @@ func (f *FS) SeekData(h *Handle, off int64, whence int) (int64, error) {
 		return 0, f.fail("lseek", err)
 	}
 	switch {
-	case off < 0:
-		return 0, unix.EINVAL
-	case off >= st.Size:
+	case off < 0 || off >= st.Size: // ENXIO for a negative offset too, as ext4 and xfs answer
 		return 0, unix.ENXIO
 	case whence == unix.SEEK_DATA:
 		return off, nil

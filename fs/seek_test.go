@@ -72,7 +72,17 @@ func TestSeekDataAndHole(t *testing.T) {
 	if got := seek(fd, 64*mib, unix.SEEK_DATA); got != -1 {
 		t.Errorf("SEEK_DATA at the end with a read-write handle open: %d, want ENXIO", got)
 	}
+	for _, whence := range []int{unix.SEEK_DATA, unix.SEEK_HOLE} {
+		if _, err := unix.Seek(fd, -1, whence); !errors.Is(err, unix.ENXIO) {
+			t.Errorf("whence %d from -1 with a read-write handle open: %v, want ENXIO as ext4 answers", whence, err)
+		}
+	}
 	must(t, rw.Close())
+	for _, whence := range []int{unix.SEEK_DATA, unix.SEEK_HOLE} {
+		if _, err := unix.Seek(fd, -1, whence); !errors.Is(err, unix.ENXIO) {
+			t.Errorf("whence %d from -1: %v, want ENXIO", whence, err)
+		}
+	}
 	if got := seek(fd, 0, unix.SEEK_DATA); got != 8*mib {
 		t.Errorf("SEEK_DATA from 0 after the read-write handle closed: %d, want %d", got, 8*mib)
 	}
