@@ -15,6 +15,39 @@ const (
 	aclDefault = "system.posix_acl_default"
 )
 
+// SupportsACLs reports whether the backing file system keeps POSIX ACLs.
+func (f *FS) SupportsACLs() bool {
+	if f.noACL.Load() {
+		return false
+	}
+	_, err := unix.Lgetxattr(f.procPath("."), aclAccess, nil)
+	if errors.Is(err, unix.ENOTSUP) {
+		f.noACL.Store(true)
+		return false
+	}
+	return true
+}
+
+// createMode is the mode to create a new entry in directory pp with,
+// from the mode and umask the caller gave, and whether the directory has
+// a default ACL. A default ACL replaces the umask (acl(5)): the backing
+// file system then derives the mode from both, and it stays as made.
+// Without one the umask applies (the kernel applied it already unless
+// the mount negotiated FUSE_DONT_MASK, and applying it twice changes
+// nothing).
+func (f *FS) createMode(pp string, mode uint32, c Caller) (uint32, bool) {
+	if !f.noACL.Load() {
+		_, err := unix.Lgetxattr(f.procPath(pp), aclDefault, nil)
+		switch {
+		case err == nil:
+			return mode, true
+		case errors.Is(err, unix.ENOTSUP):
+			f.noACL.Store(true)
+		}
+	}
+	return mode &^ (c.Umask & 0o777), false
+}
+
 // inheritedACLs reads the ACLs the backing file system gave a new entry
 // from its parent's default ACL, as setxattr ops to record after its
 // create. The inheritance happens inside the backing file system, so no op

@@ -62,6 +62,7 @@ func (f *FS) Access(n *Node, mask uint32) error {
 type Caller struct {
 	UID, GID uint32
 	PID      uint32 // 0: unknown (its supplementary groups are then not read)
+	Umask    uint32 // for a create-kind request: the caller's umask
 }
 
 // SetattrIn says which attributes a Setattr changes.

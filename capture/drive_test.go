@@ -169,7 +169,7 @@ func (k *kernel) step(r *rand.Rand) {
 			if r.IntN(3) == 0 {
 				k.fs.Removexattr(n, name)
 			} else {
-				k.fs.Setxattr(n, name, bytesOf(r, r.IntN(50)), r.IntN(3))
+				k.fs.Setxattr(n, name, bytesOf(r, r.IntN(50)), r.IntN(3), false)
 			}
 		}
 	case op < 86:

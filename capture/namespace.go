@@ -39,11 +39,12 @@ func (f *FS) owner(parentPath string, c Caller) (uint32, uint32) {
 // created finishes a create-kind op: owner, attributes, table and record.
 // fd is the new file if the caller opened it, else -1.
 //
-// mode is the mode the caller asked for (the kernel applied its umask
-// already). The daemon keeps its own umask, so its journal files are not
-// world-writable; the new file gets exactly mode here, plus the setgid bit
-// a setgid parent gives a new directory.
-func (f *FS) created(kind journal.Kind, parent *Node, pp, name string, fd int, c Caller, target string, mode uint32) (*Node, Attr, error) {
+// mode is the mode the caller asked for, umask applied (createMode). The
+// daemon keeps its own umask, so its journal files are not world-writable;
+// the new file gets exactly mode here, plus the setgid bit a setgid parent
+// gives a new directory, unless it inherited a default ACL (inherit), which
+// the backing file system has combined with mode already.
+func (f *FS) created(kind journal.Kind, parent *Node, pp, name string, fd int, c Caller, target string, mode uint32, inherit bool) (*Node, Attr, error) {
 	p := childPath(pp, name)
 	uid, gid := f.owner(pp, c)
 	var st unix.Stat_t
@@ -55,7 +56,7 @@ func (f *FS) created(kind journal.Kind, parent *Node, pp, name string, fd int, c
 	} else if err = unix.Fchownat(f.root, p, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW); err == nil {
 		err = unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW)
 	}
-	if want := mode&0o7777 | st.Mode&unix.S_ISGID; err == nil && kind != journal.KindSymlink && st.Mode&0o7777 != want {
+	if want := mode&0o7777 | st.Mode&unix.S_ISGID; err == nil && !inherit && kind != journal.KindSymlink && st.Mode&0o7777 != want {
 		if fd >= 0 {
 			err = unix.Fchmod(fd, want)
 		} else {
@@ -108,10 +109,11 @@ func (f *FS) Mkdir(parent *Node, name string, mode uint32, c Caller) (*Node, Att
 	if err != nil {
 		return nil, Attr{}, err
 	}
+	mode, inherit := f.createMode(pp, mode, c)
 	if err := unix.Mkdirat(f.root, childPath(pp, name), mode&0o7777); err != nil {
 		return nil, Attr{}, f.fail("mkdir", err)
 	}
-	return f.created(journal.KindMkdir, parent, pp, name, -1, c, "", mode)
+	return f.created(journal.KindMkdir, parent, pp, name, -1, c, "", mode, inherit)
 }
 
 // Mknod makes a device, fifo, socket or empty regular file.
@@ -130,6 +132,7 @@ func (f *FS) Mknod(parent *Node, name string, mode uint32, rdev uint64, c Caller
 	if err != nil {
 		return nil, Attr{}, err
 	}
+	mode, inherit := f.createMode(pp, mode, c)
 	if err := unix.Mknodat(f.root, childPath(pp, name), mode, int(rdev)); err != nil {
 		return nil, Attr{}, f.fail("mknod", err)
 	}
@@ -137,7 +140,7 @@ func (f *FS) Mknod(parent *Node, name string, mode uint32, rdev uint64, c Caller
 	if mode&unix.S_IFMT == unix.S_IFREG || mode&unix.S_IFMT == 0 {
 		kind = journal.KindCreate
 	}
-	return f.created(kind, parent, pp, name, -1, c, "", mode)
+	return f.created(kind, parent, pp, name, -1, c, "", mode, inherit)
 }
 
 // Symlink makes a symbolic link name in parent pointing at target.
@@ -162,7 +165,7 @@ func (f *FS) Symlink(parent *Node, name, target string, c Caller) (*Node, Attr, 
 	if err := unix.Symlinkat(target, f.root, childPath(pp, name)); err != nil {
 		return nil, Attr{}, f.fail("symlink", err)
 	}
-	return f.created(journal.KindSymlink, parent, pp, name, -1, c, target, 0o777)
+	return f.created(journal.KindSymlink, parent, pp, name, -1, c, target, 0o777, false)
 }
 
 // Create makes and opens a regular file. If the name exists and flags lack
@@ -180,6 +183,7 @@ func (f *FS) Create(parent *Node, name string, flags int, mode uint32, c Caller,
 		f.table.mu.Unlock()
 		return nil, nil, Attr{}, err
 	}
+	mode, inherit := f.createMode(pp, mode, c)
 	fd, err := unix.Openat(f.root, childPath(pp, name), backingFlags(flags)|unix.O_CREAT|unix.O_EXCL, mode&0o7777)
 	if err == unix.EEXIST && flags&unix.O_EXCL == 0 {
 		f.table.mu.Unlock()
@@ -212,7 +216,7 @@ func (f *FS) Create(parent *Node, name string, flags int, mode uint32, c Caller,
 		f.table.mu.Unlock()
 		return nil, nil, Attr{}, f.fail("create", err)
 	}
-	n, a, err := f.created(journal.KindCreate, parent, pp, name, fd, c, "", mode)
+	n, a, err := f.created(journal.KindCreate, parent, pp, name, fd, c, "", mode, inherit)
 	f.table.mu.Unlock()
 	if err != nil {
 		unix.Close(fd)

@@ -29,7 +29,7 @@ func TestNewFileOnAReusedInode(t *testing.T) {
 			t.Fatal(err)
 		}
 		k.fs.Write(h, 0, []byte("the dead file's bytes, longer than the new one's"), nil)
-		k.fs.Setxattr(x, "user.dead", []byte("dead"), 0)
+		k.fs.Setxattr(x, "user.dead", []byte("dead"), 0, false)
 		k.fs.Release(h)
 		var st unix.Stat_t
 		unix.Stat(filepath.Join(vol, "x"), &st)

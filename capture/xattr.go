@@ -41,12 +41,15 @@ func (f *FS) Listxattr(n *Node, buf []byte) (int, error) {
 	return k, f.quiet(err)
 }
 
-// Setxattr sets extended attribute name of n and records it.
-func (f *FS) Setxattr(n *Node, name string, value []byte, flags int) error {
+// Setxattr sets extended attribute name of n and records it. killSGID
+// (the kernel asks, with POSIX ACLs, when a caller outside the file's
+// group and without CAP_FSETID sets an ACL) clears setgid after it, as
+// setting an ACL on a local file system does.
+func (f *FS) Setxattr(n *Node, name string, value []byte, flags int, killSGID bool) error {
 	if err := checkXattr(name, value, flags); err != nil {
 		return err
 	}
-	return f.xattrOp(n, journal.Op{Kind: journal.KindSetxattr, Name: name, Data: append([]byte(nil), value...), Flags: uint32(flags)})
+	return f.xattrOp(n, journal.Op{Kind: journal.KindSetxattr, Name: name, Data: append([]byte(nil), value...), Flags: uint32(flags)}, killSGID)
 }
 
 // Removexattr removes extended attribute name of n and records it.
@@ -54,10 +57,10 @@ func (f *FS) Removexattr(n *Node, name string) error {
 	if err := checkXattr(name, nil, 0); err != nil {
 		return err
 	}
-	return f.xattrOp(n, journal.Op{Kind: journal.KindRemovexattr, Name: name})
+	return f.xattrOp(n, journal.Op{Kind: journal.KindRemovexattr, Name: name}, false)
 }
 
-func (f *FS) xattrOp(n *Node, op journal.Op) error {
+func (f *FS) xattrOp(n *Node, op journal.Op, killSGID bool) error {
 	f.begin()
 	defer f.end()
 	n.mu.Lock()
@@ -81,6 +84,29 @@ func (f *FS) xattrOp(n *Node, op journal.Op) error {
 	}
 	if f.captures(n) {
 		f.metaLog(n, op)
+	}
+	if killSGID {
+		return f.clearSetgid(n, p)
+	}
+	return nil
+}
+
+// clearSetgid clears n's setgid bit, at p, and records the chmod. The
+// caller holds n.mu and table.mu.
+func (f *FS) clearSetgid(n *Node, p string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return f.fail("setxattr", err)
+	}
+	if st.Mode&unix.S_ISGID == 0 || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return nil
+	}
+	mode := st.Mode & 0o7777 &^ unix.S_ISGID
+	if err := unix.Fchmodat(f.root, p, mode, 0); err != nil {
+		return f.fail("setxattr", err)
+	}
+	if f.captures(n) {
+		f.metaLog(n, journal.Op{Kind: journal.KindChmod, Mode: mode})
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"errors"
+	"os"
 	"syscall"
 
 	"bazil.org/fuse"
@@ -60,6 +61,15 @@ func (s *Server) serve(req fuse.Request) {
 
 func caller(h *fuse.Header) capture.Caller {
 	return capture.Caller{UID: h.Uid, GID: h.Gid, PID: h.Pid}
+}
+
+// creator is the caller of a create-kind request, with its umask: the
+// kernel applies it only when the mount has no POSIX ACLs (capture
+// applies it otherwise, unless a default ACL replaces it).
+func creator(h *fuse.Header, umask os.FileMode) capture.Caller {
+	c := caller(h)
+	c.Umask = uint32(umask.Perm())
+	return c
 }
 
 // killer is the caller whose write or truncate must clear setuid and
@@ -148,14 +158,14 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		}
 		r.Respond(t)
 	case *fuse.MkdirRequest:
-		c, a, err := s.fs.Mkdir(n, r.Name, unixMode(r.Mode), caller(&r.Header))
+		c, a, err := s.fs.Mkdir(n, r.Name, unixMode(r.Mode), creator(&r.Header, r.Umask))
 		if err != nil {
 			return err
 		}
 		s.attrsChanged(n)
 		r.Respond(&fuse.MkdirResponse{LookupResponse: entry(c, a)})
 	case *fuse.MknodRequest:
-		c, a, err := s.fs.Mknod(n, r.Name, unixMode(r.Mode), uint64(r.Rdev), caller(&r.Header))
+		c, a, err := s.fs.Mknod(n, r.Name, unixMode(r.Mode), uint64(r.Rdev), creator(&r.Header, r.Umask))
 		if err != nil {
 			return err
 		}
@@ -201,7 +211,7 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		}
 		r.Respond()
 	case *fuse.CreateRequest:
-		c, h, a, err := s.fs.Create(n, r.Name, int(r.Flags), unixMode(r.Mode), caller(&r.Header), r.OpenFlags&fuse.OpenKillSUIDGID != 0)
+		c, h, a, err := s.fs.Create(n, r.Name, int(r.Flags), unixMode(r.Mode), creator(&r.Header, r.Umask), r.OpenFlags&fuse.OpenKillSUIDGID != 0)
 		if err != nil {
 			return err
 		}

@@ -124,7 +124,7 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 		if !s.opts.Xattrs {
 			return syscall.ENOSYS
 		}
-		if err := s.fs.Setxattr(n, r.Name, r.Xattr, int(r.Flags)); err != nil {
+		if err := s.fs.Setxattr(n, r.Name, r.Xattr, int(r.Flags), r.SetxattrFlags&fuse.SetxattrACLKillSGID != 0); err != nil {
 			return err
 		}
 		r.Respond()

@@ -81,8 +81,13 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 	if o.AllowOther {
 		// Other users reach the mount: the kernel checks every access
 		// against the file's mode, owner and the caller's groups and
-		// capabilities, as on the backing file system.
+		// capabilities, as on the backing file system, and against its
+		// POSIX ACLs when the backing file system keeps them (capture
+		// then applies the umask, or a parent's default ACL instead).
 		mopts = append(mopts, fuse.AllowOther(), fuse.DefaultPermissions())
+		if o.Xattrs && cfs.SupportsACLs() {
+			mopts = append(mopts, fuse.PosixACL())
+		}
 	}
 	// Without allow_other the kernel admits only callers whose uids and
 	// gids are all the mounting user's, that is pbfs's own, so the backing

@@ -238,6 +238,17 @@ func LockingPOSIX() MountOption {
 	}
 }
 
+// PosixACL makes the kernel enforce POSIX ACLs, read through getxattr,
+// in its permission checks (it implies default_permissions), and stop
+// applying the umask itself: with DontMask the server applies it, unless
+// the parent directory has a default ACL, which replaces it (pbfs patch).
+func PosixACL() MountOption {
+	return func(conf *mountConfig) error {
+		conf.initFlags |= InitPosixACL | InitDontMask
+		return nil
+	}
+}
+
 // HandleKillPriv enables SUID/SGID/cap management in the FUSE server.
 //
 // This is the newer `InitHandleKillPrivV2` interface from FUSE protocol 7.33, not the deprecated one from 7.26.

@@ -1,0 +1,131 @@
+package fs_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/mount"
+)
+
+// posixACL encodes an ACL as system.posix_acl_* holds it: a version, then
+// (tag, perm, id) entries, sorted by tag and id. Given as tag, perm, id
+// triples; the test needs no setfacl.
+func posixACL(entries ...uint32) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, 2)
+	for i := 0; i+2 < len(entries); i += 3 {
+		b = binary.LittleEndian.AppendUint16(b, uint16(entries[i]))
+		b = binary.LittleEndian.AppendUint16(b, uint16(entries[i+1]))
+		b = binary.LittleEndian.AppendUint32(b, entries[i+2])
+	}
+	return b
+}
+
+const (
+	tagUserObj, tagUser, tagGroupObj, tagMask, tagOther = 0x01, 0x02, 0x04, 0x10, 0x20
+	anyID                                               = 0xffffffff
+)
+
+// TestPosixACLsMatchTheKernel: through a mount other users reach, access
+// is checked against the files' ACLs, and a new entry in a directory with
+// a default ACL gets the mode and ACL a local file system gives it (the
+// default ACL replaces the umask). The test runs the same steps on a
+// plain directory first. pbfs checked the mode bits alone, and chmod'ed
+// every new entry to the umasked mode, before.
+func TestPosixACLsMatchTheKernel(t *testing.T) {
+	seed := func(t *testing.T, dir string) {
+		must(t, os.Chmod(dir, 0o755))
+		must(t, os.WriteFile(filepath.Join(dir, "denied"), []byte("secret"), 0o644))
+		must(t, unix.Setxattr(filepath.Join(dir, "denied"), "system.posix_acl_access",
+			posixACL(tagUserObj, 6, anyID, tagUser, 0, 1000, tagGroupObj, 4, anyID, tagMask, 4, anyID, tagOther, 4, anyID), 0))
+		must(t, os.WriteFile(filepath.Join(dir, "granted"), []byte("shared"), 0o600))
+		must(t, unix.Setxattr(filepath.Join(dir, "granted"), "system.posix_acl_access",
+			posixACL(tagUserObj, 6, anyID, tagUser, 4, 1000, tagGroupObj, 0, anyID, tagMask, 4, anyID, tagOther, 0, anyID), 0))
+		for name, def := range map[string][]byte{
+			"private": posixACL(tagUserObj, 7, anyID, tagGroupObj, 5, anyID, tagOther, 0, anyID),
+			"shared":  posixACL(tagUserObj, 7, anyID, tagUser, 7, 1000, tagGroupObj, 7, anyID, tagMask, 7, anyID, tagOther, 5, anyID),
+		} {
+			must(t, os.Mkdir(filepath.Join(dir, name), 0o755))
+			must(t, unix.Setxattr(filepath.Join(dir, name), "system.posix_acl_default", def, 0))
+		}
+	}
+	steps := []struct {
+		name  string
+		user  bool // as uid 1000, else as root
+		shell string
+	}{
+		{"read denied", true, "cat denied"},
+		{"read granted", true, "cat granted"},
+		{"private file", false, "umask 022; echo x > private/f"},
+		{"private dir", false, "umask 022; mkdir private/d"},
+		{"private fifo", false, "umask 022; mkfifo private/p"},
+		{"shared file, umask 077", false, "umask 077; echo x > shared/f"},
+		{"shared dir, umask 077", false, "umask 077; mkdir shared/d"},
+		{"plain file, umask 027", false, "umask 027; echo x > plain"},
+		{"user writes shared", true, "echo y > shared/mine"},
+	}
+	run := func(t *testing.T, dir string) []string {
+		var out []string
+		for _, s := range steps {
+			cmd := exec.Command("/bin/sh", "-c", s.shell)
+			cmd.Dir = dir
+			if s.user {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+			}
+			o, err := cmd.CombinedOutput()
+			res := strings.ReplaceAll(string(o), dir, "DIR")
+			if err != nil {
+				res += " (" + err.Error() + ")"
+			}
+			out = append(out, s.name+": "+res)
+		}
+		for _, p := range []string{"private/f", "private/d", "private/p", "shared/f", "shared/d", "plain", "shared/mine"} {
+			var st unix.Stat_t
+			if err := unix.Lstat(filepath.Join(dir, p), &st); err != nil {
+				out = append(out, p+": "+err.Error())
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s: mode %04o acls %s", p, st.Mode&0o7777, aclsOf(filepath.Join(dir, p))))
+		}
+		return out
+	}
+	plain := t.TempDir()
+	for d := plain; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		must(t, os.Chmod(d, 0o755))
+	}
+	seed(t, plain)
+	want := run(t, plain)
+	e := fstest.Setup(t, mount.Config{AllowOther: true}, func(vol string) { seed(t, vol) })
+	for d := e.Dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		must(t, os.Chmod(d, 0o755))
+	}
+	got := run(t, e.Vol)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("through pbfs: %q\n          local: %q", got[i], want[i])
+		}
+	}
+	e.CheckReplay()
+}
+
+// aclsOf lists p's ACL attributes: their names and entry counts.
+func aclsOf(p string) string {
+	var out []string
+	for _, name := range []string{"system.posix_acl_access", "system.posix_acl_default"} {
+		buf := make([]byte, 1024)
+		if n, err := unix.Lgetxattr(p, name, buf); err == nil {
+			out = append(out, fmt.Sprintf("%s=%d", name[len("system.posix_acl_"):], n/8))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
