@@ -95,18 +95,21 @@ func (f *FS) killPriv(n *Node, fd int, c *Caller) (bool, error) {
 	return f.killPrivAt(n, fd, "", c)
 }
 
+// statAt stats fd, or, with fd -1, the entry at path p.
+func (f *FS) statAt(fd int, p string, st *unix.Stat_t) error {
+	if fd >= 0 {
+		return unix.Fstat(fd, st)
+	}
+	return unix.Fstatat(f.root, p, st, unix.AT_SYMLINK_NOFOLLOW)
+}
+
 // killPrivAt is killPriv on fd, or, with fd -1, on the file at path p.
 func (f *FS) killPrivAt(n *Node, fd int, p string, c *Caller) (bool, error) {
 	var st unix.Stat_t
-	var err error
-	if fd >= 0 {
-		err = unix.Fstat(fd, &st)
-	} else {
-		err = unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW)
-	}
-	if err != nil {
+	if err := f.statAt(fd, p, &st); err != nil {
 		return false, f.fail("killpriv", err)
 	}
+	var err error
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return false, nil
 	}
@@ -328,13 +331,7 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 		}
 	}
 	var st unix.Stat_t
-	var err error
-	if fd >= 0 {
-		err = unix.Fstat(fd, &st)
-	} else {
-		err = unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW)
-	}
-	if err != nil {
+	if err := f.statAt(fd, p, &st); err != nil {
 		return Attr{}, f.fail("stat", err)
 	}
 	if in.Size != nil && in.Mtime == nil && !in.MtimeNow {

@@ -230,6 +230,22 @@ func (s *sealer) seal(t *testing.T) {
 	}
 }
 
+// replay applies every batch sealed so far to start, a copy of the
+// volume's starting state.
+func (s *sealer) replay(t *testing.T, start string) {
+	t.Helper()
+	a, err := apply.New(start, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for _, b := range s.batches {
+		if err := a.Apply(b); err != nil {
+			t.Fatalf("apply %d: %v", b.Seq, err)
+		}
+	}
+}
+
 func TestCaptureReplaysWithoutFUSE(t *testing.T) {
 	for seed := uint64(1); seed <= 8; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { driveSeed(t, seed, nil) })
@@ -292,16 +308,7 @@ func driveSeed(t *testing.T, seed uint64, classify capture.Classifier) {
 	close(stop)
 	<-sealed
 	s.seal(t)
-	a, err := apply.New(start, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	for _, b := range s.batches {
-		if err := a.Apply(b); err != nil {
-			t.Fatalf("apply: %v", err)
-		}
-	}
+	s.replay(t, start)
 	want, got := fstest.Snapshot(t, vol), fstest.Snapshot(t, start)
 	if classify != nil {
 		for _, b := range s.batches {

@@ -1,7 +1,6 @@
 package fs_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,23 +16,12 @@ import (
 	"github.com/pbfs/pbfs/mount"
 )
 
-// posixACL encodes an ACL as system.posix_acl_* holds it: a version, then
-// (tag, perm, id) entries, sorted by tag and id. Given as tag, perm, id
-// triples; the test needs no setfacl.
-func posixACL(entries ...uint32) []byte {
-	b := binary.LittleEndian.AppendUint32(nil, 2)
-	for i := 0; i+2 < len(entries); i += 3 {
-		b = binary.LittleEndian.AppendUint16(b, uint16(entries[i]))
-		b = binary.LittleEndian.AppendUint16(b, uint16(entries[i+1]))
-		b = binary.LittleEndian.AppendUint32(b, entries[i+2])
-	}
-	return b
-}
-
 const (
-	tagUserObj, tagUser, tagGroupObj, tagMask, tagOther = 0x01, 0x02, 0x04, 0x10, 0x20
-	anyID                                               = 0xffffffff
+	tagUserObj, tagUser, tagGroupObj, tagMask, tagOther = fstest.ACLUserObj, fstest.ACLUser, fstest.ACLGroupObj, fstest.ACLMask, fstest.ACLOther
+	anyID                                               = fstest.ACLNoID
 )
+
+var posixACL = fstest.ACL
 
 // TestPosixACLsMatchTheKernel: through a mount other users reach, access
 // is checked against the files' ACLs, and a new entry in a directory with

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,27 +11,10 @@ import (
 	"github.com/pbfs/pbfs/internal/fstest"
 )
 
-// acl encodes a POSIX ACL as the kernel stores it in system.posix_acl_*:
-// a version, then (tag, perm, id) entries sorted by tag and id. Entries
-// are given as tag, perm, id triples; the test needs no setfacl.
-func acl(entries ...uint32) []byte {
-	b := binary.LittleEndian.AppendUint32(nil, 2)
-	for i := 0; i+2 < len(entries); i += 3 {
-		b = binary.LittleEndian.AppendUint16(b, uint16(entries[i]))
-		b = binary.LittleEndian.AppendUint16(b, uint16(entries[i+1]))
-		b = binary.LittleEndian.AppendUint32(b, entries[i+2])
-	}
-	return b
-}
-
-const (
-	aclUserObj, aclUser, aclGroupObj, aclMask, aclOther = 0x01, 0x02, 0x04, 0x10, 0x20
-	noID                                                = 0xffffffff
-)
-
 // userACL grants uid rwx besides the usual owner, group and other entries.
 func userACL(uid uint32) []byte {
-	return acl(aclUserObj, 7, noID, aclUser, 7, uid, aclGroupObj, 5, noID, aclMask, 7, noID, aclOther, 5, noID)
+	return fstest.ACL(fstest.ACLUserObj, 7, fstest.ACLNoID, fstest.ACLUser, 7, uid, fstest.ACLGroupObj, 5, fstest.ACLNoID,
+		fstest.ACLMask, 7, fstest.ACLNoID, fstest.ACLOther, 5, fstest.ACLNoID)
 }
 
 // setACLs gives the volume's root a user xattr, a mode and an old mtime,

@@ -2,14 +2,12 @@ package capture_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/capture"
 	"github.com/pbfs/pbfs/internal/fstest"
 )
@@ -64,18 +62,8 @@ func TestNewFileOnAReusedInode(t *testing.T) {
 	k.fs.Write(h, 0, []byte("last"), nil)
 	k.fs.Release(h)
 	s.seal(t)
-	a, err := apply.New(start, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	for _, b := range s.batches {
-		if err := a.Apply(b); err != nil {
-			t.Fatalf("apply %d: %v", b.Seq, err)
-		}
-	}
+	s.replay(t, start)
 	fstest.RequireEqual(t, fstest.Snapshot(t, vol), fstest.Snapshot(t, start), "replay vs volume")
-	_ = os.Remove
 }
 
 // The kernel may forget a directory right after a change to its entries,
@@ -109,16 +97,7 @@ func TestForgottenDirectoryKeepsItsTime(t *testing.T) {
 		k.fs.Forget(dir, 1) // the kernel's only reference
 		s.seal(t)
 	}
-	a, err := apply.New(start, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
 	time.Sleep(10 * time.Millisecond) // the replay's own times differ
-	for _, b := range s.batches {
-		if err := a.Apply(b); err != nil {
-			t.Fatalf("apply %d: %v", b.Seq, err)
-		}
-	}
+	s.replay(t, start)
 	fstest.RequireEqual(t, fstest.Snapshot(t, vol), fstest.Snapshot(t, start), "replay vs volume")
 }
