@@ -31,7 +31,7 @@ func (f *fakeBackend) Barrier(ctx context.Context) (uint64, error) {
 	}
 	return f.seq.Add(1), nil
 }
-func (f *fakeBackend) Resync() error                                 { return nil }
+func (f *fakeBackend) Resync([]string) error                         { return nil }
 func (f *fakeBackend) Status() Status                                { return Status{} }
 func (f *fakeBackend) Get(uint64) ([]byte, error)                    { return nil, errors.New("none") }
 func (f *fakeBackend) Scan(uint64, func(uint64, []byte) error) error { return nil }

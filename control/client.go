@@ -163,9 +163,10 @@ func (c *Client) Compare(ctx context.Context, paths []string) (Comparison, error
 	return out, nil
 }
 
-// Resync asks the mount to resync every backup now.
-func (c *Client) Resync(ctx context.Context) error {
-	resp, err := c.do(ctx, http.MethodPost, "/v1/resync")
+// Resync asks the mount to resync the backups at addrs now (none: every
+// backup).
+func (c *Client) Resync(ctx context.Context, addrs ...string) error {
+	resp, err := c.post(ctx, "/v1/resync", resyncRequest{Backups: addrs})
 	if err != nil {
 		return fmt.Errorf("resync: %w", err)
 	}

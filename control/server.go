@@ -77,7 +77,7 @@ type BackupSide struct {
 // Backend is what the socket exposes.
 type Backend interface {
 	Barrier(ctx context.Context) (uint64, error)
-	Resync() error
+	Resync(backups []string) error // none: every backup
 	Status() Status
 	Get(seq uint64) ([]byte, error)
 	Scan(from uint64, fn func(seq uint64, enc []byte) error) error
@@ -95,6 +95,11 @@ const MaxComparePaths = 1024
 
 // pathsRequest is the body of POST /v1/manifest and /v1/compare: paths,
 // those that are not UTF-8 in base64 (JSON strings cannot hold them).
+// resyncRequest names the backups to resync (none: every one).
+type resyncRequest struct {
+	Backups []string `json:"backups,omitempty"`
+}
+
 type pathsRequest struct {
 	Paths    []string `json:"paths"`
 	PathsB64 [][]byte `json:"paths_b64,omitempty"`
@@ -204,7 +209,14 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 		writeJSON(w, out)
 	})
 	mux.HandleFunc("POST /v1/resync", func(w http.ResponseWriter, r *http.Request) {
-		if err := b.Resync(); err != nil {
+		var req resyncRequest // an empty body (a client from before): every backup
+		if r.ContentLength != 0 {
+			if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+				http.Error(w, "resync: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
+		if err := b.Resync(req.Backups); err != nil {
 			http.Error(w, err.Error(), http.StatusConflict)
 			return
 		}

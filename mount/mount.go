@@ -378,12 +378,11 @@ func (m *Mount) resynced() {
 }
 
 // Resync makes every backup resync now.
-func (m *Mount) Resync() error {
+func (m *Mount) Resync(backups []string) error {
 	if m.primary == nil {
 		return errors.New("resync: this mount has no backups")
 	}
-	m.primary.Resync()
-	return nil
+	return m.primary.Resync(backups...)
 }
 
 // snapshots lets replication take consistent snapshots of the volume.

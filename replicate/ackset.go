@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"log/slog"
 	"net"
 	"strconv"
@@ -289,16 +290,36 @@ func (p *Primary) watch(ctx context.Context) {
 	}
 }
 
-// Resync makes every backup resync at once (an operator suspects a backup's
-// volume was changed behind its back: the checksums find what differs).
-func (p *Primary) Resync() {
-	for _, s := range p.list() {
+// Resync makes the backups at addrs (none: every backup) resync at once
+// (an operator suspects a backup's volume was changed behind its back, or
+// verify found it differs: the checksums find what). An address that is
+// not one of its backups is refused, and nothing starts.
+func (p *Primary) Resync(addrs ...string) error {
+	shippers := p.list()
+	want := map[string]bool{}
+	for _, a := range addrs {
+		want[a] = true
+	}
+	for _, s := range shippers {
+		delete(want, s.addr)
+	}
+	for a := range want {
+		return fmt.Errorf("resync %s: %w", a, ErrUnknownBackup)
+	}
+	for _, s := range shippers {
+		if len(addrs) > 0 && !slices.Contains(addrs, s.addr) {
+			continue
+		}
 		s.force.Store(true)
 		if c := s.cancel.Load(); c != nil {
 			(*c)()
 		}
 	}
+	return nil
 }
+
+// ErrUnknownBackup: an address that is none of this primary's backups.
+var ErrUnknownBackup = errors.New("not a backup of this primary")
 
 // SafeSeq is the newest seq every backup holds durably: what the journal
 // may trim.

@@ -19,7 +19,7 @@ type backupControl struct {
 var errBackupBarrier = errors.New("a backup takes no barriers and starts no resyncs: ask its primary")
 
 func (c backupControl) Barrier(context.Context) (uint64, error) { return 0, errBackupBarrier }
-func (c backupControl) Resync() error                           { return errBackupBarrier }
+func (c backupControl) Resync([]string) error                   { return errBackupBarrier }
 
 func (c backupControl) Status() control.Status {
 	st := c.b.Status()

@@ -13,9 +13,10 @@ import (
 func resyncCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "resync",
-		Usage: "make the running mount resync every backup now (block checksums find what differs)",
+		Usage: "make the running mount resync every backup, or the ones named, now (block checksums find what differs)",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "journal directory of the running mount"},
+			&cli.StringSliceFlag{Name: "backup", Usage: "resync only the backup at this address (as pbfs status names it; repeatable)"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait until every backup is resynced and up, showing progress"},
 			&cli.DurationFlag{Name: "timeout", Value: time.Hour, Usage: "with --wait: give up after this long"},
 		},
@@ -24,7 +25,7 @@ func resyncCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit("resync: "+err.Error(), 1)
 			}
-			if err := cl.Resync(context.Background()); err != nil {
+			if err := cl.Resync(context.Background(), c.StringSlice("backup")...); err != nil {
 				return cli.Exit(err.Error(), 1) // "resync: ..."
 			}
 			if !c.Bool("wait") {

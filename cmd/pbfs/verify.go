@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -35,6 +36,7 @@ func verifyCommand() *cli.Command {
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "journal directory of the running primary"},
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after this long"},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON, for scripts"},
+			&cli.BoolFlag{Name: "repair", Usage: "resync each backup found to differ, wait for it, and verify again (the exit status is the second verify's)"},
 			&cli.Int64Flag{Name: "max-paused-file", Value: 64 << 20, Usage: "a file that differs as first read is compared again, with the service's writes paused, only if it holds at most this many bytes of data; a larger one is reported not verified"},
 			tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2],
 		},
@@ -73,14 +75,49 @@ func verify(c *cli.Context) error {
 		return cli.Exit("verify: "+err.Error(), 2)
 	}
 	tls := tlsFiles(c)
+	out, err := compareAll(ctx, c, cl, st, token, tls)
+	if err != nil {
+		return err
+	}
+	var differ []string
+	for _, v := range out {
+		if len(v.Differ) > 0 {
+			differ = append(differ, v.Backup)
+		}
+	}
+	if !c.Bool("repair") || len(differ) == 0 {
+		return report(c, out)
+	}
+	if !c.Bool("json") {
+		printReport(c, out)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "verify: resyncing %s\n", strings.Join(differ, ", "))
+	if err := cl.Resync(ctx, differ...); err != nil {
+		return cli.Exit("verify: "+err.Error(), 1)
+	}
+	if err := waitResync(c, cl); err != nil {
+		return err
+	}
+	if out, err = compareAll(ctx, c, cl, st, token, tls); err != nil {
+		return err
+	}
+	if !c.Bool("json") {
+		fmt.Fprintln(c.App.Writer, "after the resync:")
+	}
+	return report(c, out)
+}
+
+// compareAll compares the primary's volume with every backup's: the first
+// round as listed, then the paths that differed, exactly.
+func compareAll(ctx context.Context, c *cli.Context, cl *control.Client, st control.Status, token string, tls replicate.TLSFiles) ([]verdict, error) {
 	seq, err := cl.Barrier(ctx)
 	if err != nil {
-		return cli.Exit("verify: "+err.Error(), 1)
+		return nil, cli.Exit("verify: "+err.Error(), 1)
 	}
 	began := time.Now()
 	primary, err := cl.Manifest(ctx, nil)
 	if err != nil {
-		return cli.Exit("verify: "+err.Error(), 1)
+		return nil, cli.Exit("verify: "+err.Error(), 1)
 	}
 	fmt.Fprintf(c.App.ErrWriter, "verify: the primary's volume at seq %d: %d paths hashed in %v\n", seq, len(primary), time.Since(began).Round(time.Millisecond))
 	var out []verdict
@@ -104,9 +141,9 @@ func verify(c *cli.Context) error {
 	}
 	skipLarge(size, suspects, out, c.Int64("max-paused-file"))
 	if err := compareAgain(ctx, c, cl, size, suspects, out); err != nil {
-		return cli.Exit("verify: "+err.Error(), 1)
+		return nil, cli.Exit("verify: "+err.Error(), 1)
 	}
-	return report(c, out)
+	return out, nil
 }
 
 // skipLarge takes the suspect files over limit bytes out of the exact
@@ -236,31 +273,36 @@ func report(c *cli.Context, out []verdict) error {
 			bad++
 		}
 	}
-	w := c.App.Writer
 	if c.Bool("json") {
 		printJSON(c, out)
 	} else {
-		for _, v := range out {
-			switch {
-			case v.Err != "":
-				fmt.Fprintf(w, "%s: not compared: %s\n", v.Backup, v.Err)
-			case len(v.Differ) == 0 && len(v.NotVerified) == 0:
-				fmt.Fprintf(w, "%s: identical (%d paths)\n", v.Backup, v.Compared)
-			case len(v.Differ) == 0:
-				fmt.Fprintf(w, "%s: %d of %d paths not verified, no difference found\n", v.Backup, len(v.NotVerified), v.Compared)
-			default:
-				fmt.Fprintf(w, "%s: %d of %d paths differ\n", v.Backup, len(v.Differ), v.Compared)
-			}
-			for _, p := range slices.Sorted(maps.Keys(v.Differ)) {
-				fmt.Fprintf(w, "  %s: %s\n", p, v.Differ[p])
-			}
-			for _, p := range slices.Sorted(maps.Keys(v.NotVerified)) {
-				fmt.Fprintf(w, "  %s: not verified: %s\n", p, v.NotVerified[p])
-			}
-		}
+		printReport(c, out)
 	}
 	if bad > 0 {
 		return cli.Exit(fmt.Sprintf("verify: %d of %d backups differ from the primary or could not be compared", bad, len(out)), 1)
 	}
 	return nil
+}
+
+// printReport says, for people, what each backup's comparison found.
+func printReport(c *cli.Context, out []verdict) {
+	w := c.App.Writer
+	for _, v := range out {
+		switch {
+		case v.Err != "":
+			fmt.Fprintf(w, "%s: not compared: %s\n", v.Backup, v.Err)
+		case len(v.Differ) == 0 && len(v.NotVerified) == 0:
+			fmt.Fprintf(w, "%s: identical (%d paths)\n", v.Backup, v.Compared)
+		case len(v.Differ) == 0:
+			fmt.Fprintf(w, "%s: %d of %d paths not verified, no difference found\n", v.Backup, len(v.NotVerified), v.Compared)
+		default:
+			fmt.Fprintf(w, "%s: %d of %d paths differ\n", v.Backup, len(v.Differ), v.Compared)
+		}
+		for _, p := range slices.Sorted(maps.Keys(v.Differ)) {
+			fmt.Fprintf(w, "  %s: %s\n", p, v.Differ[p])
+		}
+		for _, p := range slices.Sorted(maps.Keys(v.NotVerified)) {
+			fmt.Fprintf(w, "  %s: not verified: %s\n", p, v.NotVerified[p])
+		}
+	}
 }

@@ -123,3 +123,44 @@ func writeAt(t *testing.T, p string, off int64, s string) {
 	_, err = f.WriteAt([]byte(s), off)
 	must(t, err)
 }
+
+// verify --repair resyncs the backups it found to differ, and only
+// those, waits, and verifies again; resync --backup names one backup, and
+// refuses an address that is none of the primary's.
+func TestVerifyRepair(t *testing.T) {
+	c := fstest.NewCluster(t, 2, nil)
+	must(t, os.WriteFile(filepath.Join(c.Vol, "f"), []byte("the primary's"), 0o644))
+	c.RequireConverged()
+	b0, b1 := c.Backups[0], c.Backups[1]
+	must(t, os.WriteFile(filepath.Join(b1.Vol, "f"), []byte("altered"), 0o644))
+	must(t, os.WriteFile(filepath.Join(b1.Vol, "stray"), nil, 0o644))
+	must(t, os.Chmod(b1.Vol, 0o700))
+	out, code := run(t, "verify", "--journal", c.Jdir, "--token", fstest.TestToken, "--repair")
+	if code != 0 || !strings.Contains(out, "verify: resyncing "+b1.Addr+"\n") || !strings.Contains(out, "after the resync:") ||
+		strings.Count(out, "identical") != 3 || !strings.Contains(out, "  f: ") {
+		t.Fatalf("verify --repair: exit %d:\n%s", code, out)
+	}
+	resyncs := func(addr string) int {
+		n := 0
+		for _, line := range strings.Split(c.Primary.Out.String(), "\n") {
+			if strings.Contains(line, "resync done") && strings.Contains(line, "backup="+addr+" ") {
+				n++
+			}
+		}
+		return n
+	}
+	if n0, n1 := resyncs(b0.Addr), resyncs(b1.Addr); n0 != 1 || n1 != 2 {
+		t.Errorf("resyncs of %s and %s: %d and %d, want its first only and one more:\n%s", b0.Addr, b1.Addr, n0, n1, c.Primary.Out)
+	}
+	c.RequireConverged()
+	out, code = run(t, "resync", "--journal", c.Jdir, "--backup", "127.0.0.1:1")
+	if code != 1 || !strings.Contains(out, "not a backup of this primary") {
+		t.Fatalf("resync --backup of an unknown address: exit %d:\n%s", code, out)
+	}
+	must(t, os.WriteFile(filepath.Join(b0.Vol, "f"), []byte("altered again"), 0o644))
+	out, code = run(t, "resync", "--journal", c.Jdir, "--backup", b0.Addr, "--wait")
+	if code != 0 {
+		t.Fatalf("resync --backup %s: exit %d:\n%s", b0.Addr, code, out)
+	}
+	c.RequireConverged()
+}
