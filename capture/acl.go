@@ -37,7 +37,10 @@ func (f *FS) SupportsACLs() bool {
 // nothing).
 func (f *FS) createMode(pp string, mode uint32, c Caller) (uint32, bool) {
 	if !f.noACL.Load() {
-		_, err := unix.Lgetxattr(f.procPath(pp), aclDefault, nil)
+		err := f.entryName(pp, func(name string) error {
+			_, err := unix.Lgetxattr(name, aclDefault, nil)
+			return err
+		})
 		switch {
 		case err == nil:
 			return mode, true
@@ -83,11 +86,15 @@ func (f *FS) inheritedACLs(kind journal.Kind, p string, fd int) ([]journal.Op, e
 
 // getXattr reads a whole extended attribute of p (of fd when it is open).
 func (f *FS) getXattr(p string, fd int, name string) ([]byte, error) {
-	get := func(buf []byte) (int, error) {
+	get := func(buf []byte) (n int, err error) {
 		if fd >= 0 {
 			return unix.Fgetxattr(fd, name, buf)
 		}
-		return unix.Lgetxattr(f.procPath(p), name, buf)
+		err = f.entryName(p, func(entry string) error {
+			n, err = unix.Lgetxattr(entry, name, buf)
+			return err
+		})
+		return n, err
 	}
 	for {
 		n, err := get(nil)

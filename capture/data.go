@@ -134,7 +134,7 @@ func (f *FS) killPrivAt(n *Node, fd int, p string, c *Caller) (bool, error) {
 	if fd >= 0 {
 		err = unix.Fremovexattr(fd, capsXattr)
 	} else {
-		err = unix.Lremovexattr(f.procPath(p), capsXattr)
+		err = f.entryName(p, func(name string) error { return unix.Lremovexattr(name, capsXattr) })
 	}
 	if err == nil && f.captures(n) {
 		f.metaLog(n, journal.Op{Kind: journal.KindRemovexattr, Name: capsXattr})

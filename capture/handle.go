@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"path"
 	"strings"
 	"sync/atomic"
 
@@ -258,8 +259,28 @@ func (f *FS) Forget(n *Node, count uint64) { f.table.forget(n, count) }
 
 // procPath names p through the backing root fd, for syscalls with no *at
 // form (the xattr calls). It works while the mount hides the directory.
+// The prefix makes the name longer than p: see entryName.
 func (f *FS) procPath(p string) string {
 	return fmt.Sprintf("/proc/self/fd/%d/%s", f.root, p)
+}
+
+// entryName names p for the l*xattr calls, as procPath does, and calls
+// fn with the name. The prefix takes 16 or more bytes, so a path the
+// volume accepts (up to 4095 bytes) may not fit the kernel's PATH_MAX
+// with it: such a p is named through its parent directory, opened on its
+// own (/proc/self/fd/N/base).
+func (f *FS) entryName(p string, fn func(name string) error) error {
+	name := f.procPath(p)
+	if len(name) < unix.PathMax {
+		return fn(name)
+	}
+	dir, base := path.Split(p)
+	dfd, err := unix.Openat(f.root, strings.TrimSuffix(dir, "/"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	return fn(fmt.Sprintf("/proc/self/fd/%d/%s", dfd, base))
 }
 
 var _ = os.ErrNotExist

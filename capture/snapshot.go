@@ -134,7 +134,10 @@ func (f *FS) walk() ([]Entry, error) {
 				e.Handle = &h
 			}
 			if e.LinkTo == "" {
-				e.Xattrs = f.xattrsOf(p) // symlinks too: trusted.* and security.* may be set on them
+				// Symlinks too: trusted.* and security.* may be set on them.
+				if e.Xattrs, err = f.xattrsOf(p); err != nil {
+					return err
+				}
 			}
 			out = append(out, e)
 			if e.Stat.Mode&unix.S_IFMT == unix.S_IFDIR {
@@ -151,7 +154,10 @@ func (f *FS) walk() ([]Entry, error) {
 	if err := unix.Fstat(f.root, &root.Stat); err != nil {
 		return nil, err
 	}
-	root.Xattrs = f.xattrsOf(".")
+	var err error
+	if root.Xattrs, err = f.xattrsOf("."); err != nil {
+		return nil, err
+	}
 	out = append(out, root)
 	if err := visit("."); err != nil {
 		return nil, err
@@ -159,21 +165,38 @@ func (f *FS) walk() ([]Entry, error) {
 	return out, nil
 }
 
-func (f *FS) xattrsOf(p string) map[string][]byte {
-	buf := make([]byte, 64<<10)
-	n, err := unix.Llistxattr(f.procPath(p), buf)
-	if err != nil || n == 0 {
-		return nil
-	}
-	out := map[string][]byte{}
-	for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
-		v := make([]byte, journal.MaxXattrSize)
-		k, err := unix.Lgetxattr(f.procPath(p), name, v)
-		if err == nil {
+// xattrsOf reads every extended attribute of p. A file system without
+// them has none; any other failure fails the snapshot, which would
+// otherwise leave the backup without them and say nothing.
+func (f *FS) xattrsOf(p string) (map[string][]byte, error) {
+	var out map[string][]byte
+	err := f.entryName(p, func(entry string) error {
+		buf := make([]byte, 64<<10)
+		n, err := unix.Llistxattr(entry, buf)
+		if errors.Is(err, unix.ENOTSUP) || n == 0 {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out = map[string][]byte{}
+		for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
+			v := make([]byte, journal.MaxXattrSize)
+			k, err := unix.Lgetxattr(entry, name, v)
+			if errors.Is(err, unix.ENODATA) {
+				continue // removed since the listing
+			}
+			if err != nil {
+				return fmt.Errorf("xattr %s: %w", name, err)
+			}
 			out[name] = v[:k]
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("xattrs of %s: %w", p, err)
 	}
-	return out
+	return out, nil
 }
 
 // OpenHandle opens a file a snapshot listed, wherever it is now; it fails

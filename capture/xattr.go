@@ -22,7 +22,11 @@ func (f *FS) Getxattr(n *Node, name string, buf []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	k, err := unix.Lgetxattr(f.procPath(p), name, buf)
+	var k int
+	err = f.entryName(p, func(entry string) (err error) {
+		k, err = unix.Lgetxattr(entry, name, buf)
+		return err
+	})
 	return k, f.quiet(err)
 }
 
@@ -37,7 +41,11 @@ func (f *FS) Listxattr(n *Node, buf []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	k, err := unix.Llistxattr(f.procPath(p), buf)
+	var k int
+	err = f.entryName(p, func(entry string) (err error) {
+		k, err = unix.Llistxattr(entry, buf)
+		return err
+	})
 	return k, f.quiet(err)
 }
 
@@ -75,9 +83,9 @@ func (f *FS) xattrOp(n *Node, op journal.Op, killSGID bool) error {
 		if op.Name == capsXattr {
 			n.noCaps.Store(false) // before the syscall: a failed set may still have set it
 		}
-		err = unix.Lsetxattr(f.procPath(p), op.Name, op.Data, int(op.Flags))
+		err = f.entryName(p, func(name string) error { return unix.Lsetxattr(name, op.Name, op.Data, int(op.Flags)) })
 	} else {
-		err = unix.Lremovexattr(f.procPath(p), op.Name)
+		err = f.entryName(p, func(name string) error { return unix.Lremovexattr(name, op.Name) })
 	}
 	if err != nil {
 		return f.quiet(err)
