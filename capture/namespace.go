@@ -65,7 +65,7 @@ func (f *FS) created(kind journal.Kind, parent *Node, pp, name string, fd int, c
 		st.Mode = st.Mode&^0o7777 | want
 	}
 	var acls []journal.Op
-	if err == nil {
+	if err == nil && inherit { // only a parent's default ACL gives a new entry ACLs
 		acls, err = f.inheritedACLs(kind, p, fd)
 	}
 	if err != nil {
