@@ -76,6 +76,10 @@ type SetattrIn struct {
 	MtimeNow bool
 	Handle   *Handle // set when the kernel names an open file
 	KillPriv *Caller // clear setuid/setgid and capabilities for this caller
+	// Chowned: a chown that changes neither owner nor group, by this
+	// caller, which still clears setuid, setgid and capabilities as any
+	// chown of a file does (chown_common).
+	Chowned *Caller
 }
 
 // Dirent is one directory entry.

@@ -269,6 +269,17 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 			return Attr{}, err
 		}
 	}
+	if in.Chowned != nil && n.typ == sIFREG {
+		// A chown kills setgid by the write rule, except that a caller
+		// with CAP_FSETID keeps a setgid bit without group execute.
+		c := in.Chowned
+		if c.MayKeepSetid() {
+			c = nil // taken to be in the file's group
+		}
+		if _, err := f.killPrivAt(n, fd, p, c); err != nil {
+			return Attr{}, err
+		}
+	}
 	if in.Size != nil {
 		if err := f.truncate(fd, p, *in.Size); err != nil {
 			return Attr{}, f.fail("truncate", err)

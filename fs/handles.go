@@ -182,6 +182,12 @@ func (s *Server) setattrIn(r *fuse.SetattrRequest) capture.SetattrIn {
 	}
 	in.AtimeNow, in.MtimeNow = v.AtimeNow(), v.MtimeNow()
 	in.KillPriv = killer(&r.Header, v.SetattrKillSUIDGID())
+	if in.Mode == nil && in.UID == nil && in.GID == nil && in.Size == nil && !v.Atime() && !v.Mtime() && !v.AtimeNow() && !v.MtimeNow() {
+		// A SETATTR that changes nothing is a chown(file, -1, -1): the
+		// kernel strips the setuid kill it carries and sends no field.
+		c := caller(&r.Header)
+		in.Chowned = &c
+	}
 	return in
 }
 

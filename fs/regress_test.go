@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -331,7 +332,7 @@ func TestLargeUnalignedWritesReplay(t *testing.T) {
 }
 
 // TestKillPrivMatchesTheKernel: an unprivileged write, truncate,
-// fallocate or O_TRUNC open of a setuid/setgid file clears the bits exactly as the
+// fallocate or O_TRUNC open, or any chown, of a setuid/setgid file clears the bits exactly as the
 // kernel does on a local file system, which the test runs the same steps
 // on first. A setgid file without group execute loses setgid only when
 // the writer is not in its group (setattr_should_drop_sgid); pbfs kept it
@@ -341,7 +342,7 @@ func TestKillPrivMatchesTheKernel(t *testing.T) {
 		name string
 		mode uint32
 		gid  int
-		sh   string // run as uid 1000, gid 1000, in the directory
+		sh   string // run as uid 1000, gid 1000 (as root if name says root-), in the directory
 	}
 	steps := []step{
 		{"w-sgid-noexec-othergroup", 0o6767, 0, "echo x >> w-sgid-noexec-othergroup"},
@@ -352,6 +353,8 @@ func TestKillPrivMatchesTheKernel(t *testing.T) {
 		{"o-sgid-noexec-othergroup", 0o2766, 0, ": > o-sgid-noexec-othergroup"},
 		{"f-suid-sgid-exec", 0o6777, 1000, "fallocate -l 8192 f-suid-sgid-exec"},
 		{"f-sgid-noexec-othergroup", 0o2766, 0, "fallocate -l 8192 f-sgid-noexec-othergroup"},
+		{"root-c-suid-sgid-exec", 0o6755, 1000, "chown : root-c-suid-sgid-exec"}, // chown(f, -1, -1), as root
+		{"root-c-sgid-noexec", 0o2744, 1000, "chown : root-c-sgid-noexec"},
 	}
 	run := func(t *testing.T, dir string) map[string]uint32 {
 		for _, s := range steps {
@@ -364,7 +367,9 @@ func TestKillPrivMatchesTheKernel(t *testing.T) {
 		for _, s := range steps {
 			cmd := exec.Command("/bin/sh", "-c", s.sh)
 			cmd.Dir = dir
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+			if !strings.HasPrefix(s.name, "root-") {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+			}
 			if o, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("%s as uid 1000: %v\n%s", s.sh, err, o)
 			}
