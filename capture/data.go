@@ -280,6 +280,20 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 			return Attr{}, err
 		}
 	}
+	if in.Chowned != nil {
+		// The chown itself, which changes nothing but the ctime (not
+		// replicated) on the backing file, as on a local file system;
+		// the bits it would clear as root are cleared above already.
+		var err error
+		if fd >= 0 {
+			err = unix.Fchown(fd, -1, -1)
+		} else {
+			err = unix.Fchownat(f.root, p, -1, -1, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if err != nil {
+			return Attr{}, f.fail("chown", err)
+		}
+	}
 	if in.Size != nil {
 		if err := f.truncate(fd, p, *in.Size); err != nil {
 			return Attr{}, f.fail("truncate", err)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -398,4 +399,26 @@ func TestKillPrivMatchesTheKernel(t *testing.T) {
 		}
 		e.CheckReplay()
 	})
+}
+
+// TestChownNoChangeUpdatesCtime: chown(f, -1, -1) changes nothing but
+// the ctime, of a file, a directory and a symlink alike, as on ext4
+// (pjdfstest chown/00.t); through pbfs the ctime stayed.
+func TestChownNoChangeUpdatesCtime(t *testing.T) {
+	e := fstest.Setup(t, mount.Config{}, nil)
+	must(t, os.WriteFile(filepath.Join(e.Vol, "f"), []byte("x"), 0o644))
+	must(t, os.Mkdir(filepath.Join(e.Vol, "d"), 0o755))
+	must(t, os.Symlink("f", filepath.Join(e.Vol, "s")))
+	for _, name := range []string{"f", "d", "s"} {
+		p := filepath.Join(e.Vol, name)
+		var before, after unix.Stat_t
+		must(t, unix.Lstat(p, &before))
+		time.Sleep(20 * time.Millisecond)
+		must(t, unix.Fchownat(unix.AT_FDCWD, p, -1, -1, unix.AT_SYMLINK_NOFOLLOW))
+		must(t, unix.Lstat(p, &after))
+		if after.Ctim.Nano() <= before.Ctim.Nano() {
+			t.Errorf("%s: ctime %d after chown(-1, -1), %d before", name, after.Ctim.Nano(), before.Ctim.Nano())
+		}
+	}
+	e.CheckReplay()
 }
