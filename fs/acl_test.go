@@ -46,6 +46,11 @@ func TestPosixACLsMatchTheKernel(t *testing.T) {
 			must(t, os.Mkdir(filepath.Join(dir, name), 0o755))
 			must(t, unix.Setxattr(filepath.Join(dir, name), "system.posix_acl_default", def, 0))
 		}
+		// Owned by uid 1000, who is not in its group: an ACL it sets
+		// drops setgid (the kernel asks pbfs, FUSE_SETXATTR_ACL_KILL_SGID).
+		must(t, os.WriteFile(filepath.Join(dir, "setgid"), nil, 0o644))
+		must(t, os.Chown(filepath.Join(dir, "setgid"), 1000, 0))
+		must(t, os.Chmod(filepath.Join(dir, "setgid"), 0o2755|os.ModeSetgid))
 	}
 	steps := []struct {
 		name  string
@@ -61,12 +66,23 @@ func TestPosixACLsMatchTheKernel(t *testing.T) {
 		{"shared dir, umask 077", false, "umask 077; mkdir shared/d"},
 		{"plain file, umask 027", false, "umask 027; echo x > plain"},
 		{"user writes shared", true, "echo y > shared/mine"},
+		{"owner sets an ACL on its setgid file", true, `PBFS_TEST_SET_ACL=setgid "$PBFS_TEST_BIN"`},
+	}
+	// The test binary sets the ACL (setfacl may be missing): a copy other
+	// users can run.
+	bin := filepath.Join(t.TempDir(), "fs.test")
+	self, err := os.ReadFile(os.Args[0])
+	must(t, err)
+	must(t, os.WriteFile(bin, self, 0o755))
+	for d := filepath.Dir(bin); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		must(t, os.Chmod(d, 0o755))
 	}
 	run := func(t *testing.T, dir string) []string {
 		var out []string
 		for _, s := range steps {
 			cmd := exec.Command("/bin/sh", "-c", s.shell)
 			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "PBFS_TEST_BIN="+bin)
 			if s.user {
 				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
 			}
@@ -77,7 +93,7 @@ func TestPosixACLsMatchTheKernel(t *testing.T) {
 			}
 			out = append(out, s.name+": "+res)
 		}
-		for _, p := range []string{"private/f", "private/d", "private/p", "shared/f", "shared/d", "plain", "shared/mine"} {
+		for _, p := range []string{"private/f", "private/d", "private/p", "shared/f", "shared/d", "plain", "shared/mine", "setgid"} {
 			var st unix.Stat_t
 			if err := unix.Lstat(filepath.Join(dir, p), &st); err != nil {
 				out = append(out, p+": "+err.Error())
