@@ -3,9 +3,7 @@ package apply
 import (
 	"fmt"
 	"os"
-	"path"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -44,35 +42,3 @@ func openRegular(root *os.Root, p string, flag int) (*os.File, error) {
 }
 
 func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
-
-// entry names p for the l*xattr calls: /proc/self/fd/N/base, with N the
-// parent directory opened in root. The kernel follows the descriptor's
-// link to that directory and never the final name, so the call stays on p
-// itself, whatever its type. done closes the directory.
-func entry(root *os.Root, p string) (name string, done func(), err error) {
-	dir, base := path.Split(p)
-	if p == "." || base == "" {
-		dir, base = ".", "."
-	}
-	d, err := root.OpenFile(path.Clean(dir), os.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return "", nil, err
-	}
-	// For the directory itself the name ends in "/.": the l*xattr calls
-	// would otherwise act on the /proc magic link, not on what it names,
-	// and fail with EPERM (a setxattr on the volume's root stalled every
-	// backup so).
-	name = fdPath(int(d.Fd())) + "/" + base
-	return name, func() { d.Close() }, nil
-}
-
-// listXattrs returns the names of the extended attributes at name (an
-// entry path).
-func listXattrs(name string) ([]string, error) {
-	buf := make([]byte, 64<<10)
-	n, err := unix.Llistxattr(name, buf)
-	if err != nil || n == 0 {
-		return nil, err
-	}
-	return strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00"), nil
-}

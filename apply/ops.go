@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pbfs/pbfs/internal/xattr"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -148,7 +149,7 @@ func (s *session) utimens(op *journal.Op) error {
 func (s *session) xattr(op *journal.Op) error {
 	var name string
 	if op.Path == "." {
-		n, done, err := entry(s.a.root, ".")
+		n, done, err := xattr.Entry(s.a.root, ".")
 		if err != nil {
 			return err
 		}

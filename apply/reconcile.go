@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/internal/sparse"
+	"github.com/pbfs/pbfs/internal/xattr"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -299,12 +300,12 @@ func (r *Reconciler) meta(s *Spec) error {
 // primary lacks is removed unless the backup's kernel refuses (a security
 // label its own policy keeps).
 func (r *Reconciler) xattrs(s *Spec) error {
-	name, done, err := entry(r.a.root, s.Path)
+	name, done, err := xattr.Entry(r.a.root, s.Path)
 	if err != nil {
 		return err
 	}
 	defer done()
-	have, err := listXattrs(name)
+	have, err := xattr.List(name)
 	if err != nil && !errors.Is(err, unix.ENOTSUP) {
 		return fmt.Errorf("list xattrs of %s: %w", s.Path, err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pbfs/pbfs/internal/xattr"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -57,9 +58,9 @@ func (f *FS) createMode(pp string, mode uint32, c Caller) (uint32, bool) {
 // says it; a backup that created the file before its parent's default ACL
 // reached it (a batch puts namespace ops before attribute ops) would hold
 // the file without them. Recorded explicitly, the ACLs are the primary's
-// whatever the order the backup applies in. fd is the new file if open,
-// else -1; p its path. A backing file system without ACLs has none.
-func (f *FS) inheritedACLs(kind journal.Kind, p string, fd int) ([]journal.Op, error) {
+// whatever the order the backup applies in. p is its path. A backing file
+// system without ACLs has none.
+func (f *FS) inheritedACLs(kind journal.Kind, p string) ([]journal.Op, error) {
 	if kind == journal.KindSymlink || f.noACL.Load() {
 		return nil, nil
 	}
@@ -69,7 +70,11 @@ func (f *FS) inheritedACLs(kind journal.Kind, p string, fd int) ([]journal.Op, e
 	}
 	var ops []journal.Op
 	for _, name := range names {
-		value, err := f.getXattr(p, fd, name)
+		var value []byte
+		err := f.entryName(p, func(entry string) (err error) {
+			value, err = xattr.Get(entry, name)
+			return err
+		})
 		switch {
 		case errors.Is(err, unix.ENOTSUP):
 			f.noACL.Store(true)
@@ -82,33 +87,4 @@ func (f *FS) inheritedACLs(kind journal.Kind, p string, fd int) ([]journal.Op, e
 		ops = append(ops, journal.Op{Kind: journal.KindSetxattr, Name: name, Data: value})
 	}
 	return ops, nil
-}
-
-// getXattr reads a whole extended attribute of p (of fd when it is open).
-func (f *FS) getXattr(p string, fd int, name string) ([]byte, error) {
-	get := func(buf []byte) (n int, err error) {
-		if fd >= 0 {
-			return unix.Fgetxattr(fd, name, buf)
-		}
-		err = f.entryName(p, func(entry string) error {
-			n, err = unix.Lgetxattr(entry, name, buf)
-			return err
-		})
-		return n, err
-	}
-	for {
-		n, err := get(nil)
-		if err != nil {
-			return nil, err
-		}
-		buf := make([]byte, n)
-		m, err := get(buf)
-		if errors.Is(err, unix.ERANGE) {
-			continue // it grew between the two calls
-		}
-		if err != nil {
-			return nil, err
-		}
-		return buf[:m], nil
-	}
 }

@@ -66,7 +66,7 @@ func (f *FS) created(kind journal.Kind, parent *Node, pp, name string, fd int, c
 	}
 	var acls []journal.Op
 	if err == nil && inherit { // only a parent's default ACL gives a new entry ACLs
-		acls, err = f.inheritedACLs(kind, p, fd)
+		acls, err = f.inheritedACLs(kind, p)
 	}
 	if err != nil {
 		// Undo, so the volume never holds a file the journal does not.

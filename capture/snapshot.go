@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pbfs/pbfs/internal/xattr"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -170,28 +170,9 @@ func (f *FS) walk() ([]Entry, error) {
 // otherwise leave the backup without them and say nothing.
 func (f *FS) xattrsOf(p string) (map[string][]byte, error) {
 	var out map[string][]byte
-	err := f.entryName(p, func(entry string) error {
-		buf := make([]byte, 64<<10)
-		n, err := unix.Llistxattr(entry, buf)
-		if errors.Is(err, unix.ENOTSUP) || n == 0 {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		out = map[string][]byte{}
-		for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
-			v := make([]byte, journal.MaxXattrSize)
-			k, err := unix.Lgetxattr(entry, name, v)
-			if errors.Is(err, unix.ENODATA) {
-				continue // removed since the listing
-			}
-			if err != nil {
-				return fmt.Errorf("xattr %s: %w", name, err)
-			}
-			out[name] = v[:k]
-		}
-		return nil
+	err := f.entryName(p, func(entry string) (err error) {
+		out, err = xattr.All(entry)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("xattrs of %s: %w", p, err)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/internal/manifest"
+	"github.com/pbfs/pbfs/internal/xattr"
 )
 
 // Entry is what a comparison looks at for one path.
@@ -112,19 +113,10 @@ func hashFile(p string) (string, error) {
 }
 
 func xattrs(p string) string {
-	buf := make([]byte, 64<<10)
-	n, err := unix.Llistxattr(p, buf)
-	if err != nil || n == 0 {
-		return ""
-	}
+	all, _ := xattr.All(p)
 	var out []string
-	for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
-		v := make([]byte, 64<<10)
-		k, err := unix.Lgetxattr(p, name, v)
-		if err != nil {
-			continue
-		}
-		out = append(out, name+"="+string(v[:k]))
+	for name, v := range all {
+		out = append(out, name+"="+string(v))
 	}
 	sort.Strings(out)
 	return strings.Join(out, ";")

@@ -3,15 +3,11 @@ package manifest
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
-	"fmt"
+	"maps"
 	"os"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
+	"slices"
 
-	"golang.org/x/sys/unix"
+	"github.com/pbfs/pbfs/internal/xattr"
 )
 
 // xattrDigest hashes every extended attribute of p (POSIX ACLs, user,
@@ -21,74 +17,21 @@ import (
 // the digest of nothing, never nil: nil means the other side did not say
 // (a pbfs from before), and is not compared.
 func xattrDigest(root *os.Root, p string) ([]byte, error) {
-	dir, base := path.Split(p)
-	if p == "." || base == "" {
-		dir, base = ".", "."
-	}
-	d, err := root.OpenFile(path.Clean(dir), os.O_RDONLY|unix.O_DIRECTORY, 0)
+	name, done, err := xattr.Entry(root, p)
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
-	// "/." for the root: l*xattr would act on the /proc link itself.
-	name := "/proc/self/fd/" + strconv.Itoa(int(d.Fd())) + "/" + base
-	names, err := listXattrs(name)
+	defer done()
+	all, err := xattr.All(name)
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(names)
 	h := sha256.New()
-	for _, x := range names {
-		v, err := getXattr(name, x)
-		if errors.Is(err, unix.ENODATA) {
-			continue // removed since the listing
-		}
-		if err != nil {
-			return nil, fmt.Errorf("xattr %s: %w", x, err)
-		}
+	for _, x := range slices.Sorted(maps.Keys(all)) {
 		h.Write([]byte(x))
 		h.Write([]byte{0})
-		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(v))))
-		h.Write(v)
+		h.Write(binary.BigEndian.AppendUint32(nil, uint32(len(all[x]))))
+		h.Write(all[x])
 	}
 	return h.Sum(nil), nil
-}
-
-func listXattrs(name string) ([]string, error) {
-	for {
-		n, err := unix.Llistxattr(name, nil)
-		if errors.Is(err, unix.ENOTSUP) || n == 0 {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list xattrs: %w", err)
-		}
-		buf := make([]byte, n)
-		n, err = unix.Llistxattr(name, buf)
-		if errors.Is(err, unix.ERANGE) {
-			continue // grew meanwhile
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list xattrs: %w", err)
-		}
-		return strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00"), nil
-	}
-}
-
-func getXattr(name, x string) ([]byte, error) {
-	for {
-		n, err := unix.Lgetxattr(name, x, nil)
-		if err != nil {
-			return nil, err
-		}
-		buf := make([]byte, n)
-		n, err = unix.Lgetxattr(name, x, buf)
-		if errors.Is(err, unix.ERANGE) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return buf[:n], nil
-	}
 }
