@@ -1,9 +1,6 @@
 package capture
 
 import (
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -87,56 +84,4 @@ type Dirent struct {
 	Ino  uint64
 	Type uint8 // DT_* as getdents reports
 	Name string
-}
-
-// capFsetid is CAP_FSETID's bit in a capability set.
-const capFsetid = 1 << 4
-
-// MayKeepSetid reports whether c holds CAP_FSETID (its effective set, from
-// /proc), which lets a write keep setuid and setgid. An unknown caller is
-// judged by its uid.
-func (c Caller) MayKeepSetid() bool {
-	if c.PID == 0 {
-		return c.UID == 0
-	}
-	status, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(c.PID), 10) + "/status")
-	if err != nil {
-		return c.UID == 0
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if hex, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
-			return err == nil && caps&capFsetid != 0
-		}
-	}
-	return c.UID == 0
-}
-
-// inGroup reports whether c is in group gid: its own group, or one of its
-// supplementary groups (from /proc; a caller that is gone, or unknown, is
-// judged by its own group alone). A nil caller is taken to be in it.
-func (c *Caller) inGroup(gid uint32) bool {
-	if c == nil || c.GID == gid {
-		return true
-	}
-	if c.PID == 0 {
-		return false
-	}
-	status, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(c.PID), 10) + "/status")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		groups, ok := strings.CutPrefix(line, "Groups:")
-		if !ok {
-			continue
-		}
-		for _, g := range strings.Fields(groups) {
-			if n, err := strconv.ParseUint(g, 10, 32); err == nil && uint32(n) == gid {
-				return true
-			}
-		}
-		return false
-	}
-	return false
 }

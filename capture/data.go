@@ -83,65 +83,6 @@ func (f *FS) Write(h *Handle, off int64, data []byte, kill *Caller) (int, error)
 	return k, nil
 }
 
-// killPriv clears setuid and removes security.capability, recording what
-// it changed, as the kernel does for a writer c without CAP_FSETID. It
-// clears setgid too if the file is group-executable, or if c is not in
-// the file's group (a setgid file without group execute is otherwise left
-// alone: setattr_should_drop_sgid). The caller holds n.mu and sealMu.
-//
-// It reports whether the mode changed: the kernel's cached attributes
-// then no longer hold, and the binding invalidates them (Handle.Cleared).
-func (f *FS) killPriv(n *Node, fd int, c *Caller) (bool, error) {
-	return f.killPrivAt(n, fd, "", c)
-}
-
-// statAt stats fd, or, with fd -1, the entry at path p.
-func (f *FS) statAt(fd int, p string, st *unix.Stat_t) error {
-	if fd >= 0 {
-		return unix.Fstat(fd, st)
-	}
-	return unix.Fstatat(f.root, p, st, unix.AT_SYMLINK_NOFOLLOW)
-}
-
-// killPrivAt is killPriv on fd, or, with fd -1, on the file at path p.
-func (f *FS) killPrivAt(n *Node, fd int, p string, c *Caller) (bool, error) {
-	var st unix.Stat_t
-	if err := f.statAt(fd, p, &st); err != nil {
-		return false, f.fail("killpriv", err)
-	}
-	var err error
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return false, nil
-	}
-	mode := st.Mode & 0o7777
-	kill := mode &^ unix.S_ISUID
-	if mode&unix.S_ISGID != 0 && (mode&unix.S_IXGRP != 0 || !c.inGroup(st.Gid)) {
-		kill &^= unix.S_ISGID
-	}
-	if kill != mode {
-		if fd >= 0 {
-			err = unix.Fchmod(fd, kill)
-		} else {
-			err = unix.Fchmodat(f.root, p, kill, 0) // a regular file, not a symlink
-		}
-		if err != nil {
-			return false, f.fail("killpriv", err)
-		}
-		if f.captures(n) {
-			f.metaLog(n, journal.Op{Kind: journal.KindChmod, Mode: kill})
-		}
-	}
-	if fd >= 0 {
-		err = unix.Fremovexattr(fd, capsXattr)
-	} else {
-		err = f.entryName(p, func(name string) error { return unix.Lremovexattr(name, capsXattr) })
-	}
-	if err == nil && f.captures(n) {
-		f.metaLog(n, journal.Op{Kind: journal.KindRemovexattr, Name: capsXattr})
-	}
-	return kill != mode, nil
-}
-
 // writeChunk bounds each backing pwrite. ext4 sizes the page-cache folio
 // it allocates for a write by the write's length, and every later small
 // overwrite or fdatasync inside a large folio walks all of its buffer
@@ -194,11 +135,11 @@ func (f *FS) metaLog(n *Node, op journal.Op) {
 	f.m.op(op.Kind)
 }
 
-// Fallocate runs fallocate(2) on an open file and records it. With kill
-// (the caller, which lacks CAP_FSETID) it first clears setuid, setgid and
-// capabilities as a local file system's fallocate does; the kernel leaves
-// that to a FUSE server and sends no flag for it.
-func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64, kill *Caller) error {
+// Fallocate runs fallocate(2) on an open file and records it. Unless c
+// (the caller; nil: none to judge) holds CAP_FSETID, it first clears
+// setuid, setgid and capabilities as a local file system's fallocate
+// does; the kernel leaves that to a FUSE server and sends no flag for it.
+func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64, c *Caller) error {
 	if err := checkFallocate(mode, off, length); err != nil {
 		return err
 	}
@@ -211,8 +152,8 @@ func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64, kill *Caller)
 	defer f.end()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if kill != nil {
-		changed, err := f.killPriv(n, h.fd, kill)
+	if c != nil {
+		changed, err := f.killPrivAt(n, h.fd, "", c, true)
 		if err != nil {
 			return err
 		}
@@ -265,7 +206,7 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 	}
 	if in.KillPriv != nil {
 		// An open(O_TRUNC) truncates with no handle: the file is named.
-		if _, err := f.killPrivAt(n, fd, p, in.KillPriv); err != nil {
+		if _, err := f.killPrivAt(n, fd, p, in.KillPriv, false); err != nil {
 			return Attr{}, err
 		}
 	}
@@ -273,10 +214,10 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 		// A chown kills setgid by the write rule, except that a caller
 		// with CAP_FSETID keeps a setgid bit without group execute.
 		c := in.Chowned
-		if c.MayKeepSetid() {
+		if c.mayKeepSetid() {
 			c = nil // taken to be in the file's group
 		}
-		if _, err := f.killPrivAt(n, fd, p, c); err != nil {
+		if _, err := f.killPrivAt(n, fd, p, c, false); err != nil {
 			return Attr{}, err
 		}
 	}

@@ -23,8 +23,9 @@ type Node struct {
 	mu  sync.Mutex
 	log *journal.DataLog
 
-	// noCaps: this mount created the file and never set its
-	// security.capability, so it has none (see Getxattr).
+	// noCaps: the file has no security.capability: this mount created
+	// it, or a kill found none, and none was set through the mount since
+	// (see Getxattr and killPrivAt).
 	noCaps atomic.Bool
 	// local: the file is local-only (local.go); set when the node is
 	// made, never changed (renames do not cross classes).

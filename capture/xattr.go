@@ -99,26 +99,6 @@ func (f *FS) xattrOp(n *Node, op journal.Op, killSGID bool) error {
 	return nil
 }
 
-// clearSetgid clears n's setgid bit, at p, and records the chmod. The
-// caller holds n.mu and table.mu.
-func (f *FS) clearSetgid(n *Node, p string) error {
-	var st unix.Stat_t
-	if err := unix.Fstatat(f.root, p, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return f.fail("setxattr", err)
-	}
-	if st.Mode&unix.S_ISGID == 0 || st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return nil
-	}
-	mode := st.Mode & 0o7777 &^ unix.S_ISGID
-	if err := unix.Fchmodat(f.root, p, mode, 0); err != nil {
-		return f.fail("setxattr", err)
-	}
-	if f.captures(n) {
-		f.metaLog(n, journal.Op{Kind: journal.KindChmod, Mode: mode})
-	}
-	return nil
-}
-
 // quiet passes through the errors xattr calls return in normal use.
 func (f *FS) quiet(err error) error {
 	if err == unix.ENODATA || err == unix.ERANGE || err == unix.ENOTSUP || err == unix.EEXIST {

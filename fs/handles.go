@@ -62,7 +62,7 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 			return syscall.EBADF
 		}
 		c := caller(&r.Header)
-		if err := s.fs.Fallocate(h, uint32(r.Mode), r.Offset, r.Length, killer(&r.Header, !c.MayKeepSetid())); err != nil {
+		if err := s.fs.Fallocate(h, uint32(r.Mode), r.Offset, r.Length, &c); err != nil {
 			return err
 		}
 		s.invalidateIfCleared(h)

@@ -2,6 +2,7 @@ package fs_test
 
 import (
 	"bytes"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -418,6 +419,36 @@ func TestChownNoChangeUpdatesCtime(t *testing.T) {
 		must(t, unix.Lstat(p, &after))
 		if after.Ctim.Nano() <= before.Ctim.Nano() {
 			t.Errorf("%s: ctime %d after chown(-1, -1), %d before", name, after.Ctim.Nano(), before.Ctim.Nano())
+		}
+	}
+	e.CheckReplay()
+}
+
+// TestUnprivilegedWriteDropsCapabilities: a write by a caller without
+// CAP_FSETID removes the file's capability, every time one was set again
+// through the mount (pbfs remembers a file has none, so that later writes
+// skip the removal), and the replica follows.
+func TestUnprivilegedWriteDropsCapabilities(t *testing.T) {
+	e := fstest.Setup(t, mount.Config{AllowOther: true}, func(vol string) { os.Chmod(vol, 0o777) })
+	for d := e.Dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		must(t, os.Chmod(d, 0o755))
+	}
+	p := filepath.Join(e.Vol, "prog")
+	must(t, os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755))
+	must(t, os.Chown(p, 1000, 1000))
+	caps := []byte{1, 0, 0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	for round := 0; round < 3; round++ {
+		must(t, unix.Setxattr(p, "security.capability", caps, 0))
+		for i := 0; i < 2; i++ {
+			cmd := exec.Command("/bin/sh", "-c", "echo x >> prog")
+			cmd.Dir = e.Vol
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("write as uid 1000: %v\n%s", err, out)
+			}
+		}
+		if _, err := unix.Lgetxattr(p, "security.capability", make([]byte, 64)); !errors.Is(err, unix.ENODATA) {
+			t.Fatalf("round %d: security.capability after an unprivileged write: %v, want ENODATA", round, err)
 		}
 	}
 	e.CheckReplay()
