@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -74,9 +73,7 @@ func TestPosixACLsMatchTheKernel(t *testing.T) {
 	self, err := os.ReadFile(os.Args[0])
 	must(t, err)
 	must(t, os.WriteFile(bin, self, 0o755))
-	for d := filepath.Dir(bin); d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		must(t, os.Chmod(d, 0o755))
-	}
+	openParents(t, filepath.Dir(bin))
 	run := func(t *testing.T, dir string) []string {
 		var out []string
 		for _, s := range steps {
@@ -84,7 +81,7 @@ func TestPosixACLsMatchTheKernel(t *testing.T) {
 			cmd.Dir = dir
 			cmd.Env = append(os.Environ(), "PBFS_TEST_BIN="+bin)
 			if s.user {
-				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+				asUser1000(cmd)
 			}
 			o, err := cmd.CombinedOutput()
 			res := strings.ReplaceAll(string(o), dir, "DIR")
@@ -104,18 +101,14 @@ func TestPosixACLsMatchTheKernel(t *testing.T) {
 		return out
 	}
 	plain := t.TempDir()
-	for d := plain; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		must(t, os.Chmod(d, 0o755))
-	}
+	openParents(t, plain)
 	if _, err := unix.Getxattr(plain, "system.posix_acl_access", nil); errors.Is(err, unix.ENOTSUP) {
 		t.Skip("the temporary directory's file system keeps no POSIX ACLs")
 	}
 	seed(t, plain)
 	want := run(t, plain)
 	e := fstest.Setup(t, mount.Config{AllowOther: true}, func(vol string) { seed(t, vol) })
-	for d := e.Dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		must(t, os.Chmod(d, 0o755))
-	}
+	openParents(t, e.Dir)
 	got := run(t, e.Vol)
 	for i := range want {
 		if got[i] != want[i] {

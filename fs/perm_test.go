@@ -90,6 +90,12 @@ func openParents(t *testing.T, dir string) {
 	}
 }
 
+// asUser1000 makes cmd run as uid and gid 1000, with no supplementary
+// groups.
+func asUser1000(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+}
+
 // mountOptions returns the mount options /proc/mounts shows for dir.
 func mountOptions(t *testing.T, dir string) string {
 	t.Helper()

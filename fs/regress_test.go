@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -258,16 +257,14 @@ func TestWriteByOwnerClearsSetuid(t *testing.T) {
 			unix.Chmod(p, 0o6755)
 		})
 		// t.TempDir's directories are 0700; let uid 1000 through.
-		for d := e.Dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-			must(t, os.Chmod(d, 0o755))
-		}
+		openParents(t, e.Dir)
 		// The kernel caches the setuid mode first; after the write, a statx
 		// that asks for the mode alone must not be answered from that cache.
 		var sx unix.Statx_t
 		must(t, unix.Statx(unix.AT_FDCWD, filepath.Join(e.Vol, "prog"), 0, unix.STATX_MODE, &sx))
 		cmd := exec.Command("/bin/sh", "-c", "printf 'echo hi\\n' >> prog")
 		cmd.Dir = e.Vol
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
+		asUser1000(cmd)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("write as uid 1000: %v\n%s", err, out)
 		}
@@ -370,7 +367,7 @@ func TestKillPrivMatchesTheKernel(t *testing.T) {
 			cmd := exec.Command("/bin/sh", "-c", s.sh)
 			cmd.Dir = dir
 			if !strings.HasPrefix(s.name, "root-") {
-				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+				asUser1000(cmd)
 			}
 			if o, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("%s as uid 1000: %v\n%s", s.sh, err, o)
@@ -383,15 +380,11 @@ func TestKillPrivMatchesTheKernel(t *testing.T) {
 	}
 	plain := t.TempDir()
 	must(t, os.Chmod(plain, 0o777))
-	for d := plain; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		must(t, os.Chmod(d, 0o755))
-	}
+	openParents(t, plain)
 	want := run(t, plain)
 	eachMount(t, mount.Config{AllowOther: true}, func(t *testing.T, cfg mount.Config) {
 		e := fstest.Setup(t, cfg, func(vol string) { os.Chmod(vol, 0o777) })
-		for d := e.Dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-			must(t, os.Chmod(d, 0o755))
-		}
+		openParents(t, e.Dir)
 		got := run(t, e.Vol)
 		for _, s := range steps {
 			if got[s.name] != want[s.name] {
@@ -430,9 +423,7 @@ func TestChownNoChangeUpdatesCtime(t *testing.T) {
 // skip the removal), and the replica follows.
 func TestUnprivilegedWriteDropsCapabilities(t *testing.T) {
 	e := fstest.Setup(t, mount.Config{AllowOther: true}, func(vol string) { os.Chmod(vol, 0o777) })
-	for d := e.Dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		must(t, os.Chmod(d, 0o755))
-	}
+	openParents(t, e.Dir)
 	p := filepath.Join(e.Vol, "prog")
 	must(t, os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755))
 	must(t, os.Chown(p, 1000, 1000))
@@ -442,7 +433,7 @@ func TestUnprivilegedWriteDropsCapabilities(t *testing.T) {
 		for i := 0; i < 2; i++ {
 			cmd := exec.Command("/bin/sh", "-c", "echo x >> prog")
 			cmd.Dir = e.Vol
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+			asUser1000(cmd)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("write as uid 1000: %v\n%s", err, out)
 			}
