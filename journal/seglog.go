@@ -26,6 +26,7 @@ type batchLog struct {
 	segs  []*segFile   // oldest first
 	index []recLoc     // index[i] is seq first+i
 	first uint64
+	hot   recent // the newest bodies appended (recent.go)
 
 	wmu      sync.Mutex // serializes writes and syncs
 	w        *os.File   // the newest segment, open for writing; changed under mu and wmu
@@ -216,6 +217,9 @@ func (l *batchLog) append(first uint64, bodies [][]byte, sync bool) error {
 		l.first = first
 	}
 	l.index = append(l.index, locs...)
+	for i, b := range bodies {
+		l.hot.add(first+uint64(i), b)
+	}
 	l.wseg.end, l.wseg.n = off, l.wseg.n+len(locs)
 	l.wcap = max(l.wcap, off)
 	l.mu.Unlock()
@@ -308,12 +312,16 @@ func (l *batchLog) syncLocked() error {
 	return nil
 }
 
-// get returns the body of seq.
+// get returns the body of seq. A body appended lately is shared with
+// other readers: it must not be modified.
 func (l *batchLog) get(seq uint64) ([]byte, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if seq < l.first || seq-l.first >= uint64(len(l.index)) {
 		return nil, fmt.Errorf("get batch %d: %w", seq, ErrNotFound)
+	}
+	if b := l.hot.get(seq); b != nil {
+		return b, nil
 	}
 	loc := l.index[seq-l.first]
 	buf := make([]byte, loc.n)

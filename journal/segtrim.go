@@ -64,6 +64,7 @@ func (l *batchLog) replace(fill func(put func(seq uint64, body []byte) error) er
 	defer l.wmu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.hot.reset()
 	l.closeWriter()
 	err := rewriteLog(l.dir, l.log, fill)
 	nl, oerr := openBatchLog(l.dir, false, l.log, l.room)

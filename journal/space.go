@@ -109,10 +109,20 @@ func fsSize(dir string) int64 {
 	return int64(st.Blocks) * st.Bsize
 }
 
+// admitMargin is how far above the reserve the last read, less what was
+// appended since, must leave an append for admit to take it without a
+// statfs: far from the reserve the free space is read every
+// spaceCheckEvery, near it before every append.
+const admitMargin = 32 << 20
+
 // admit reports whether need more bytes still leave the reserve free. A
 // statfs that fails says nothing, and the write goes ahead (and fails on
 // its own if it must).
 func (sp *space) admit(need int64) error {
+	if time.Now().UnixNano()-sp.checked.Load() < int64(spaceCheckEvery) && !sp.refused.Load() &&
+		sp.free.Load()-need >= sp.reserveNow.Load()+admitMargin {
+		return nil
+	}
 	free, reserve, ok := sp.read()
 	if !ok || free-need >= reserve {
 		sp.refused.Store(false)
@@ -123,6 +133,10 @@ func (sp *space) admit(need int64) error {
 	return fmt.Errorf("%w: %d bytes free on %s, %d to write and %d to keep in reserve: %w",
 		ErrJournalFull, free, sp.dir, need, reserve, syscall.ENOSPC)
 }
+
+// used counts n bytes appended since the last read: they came out of the
+// batch log's slack or the file system's free space.
+func (sp *space) used(n int64) { sp.free.Add(-n) }
 
 // writable reports ErrJournalFull while the file system, less the
 // unjournaled bytes still to come, is below the reserve (free space is

@@ -208,11 +208,13 @@ func (s *Store) Append(ops []Op, created time.Time, written uint64, more bool) (
 	if err := s.space.admit(int64(len(buf))); err != nil {
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
 	}
-	err = s.bl.append(b.Seq, [][]byte{buf}, !s.lazy)
-	s.space.read() // before the caller stops counting the batch as to come
-	if err != nil {
+	// The free space drops by the batch before the caller stops counting
+	// it as to come (Writable).
+	if err := s.bl.append(b.Seq, [][]byte{buf}, !s.lazy); err != nil {
+		s.space.read()
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
 	}
+	s.space.used(recHdrSize + int64(len(buf)))
 	if s.lazy {
 		s.dirty.Store(true)
 	}
@@ -242,7 +244,8 @@ func (s *Store) Sync() error {
 // Syncs counts the flushes Sync made.
 func (s *Store) Syncs() uint64 { return s.syncs.Load() }
 
-// Get returns the encoded batch seq.
+// Get returns the encoded batch seq. The newest batches are served from
+// memory and shared by every reader: the caller must not modify the bytes.
 func (s *Store) Get(seq uint64) ([]byte, error) { return s.bl.get(seq) }
 
 // Scan calls fn with every stored batch from seq from on, in order, with
@@ -291,6 +294,7 @@ func (s *Store) AppendEncoded(encs [][]byte) (Header, error) {
 		if err := s.bl.append(last.Seq+1-uint64(len(encs)), encs, true); err != nil {
 			return s.last, fmt.Errorf("append batches: %w", err)
 		}
+		s.space.used(int64(need + recHdrSize*len(encs)))
 	}
 	if last.Seq != s.last.Seq {
 		s.setLast(last)
