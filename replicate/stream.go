@@ -98,20 +98,27 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 	// alive (a raw stream's primary gives up after rawSilence without one).
 	heartbeat := time.NewTicker(b.heartbeat)
 	defer heartbeat.Stop()
+	acks := &acker{stream: stream, b: b, delay: time.NewTimer(time.Hour)}
+	acks.delay.Stop()
+	defer acks.delay.Stop()
 	for {
 		var encs [][]byte
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-heartbeat.C:
-			if err := b.sendAck(stream); err != nil {
+			if err := acks.send(); err != nil {
 				return err
 			}
 			continue
 		case <-progressed:
-			// Report apply progress even when no batch arrives.
 			progressed = b.appliedChanged()
-			if err := b.sendAck(stream); err != nil {
+			if err := acks.applied(); err != nil {
+				return err
+			}
+			continue
+		case <-acks.delay.C:
+			if err := acks.send(); err != nil {
 				return err
 			}
 			continue
@@ -151,7 +158,7 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 		default:
 		}
 		progressed = b.appliedChanged()
-		if err := b.sendAck(stream); err != nil {
+		if err := acks.send(); err != nil {
 			return err
 		}
 		if testHookAcked != nil {
@@ -199,10 +206,48 @@ func (l *lockedStream) Send(m *replpb.BackupMsg) error {
 // testHookAcked, set by tests, runs after the ack that follows a store.
 var testHookAcked func(*Backup)
 
-func (b *Backup) sendAck(stream backupStream) error {
-	return stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Ack{Ack: &replpb.Ack{
-		DurableSeq: b.store.Last().Seq, AppliedSeq: b.applied.Load(), Stalled: b.stalled.Load(),
+// appliedAckDelay is how long apply progress may wait for an ack to
+// carry it before it is sent on its own (a variable for tests).
+var appliedAckDelay = 10 * time.Millisecond
+
+// acker sends a stream's acks. Every ack carries the durable and the
+// applied seq; an apply's progress alone waits up to appliedAckDelay for
+// the next batch's ack to carry it, so that a steady stream of batches
+// costs one ack each, not two. A stall is reported at once.
+type acker struct {
+	stream      backupStream
+	b           *Backup
+	delay       *time.Timer // armed while progress waits to be sent
+	armed       bool
+	sentApplied uint64
+}
+
+// applied notes that the applied seq advanced (or the backup stalled).
+func (a *acker) applied() error {
+	if a.b.stalled.Load() {
+		return a.send()
+	}
+	if !a.armed && a.b.applied.Load() > a.sentApplied {
+		a.armed = true
+		a.delay.Reset(appliedAckDelay)
+	}
+	return nil
+}
+
+// send sends an ack now, with whatever progress waited.
+func (a *acker) send() error {
+	if a.armed {
+		a.armed = false
+		a.delay.Stop()
+	}
+	applied := a.b.applied.Load()
+	err := a.stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Ack{Ack: &replpb.Ack{
+		DurableSeq: a.b.store.Last().Seq, AppliedSeq: applied, Stalled: a.b.stalled.Load(),
 	}}})
+	if err == nil {
+		a.sentApplied = applied
+	}
+	return err
 }
 
 // admit checks a primary's Hello: volume and epoch. A new primary session

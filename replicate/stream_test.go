@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -104,5 +105,55 @@ func TestIncompleteGroupIsNotApplied(t *testing.T) {
 	}
 	if data, err := os.ReadFile(filepath.Join(vol, "d", "f")); err != nil || string(data) != "whole" {
 		t.Fatalf("after the group: %q %v", data, err)
+	}
+}
+
+// TestOneAckPerBatch: a primary that waits for each batch's ack before it
+// sends the next (a closed loop of barriers) gets one ack per batch, the
+// apply progress riding on the next batch's ack, and the last batch's
+// apply is still reported on its own within appliedAckDelay.
+func TestOneAckPerBatch(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			_, addr, _ := startBackup(t)
+			s := tr.dial(t, addr, "right")
+			if m := hello(t, s, 1); m.GetWelcome() == nil {
+				t.Fatalf("hello: %v", m)
+			}
+			const n = 40
+			acks := 0
+			var prev uint32
+			var last *replpb.Ack
+			for seq := uint64(1); seq <= n; seq++ {
+				var msg *replpb.PrimaryMsg
+				msg, prev = batch(t, seq, 1, prev, journal.Op{Kind: journal.KindMkdir, Path: fmt.Sprintf("d%d", seq), Mode: 0o755})
+				if err := s.Send(msg); err != nil {
+					t.Fatal(err)
+				}
+				for last == nil || last.DurableSeq < seq {
+					m, err := s.Recv()
+					if err != nil || m.GetAck() == nil {
+						t.Fatalf("batch %d: %v %v", seq, m, err)
+					}
+					acks++
+					last = m.GetAck()
+				}
+			}
+			start := time.Now()
+			for last.AppliedSeq < n {
+				m, err := s.Recv()
+				if err != nil || m.GetAck() == nil {
+					t.Fatalf("waiting for batch %d to be reported applied: %v %v", n, m, err)
+				}
+				acks++
+				last = m.GetAck()
+			}
+			if waited := time.Since(start); waited > time.Second {
+				t.Errorf("the last apply was reported after %v", waited)
+			}
+			if acks > n+2 {
+				t.Errorf("%d acks for %d batches, want about one each", acks, n)
+			}
+		})
 	}
 }
