@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/replicate"
 )
@@ -42,7 +43,11 @@ type Config struct {
 	// runs before it stops serving as one. Both see PBFS_NODE, PBFS_ROLE,
 	// PBFS_EPOCH and PBFS_VOLUME.
 	OnPromote, OnDemote string
-	Logger              *slog.Logger
+	// BackupTimerSlack is the process's timer slack while it serves as a
+	// backup (internal/timerslack; 0: the kernel's default). The primary
+	// role runs with the kernel's default.
+	BackupTimerSlack time.Duration
+	Logger           *slog.Logger
 }
 
 // DefaultTTL is the primary's lease unless configured: long enough to
@@ -139,6 +144,7 @@ func (n *Node) Close() error { return n.cli.Close() }
 func (n *Node) Run(ctx context.Context) error {
 	go n.keepMember(ctx)
 	for ctx.Err() == nil {
+		n.timerSlack(n.cfg.BackupTimerSlack)
 		won, err := n.serveBackup(ctx)
 		if err != nil {
 			n.log.Error("backup role failed; retrying", "err", err)
@@ -150,11 +156,23 @@ func (n *Node) Run(ctx context.Context) error {
 		if !won {
 			continue
 		}
+		n.timerSlack(0)
 		if err := n.servePrimary(ctx); err != nil {
 			n.log.Error("primary role ended", "err", err)
 		}
 	}
 	return nil
+}
+
+// timerSlack sets the process's timer slack for the role about to start;
+// a failure costs only CPU, and is logged.
+func (n *Node) timerSlack(d time.Duration) {
+	if n.cfg.BackupTimerSlack <= 0 {
+		return // never changed
+	}
+	if err := timerslack.Set(d); err != nil {
+		n.log.Info("timer slack left as it was", "err", err)
+	}
 }
 
 // Abort forces a primary's stop that waits for the service (a second

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/internal/timerslack"
+)
+
+// slacks returns the timer slack of every thread of process pid.
+func slacks(t *testing.T, pid int) map[string]time.Duration {
+	t.Helper()
+	tids, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]time.Duration{}
+	for _, tid := range tids {
+		b, err := os.ReadFile("/proc/" + tid.Name() + "/timerslack_ns")
+		if err != nil {
+			continue // exited
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[tid.Name()] = time.Duration(ns)
+	}
+	return out
+}
+
+// TestBackupTimerSlack: a backup runs every thread, those it started
+// while replicating included, with --timer-slack (1 ms unless told), and
+// replicates as before; --timer-slack 0 leaves the kernel's default; the
+// primary keeps the default.
+func TestBackupTimerSlack(t *testing.T) {
+	if err := timerslack.Set(0); err != nil {
+		t.Skipf("this test process cannot set timer slacks: %v", err)
+	}
+	c := fstest.NewCluster(t, 2, nil)
+	c.Backups[1].Args = append(c.Backups[1].Args, "--timer-slack", "0")
+	stopBackup(c.Backups[1])
+	c.StartBackup(c.Backups[1])
+	for i := range 50 {
+		must(t, os.WriteFile(filepath.Join(c.Vol, fmt.Sprint("f", i)), bytes.Repeat([]byte{byte(i)}, 9000), 0o644))
+		c.Barrier()
+	}
+	c.WaitApplied(c.Barrier())
+	c.RequireConverged()
+	for i, want := range []time.Duration{time.Millisecond, timerslack.Default} {
+		got := slacks(t, c.Backups[i].Cmd.Process.Pid)
+		for tid, d := range got {
+			if d != want {
+				t.Errorf("backup %d thread %s: slack %v, want %v", i, tid, d, want)
+			}
+		}
+		if len(got) < 3 {
+			t.Errorf("backup %d: only %d threads seen", i, len(got))
+		}
+	}
+	for tid, d := range slacks(t, c.Primary.Cmd.Process.Pid) {
+		if d != timerslack.Default {
+			t.Errorf("primary thread %s: slack %v, want the default", tid, d)
+		}
+	}
+}

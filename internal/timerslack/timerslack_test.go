@@ -1,0 +1,91 @@
+package timerslack
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// slackOf reads thread tid's timer slack.
+func slackOf(t *testing.T, tid string) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + tid + "/timerslack_ns")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return -1 // exited
+		}
+		t.Fatal(err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ns)
+}
+
+// onNewThreads reports the slack seen by n goroutines, each locked to a
+// thread of its own while the others hold theirs, so the runtime starts
+// threads for them.
+func onNewThreads(t *testing.T, n int) []time.Duration {
+	t.Helper()
+	var wg sync.WaitGroup
+	hold := make(chan struct{})
+	out := make([]time.Duration, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			d, err := Get()
+			if err != nil {
+				t.Error(err)
+			}
+			out[i] = d
+			<-hold
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(hold)
+	wg.Wait()
+	return out
+}
+
+// TestSetEveryThread: Set reaches every thread the process has and every
+// thread it starts later, and Set(0) brings back the kernel's default.
+func TestSetEveryThread(t *testing.T) {
+	const want = 1500 * time.Microsecond
+	if err := Set(want); errors.Is(err, ErrPermission) {
+		t.Skip("needs CAP_SYS_NICE")
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Set(0) })
+	tids, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tid := range tids {
+		if got := slackOf(t, tid.Name()); got != want && got != -1 {
+			t.Errorf("thread %s: slack %v, want %v", tid.Name(), got, want)
+		}
+	}
+	for i, got := range onNewThreads(t, 8) {
+		if got != want {
+			t.Errorf("new thread %d: slack %v, want %v", i, got, want)
+		}
+	}
+	if err := Set(0); err != nil {
+		t.Fatal(err)
+	}
+	for i, got := range onNewThreads(t, 4) {
+		if got != Default {
+			t.Errorf("after Set(0), thread %d: slack %v, want %v", i, got, Default)
+		}
+	}
+}
