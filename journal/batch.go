@@ -212,7 +212,11 @@ func Decode(buf []byte) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Batch{Epoch: h.Epoch, Seq: h.Seq, Created: h.Created, Prev: h.Prev, Written: uint64(h.Written), More: h.More(), Ops: ops}, nil
+	return batchOf(h, ops), nil
+}
+
+func batchOf(h Header, ops []Op) *Batch {
+	return &Batch{Epoch: h.Epoch, Seq: h.Seq, Created: h.Created, Prev: h.Prev, Written: uint64(h.Written), More: h.More(), Ops: ops}
 }
 
 func decode(buf []byte, wantOps bool) (Header, []Op, error) {
@@ -225,7 +229,13 @@ func decode(buf []byte, wantOps bool) (Header, []Op, error) {
 	}
 	body := buf[HeaderSize:]
 	if h.Flags&FlagZstd != 0 {
-		body, err = decompress(body, int(h.RawLen))
+		var scratch *[]byte
+		if !wantOps {
+			// Nothing of the body is kept: decompress into a pooled buffer.
+			scratch = getRaw(int(h.RawLen))
+			defer putRaw(scratch)
+		}
+		body, err = decompress(body, int(h.RawLen), scratch)
 		if err != nil {
 			return h, nil, fmt.Errorf("decode batch %d: %w", h.Seq, err)
 		}

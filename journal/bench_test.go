@@ -25,3 +25,41 @@ func BenchmarkEncode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecode checks and decodes what BenchmarkEncode seals, as a
+// backup does for every batch it receives (Verify) and applies (Decode).
+func BenchmarkDecode(b *testing.B) {
+	for _, size := range []struct {
+		name  string
+		pages int
+	}{{"4KiB", 1}, {"800KiB", 200}} {
+		r := rand.NewChaCha8([32]byte{1})
+		var ops []Op
+		for i := 0; i < size.pages; i++ {
+			p := make([]byte, 4096)
+			r.Read(p[:2048])
+			ops = append(ops, Op{Kind: KindWrite, Fid: 7, Path: "db/wal", Offset: uint64(i) * 4096, Data: p})
+		}
+		enc, _, err := Encode(&Batch{Epoch: 1, Seq: 1, Created: time.Unix(1, 0), Ops: ops})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, f := range []struct {
+			name string
+			fn   func([]byte) error
+		}{
+			{"Verify", func(e []byte) error { _, err := Verify(e); return err }},
+			{"Decode", func(e []byte) error { _, err := Decode(e); return err }},
+		} {
+			b.Run(size.name+"/"+f.name, func(b *testing.B) {
+				b.SetBytes(int64(size.pages * 4096))
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := f.fn(enc); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -19,8 +19,19 @@ var (
 
 func compress(dst, raw []byte) []byte { return zenc.EncodeAll(raw, dst) }
 
-func decompress(stored []byte, rawLen int) ([]byte, error) {
-	out, err := zdec.DecodeAll(stored, make([]byte, 0, rawLen))
+// decompress decompresses stored, of rawLen bytes uncompressed, into a new
+// buffer, or into *scratch (which it updates) if scratch is not nil.
+func decompress(stored []byte, rawLen int, scratch *[]byte) ([]byte, error) {
+	var dst []byte
+	if scratch != nil {
+		dst = (*scratch)[:0]
+	} else {
+		dst = make([]byte, 0, rawLen)
+	}
+	out, err := zdec.DecodeAll(stored, dst)
+	if scratch != nil {
+		*scratch = out[:0]
+	}
 	if err != nil {
 		return nil, fmt.Errorf("zstd: %v: %w", err, ErrCorrupt)
 	}

@@ -180,9 +180,12 @@ func (b *Backup) applyOne(seq uint64, run func(*journal.Batch) error) error {
 	return b.applyDecoded(seq, batch, run)
 }
 
-// batch reads and decodes batch seq from the journal; size is its encoded
-// length.
+// batch returns batch seq, decoded, as the stream stored it or else read
+// from the journal; size is its encoded length.
 func (b *Backup) batch(seq uint64) (*journal.Batch, int64, error) {
+	if batch, size := b.decoded.take(seq); batch != nil {
+		return batch, size, nil
+	}
 	enc, err := b.store.Get(seq)
 	if err != nil {
 		return nil, 0, err

@@ -75,6 +75,7 @@ type Backup struct {
 	log     *slog.Logger
 	store   *journal.Store
 	applier *apply.Applier
+	decoded decodedBatches // stored by the stream, for the apply loop
 	mark    *applyMark
 	prog    *progress // applied and applying, durable (progress.go)
 	lock    *os.File  // the volume, flocked for the life of the backup

@@ -128,6 +128,7 @@ func (b *Backup) beginResync(start *replpb.ResyncStart) error {
 	}
 	b.stalled.Store(true) // stops the apply loop
 	b.resyncs.Add(1)      // and drops its window
+	b.decoded.reset()
 	if err := b.store.SetMetaUint("stalled", start.Seq+1); err != nil {
 		return err
 	}
@@ -191,6 +192,7 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 	if err := b.store.Reset(anchor); err != nil {
 		return err
 	}
+	b.decoded.reset()
 	if start.Epoch > b.store.Epoch() {
 		if err := b.store.SetEpoch(start.Epoch); err != nil {
 			return err

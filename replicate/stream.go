@@ -316,7 +316,8 @@ func (b *Backup) store1(sessionEpoch uint64, encs [][]byte) *replpb.BackupMsg {
 			return reject(replpb.Reject_CORRUPT, epoch, "%v", err)
 		}
 	}
-	if _, err := b.store.AppendEncoded(encs); err != nil {
+	batches, _, err := b.store.AppendDecoded(encs)
+	if err != nil {
 		code, label := replpb.Reject_STORAGE, "storage"
 		switch {
 		case errors.Is(err, journal.ErrChain):
@@ -328,9 +329,10 @@ func (b *Backup) store1(sessionEpoch uint64, encs [][]byte) *replpb.BackupMsg {
 		b.log.Error("refused batches", "err", err)
 		return reject(code, epoch, "%v", err)
 	}
-	for _, enc := range encs {
-		if h, _ := journal.DecodeHeader(enc); !h.More() {
-			b.complete.Store(h.Seq)
+	b.decoded.put(batches, encs)
+	for _, bt := range batches {
+		if !bt.More {
+			b.complete.Store(bt.Seq)
 		}
 	}
 	return nil
