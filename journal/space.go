@@ -109,20 +109,11 @@ func fsSize(dir string) int64 {
 	return int64(st.Blocks) * st.Bsize
 }
 
-// admitMargin is how far above the reserve the last read, less what was
-// appended since, must leave an append for admit to take it without a
-// statfs: far from the reserve the free space is read every
-// spaceCheckEvery, near it before every append.
-const admitMargin = 32 << 20
-
-// admit reports whether need more bytes still leave the reserve free. A
-// statfs that fails says nothing, and the write goes ahead (and fails on
-// its own if it must).
+// admit reports whether need more bytes still leave the reserve free, as
+// the file system says now: something else may have taken the space since
+// the last read. A statfs that fails says nothing, and the write goes
+// ahead (and fails on its own if it must).
 func (sp *space) admit(need int64) error {
-	if time.Now().UnixNano()-sp.checked.Load() < int64(spaceCheckEvery) && !sp.refused.Load() &&
-		sp.free.Load()-need >= sp.reserveNow.Load()+admitMargin {
-		return nil
-	}
 	free, reserve, ok := sp.read()
 	if !ok || free-need >= reserve {
 		sp.refused.Store(false)
