@@ -95,6 +95,12 @@ func Encode(b *Batch) ([]byte, Header, error) {
 	}
 	out := make([]byte, HeaderSize, HeaderSize+len(raw)/2+64)
 	out = compress(out, raw)
+	if cap(out) > 2*len(out)+4096 {
+		// Compressed far below the guess: the batch is kept a while
+		// (the journal's newest are served from memory), so not in a
+		// buffer many times its size.
+		out = append([]byte(nil), out...)
+	}
 	flags := FlagZstd
 	if b.More {
 		flags |= FlagMore

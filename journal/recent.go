@@ -4,8 +4,9 @@ package journal
 // so that reading them back just after the append costs no pread and no
 // copy: a primary's shippers, one per backup, read every batch it seals,
 // and a backup's applier every batch it stores. It holds at most
-// recentSlots records and recentBytes of them; a body above a quarter of
-// that is not kept. The bodies are shared by every reader, who must not
+// recentSlots records and recentBytes of memory for them (counted by
+// capacity: a body keeps its whole buffer alive); a body above a quarter
+// of that is not kept. The bodies are shared by every reader, who must not
 // modify them. Its owner's lock guards it.
 type recent struct {
 	slots [recentSlots]recentRec
@@ -32,11 +33,11 @@ func (r *recent) add(seq uint64, body []byte) {
 		r.lo = seq
 	}
 	r.hi = seq
-	if len(body) > recentBytes/4 {
+	if cap(body) > recentBytes/4 {
 		body = nil
 	}
 	s := &r.slots[seq%recentSlots]
-	r.bytes += len(body) - len(s.body)
+	r.bytes += cap(body) - cap(s.body)
 	*s = recentRec{seq: seq, body: body}
 	for r.lo < seq && (r.bytes > recentBytes || seq-r.lo >= recentSlots) {
 		r.drop(r.lo)
@@ -46,7 +47,7 @@ func (r *recent) add(seq uint64, body []byte) {
 
 func (r *recent) drop(seq uint64) {
 	if s := &r.slots[seq%recentSlots]; s.seq == seq {
-		r.bytes -= len(s.body)
+		r.bytes -= cap(s.body)
 		*s = recentRec{}
 	}
 }

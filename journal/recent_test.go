@@ -25,6 +25,16 @@ func TestRecentBounds(t *testing.T) {
 	if r.bytes != recentSlots*100 {
 		t.Fatalf("bytes %d, want %d", r.bytes, recentSlots*100)
 	}
+	// A small body in a large buffer counts as its buffer.
+	wide := make([]byte, 10, recentBytes/8)
+	r.add(recentSlots+11, wide)
+	if r.bytes != (recentSlots-1)*100+recentBytes/8 {
+		t.Fatalf("bytes %d after a 10-byte body in a %d-byte buffer", r.bytes, recentBytes/8)
+	}
+	r.reset()
+	for seq := uint64(1); seq <= recentSlots+10; seq++ {
+		r.add(seq, body(seq, 100))
+	}
 
 	big := recentBytes / 4
 	next := uint64(recentSlots + 11)
@@ -73,5 +83,18 @@ func TestRecentServesAppends(t *testing.T) {
 	enc, err := st.Get(20)
 	if err != nil || !bytes.Equal(enc, encs[20]) {
 		t.Fatalf("batch 20 after reopen: %v", err)
+	}
+}
+
+// TestEncodeIsCompact: a batch that compresses far below its size comes
+// out in a buffer near its size, since the journal keeps the newest in
+// memory.
+func TestEncodeIsCompact(t *testing.T) {
+	enc, _, err := Encode(&Batch{Seq: 1, Ops: []Op{{Kind: KindWrite, Path: "f", Data: make([]byte, 4<<20)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cap(enc) > 2*len(enc)+4096 {
+		t.Fatalf("%d encoded bytes in a buffer of %d", len(enc), cap(enc))
 	}
 }

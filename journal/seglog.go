@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,6 +37,9 @@ type batchLog struct {
 	dirDirty bool       // a segment was named since dir was last synced
 
 	spare *spare
+	// rotations counts segments started (a new segment's preallocation
+	// changes what the file system and the log's slack add up to).
+	rotations atomic.Uint64
 }
 
 // openBatchLog opens the log in dir (which must exist), cutting a torn
@@ -286,6 +290,7 @@ func (l *batchLog) rotate(first uint64) error {
 	}
 	l.w, l.wseg, l.wcap, l.kicked, l.dirDirty = f, seg, fileSize(f), 0, true
 	l.mu.Unlock()
+	l.rotations.Add(1)
 	return nil
 }
 

@@ -209,12 +209,18 @@ func (s *Store) Append(ops []Op, created time.Time, written uint64, more bool) (
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
 	}
 	// The free space drops by the batch before the caller stops counting
-	// it as to come (Writable).
-	if err := s.bl.append(b.Seq, [][]byte{buf}, !s.lazy); err != nil {
+	// it as to come (Writable): by what it wrote, or, when it started a
+	// segment, as the file system says.
+	rot := s.bl.rotations.Load()
+	err = s.bl.append(b.Seq, [][]byte{buf}, !s.lazy)
+	if err != nil || s.bl.rotations.Load() != rot {
 		s.space.read()
+	} else {
+		s.space.used(recHdrSize + int64(len(buf)))
+	}
+	if err != nil {
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
 	}
-	s.space.used(recHdrSize + int64(len(buf)))
 	if s.lazy {
 		s.dirty.Store(true)
 	}
