@@ -9,23 +9,27 @@ import (
 // decodedBatches hands the batches a backup's stream decoded while
 // storing them to the apply loop, which would otherwise read each one
 // back from the journal and decompress and parse it a second time. It
-// holds at most decodedMaxBytes of encoded batches, in seq order; past
-// that, or for a batch it no longer holds, the apply loop reads the
-// journal as before.
+// holds at most decodedMaxBytes of them, decoded, in seq order; past that,
+// or for a batch it no longer holds, the apply loop reads the journal as
+// before. A stalled backup keeps none.
 type decodedBatches struct {
 	mu    sync.Mutex
 	held  []decodedBatch // seq ascending
-	bytes int64
+	bytes int64          // decoded bytes held
 }
 
 type decodedBatch struct {
 	batch *journal.Batch
 	size  int64 // encoded length
+	mem   int64 // decoded bytes held
 }
 
-// decodedMaxBytes bounds what decodedBatches holds, by encoded size (what
-// it holds decoded is up to a few times that for compressible data).
-const decodedMaxBytes = 8 << 20
+// decodedMaxBytes bounds the decoded bytes decodedBatches holds (a batch
+// keeps its whole decompressed body), and decodedMaxBatches their number.
+const (
+	decodedMaxBytes   = 32 << 20
+	decodedMaxBatches = 1024
+)
 
 // put keeps the batches just stored, with their encoded sizes. Batches the
 // apply loop never took (it was stalled) are dropped, oldest first, to
@@ -37,20 +41,30 @@ func (d *decodedBatches) put(batches []*journal.Batch, encs [][]byte) {
 		if n := len(d.held); n > 0 && b.Seq <= d.held[n-1].batch.Seq {
 			d.held, d.bytes = nil, 0 // the journal started over
 		}
-		size := int64(len(encs[i]))
-		if size > decodedMaxBytes/4 {
+		size, mem := int64(len(encs[i])), decodedMem(b)
+		if mem > decodedMaxBytes/4 {
 			continue
 		}
-		for d.bytes+size > decodedMaxBytes && len(d.held) > 0 {
+		for len(d.held) > 0 && (d.bytes+mem > decodedMaxBytes || len(d.held) >= decodedMaxBatches) {
 			d.pop()
 		}
-		d.held = append(d.held, decodedBatch{batch: b, size: size})
-		d.bytes += size
+		d.held = append(d.held, decodedBatch{batch: b, size: size, mem: mem})
+		d.bytes += mem
 	}
 }
 
+// decodedMem is about what batch b keeps in memory: its data, its paths
+// and a little per op.
+func decodedMem(b *journal.Batch) int64 {
+	n := int64(64 * len(b.Ops))
+	for i := range b.Ops {
+		n += int64(len(b.Ops[i].Data) + len(b.Ops[i].Path))
+	}
+	return n
+}
+
 func (d *decodedBatches) pop() {
-	d.bytes -= d.held[0].size
+	d.bytes -= d.held[0].mem
 	d.held[0] = decodedBatch{}
 	d.held = d.held[1:]
 }

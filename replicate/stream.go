@@ -329,7 +329,9 @@ func (b *Backup) store1(sessionEpoch uint64, encs [][]byte) *replpb.BackupMsg {
 		b.log.Error("refused batches", "err", err)
 		return reject(code, epoch, "%v", err)
 	}
-	b.decoded.put(batches, encs)
+	if !b.stalled.Load() { // a stalled backup applies nothing until a resync
+		b.decoded.put(batches, encs)
+	}
 	for _, bt := range batches {
 		if !bt.More {
 			b.complete.Store(bt.Seq)
