@@ -71,6 +71,9 @@ type Node struct {
 
 	won       *won // the term this node won, for servePrimary
 	firstTerm bool // no term was decided before this node's backup role began
+	// slackLogged: a failure to set the timer slack was logged (Run's
+	// goroutine only).
+	slackLogged bool
 
 	mu        sync.Mutex
 	mounted   *mount.Mount // while primary
@@ -170,8 +173,9 @@ func (n *Node) timerSlack(d time.Duration) {
 	if n.cfg.BackupTimerSlack <= 0 {
 		return // never changed
 	}
-	if err := timerslack.Set(d); err != nil {
-		n.log.Info("timer slack left as it was", "err", err)
+	if err := timerslack.Set(d); err != nil && !n.slackLogged {
+		n.slackLogged = true
+		n.log.Info("timer slack left at the kernel's default", "err", err)
 	}
 }
 

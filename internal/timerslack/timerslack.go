@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -30,16 +31,28 @@ const Default = 50 * time.Microsecond
 // to set another thread's timer slack.
 var ErrPermission = errors.New("setting the timer slack of other threads needs CAP_SYS_NICE")
 
+// ErrUnsupported: the kernel has no /proc/<tid>/timerslack_ns (before 4.6).
+var ErrUnsupported = errors.New("this kernel cannot set another thread's timer slack")
+
 // Set sets the timer slack of every thread of the process to d (0 or less:
 // Default). A thread inherits its creator's slack, so threads started
 // later get it too. Threads that start while it runs are set by a further
-// pass, up to a few.
+// pass, up to a few. It changes no thread, the caller's included, when it
+// returns ErrPermission or ErrUnsupported.
 func Set(d time.Duration) error {
 	if d <= 0 {
 		d = Default
 	}
+	// The caller's own thread goes last: the kernel lets any thread set
+	// its own slack, and a refusal for the others must leave it as it was.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	self := strconv.Itoa(unix.Gettid())
+	if _, err := os.Stat("/proc/" + self + "/timerslack_ns"); err != nil {
+		return fmt.Errorf("set timer slack: %w", ErrUnsupported)
+	}
 	val := []byte(strconv.FormatInt(d.Nanoseconds(), 10))
-	done := map[string]bool{}
+	done := map[string]bool{self: true}
 	for pass := 0; pass < 5; pass++ {
 		tids, err := os.ReadDir("/proc/self/task")
 		if err != nil {
@@ -51,22 +64,29 @@ func Set(d time.Duration) error {
 				continue
 			}
 			fresh++
-			// /proc/<tid> names any thread of any process; the task
-			// directory's entries have no timerslack_ns of their own.
-			err := os.WriteFile("/proc/"+t.Name()+"/timerslack_ns", val, 0)
-			switch {
-			case errors.Is(err, os.ErrNotExist):
-				// The thread exited.
-			case errors.Is(err, os.ErrPermission):
-				return fmt.Errorf("set timer slack: %w", ErrPermission)
-			case err != nil:
-				return fmt.Errorf("set timer slack of thread %s: %w", t.Name(), err)
+			if err := write(t.Name(), val); err != nil {
+				return err
 			}
 			done[t.Name()] = true
 		}
 		if fresh == 0 {
-			return nil
+			break
 		}
+	}
+	return write(self, val)
+}
+
+// write sets thread tid's slack to val. /proc/<tid> names any thread of
+// any process; the task directory's entries have no timerslack_ns.
+func write(tid string, val []byte) error {
+	err := os.WriteFile("/proc/"+tid+"/timerslack_ns", val, 0)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil // the thread exited
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("set timer slack: %w", ErrPermission)
+	case err != nil:
+		return fmt.Errorf("set timer slack of thread %s: %w", tid, err)
 	}
 	return nil
 }

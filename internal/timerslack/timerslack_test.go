@@ -3,10 +3,13 @@ package timerslack
 import (
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -87,5 +90,47 @@ func TestSetEveryThread(t *testing.T) {
 		if got != Default {
 			t.Errorf("after Set(0), thread %d: slack %v, want %v", i, got, Default)
 		}
+	}
+}
+
+// TestSetWithoutPrivilege: without CAP_SYS_NICE, Set says so and leaves
+// every thread as it was, the caller's own included (the kernel would let
+// that one change). Run as uid 1000 in a child of the test binary.
+func TestSetWithoutPrivilege(t *testing.T) {
+	if os.Getenv("PBFS_TIMERSLACK_CHILD") == "1" {
+		err := Set(time.Millisecond)
+		if !errors.Is(err, ErrPermission) {
+			t.Fatalf("Set without CAP_SYS_NICE: %v, want ErrPermission", err)
+		}
+		for i, got := range onNewThreads(t, 4) {
+			if got != Default {
+				t.Fatalf("thread %d: slack %v after a refused Set", i, got)
+			}
+		}
+		return
+	}
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a child as another user")
+	}
+	// A copy of the test binary that uid 1000 can reach and run.
+	dir := t.TempDir()
+	for d := dir; d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "timerslack.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestSetWithoutPrivilege$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "PBFS_TIMERSLACK_CHILD=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child as uid 1000: %v\n%s", err, out)
 	}
 }
