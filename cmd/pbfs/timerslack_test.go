@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,15 +22,10 @@ func slacks(t *testing.T, pid int) map[string]time.Duration {
 	}
 	out := map[string]time.Duration{}
 	for _, tid := range tids {
-		b, err := os.ReadFile("/proc/" + tid.Name() + "/timerslack_ns")
-		if err != nil {
-			continue // exited
-		}
-		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[tid.Name()] = time.Duration(ns)
+		n, _ := strconv.Atoi(tid.Name())
+		if d, err := timerslack.Of(n); err == nil {
+			out[tid.Name()] = d
+		} // else it exited
 	}
 	return out
 }

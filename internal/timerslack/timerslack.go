@@ -19,6 +19,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -89,6 +90,20 @@ func write(tid string, val []byte) error {
 		return fmt.Errorf("set timer slack of thread %s: %w", tid, err)
 	}
 	return nil
+}
+
+// Of returns thread tid's timer slack (of this or another process);
+// os.ErrNotExist when the thread is gone.
+func Of(tid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/timerslack_ns")
+	if err != nil {
+		return 0, fmt.Errorf("read timer slack: %w", err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("read timer slack of thread %d: %w", tid, err)
+	}
+	return time.Duration(ns), nil
 }
 
 // Get returns the calling thread's timer slack (for tests and logs).

@@ -14,21 +14,21 @@ import (
 	"time"
 )
 
-// slackOf reads thread tid's timer slack.
+// slackOf reads thread tid's timer slack; -1 if it exited.
 func slackOf(t *testing.T, tid string) time.Duration {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + tid + "/timerslack_ns")
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return -1 // exited
-		}
-		t.Fatal(err)
-	}
-	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	n, err := strconv.Atoi(tid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return time.Duration(ns)
+	d, err := Of(n)
+	if errors.Is(err, os.ErrNotExist) {
+		return -1
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // onNewThreads reports the slack seen by n goroutines, each locked to a
