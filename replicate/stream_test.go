@@ -157,3 +157,34 @@ func TestOneAckPerBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestStallIsReportedAtOnce: a batch the backup cannot apply stalls it,
+// and the primary hears so at once, not at the next heartbeat.
+func TestStallIsReportedAtOnce(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			_, addr, _ := startBackup(t)
+			s := tr.dial(t, addr, "right")
+			if m := hello(t, s, 1); m.GetWelcome() == nil {
+				t.Fatalf("hello: %v", m)
+			}
+			msg, _ := batch(t, 1, 1, 0, journal.Op{Kind: journal.KindRename, Path: "missing", Path2: "other"})
+			start := time.Now()
+			if err := s.Send(msg); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				m, err := s.Recv()
+				if err != nil {
+					t.Fatalf("stream ended before the stall was reported: %v", err)
+				}
+				if m.GetAck().GetStalled() {
+					break
+				}
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("the stall was reported after %v", took)
+			}
+		})
+	}
+}
