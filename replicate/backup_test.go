@@ -29,6 +29,18 @@ func startBackup(t *testing.T) (*Backup, string, string) {
 // alone, as backups from before the raw stream did.
 func startBackupWith(t *testing.T, grpcOnly bool) (*Backup, string, string) {
 	t.Helper()
+	return startBackupOpts(t, grpcOnly, heartbeatEvery)
+}
+
+// startBackupHeartbeat serves a backup whose streams ack at least every
+// beat.
+func startBackupHeartbeat(t *testing.T, beat time.Duration) (*Backup, string, string) {
+	t.Helper()
+	return startBackupOpts(t, false, beat)
+}
+
+func startBackupOpts(t *testing.T, grpcOnly bool, beat time.Duration) (*Backup, string, string) {
+	t.Helper()
 	dir := t.TempDir()
 	vol := filepath.Join(dir, "vol")
 	os.Mkdir(vol, 0o755)
@@ -37,6 +49,7 @@ func startBackupWith(t *testing.T, grpcOnly bool) (*Backup, string, string) {
 		t.Fatal(err)
 	}
 	b.grpcOnly = grpcOnly
+	b.heartbeat = beat
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pbfs/pbfs/journal"
@@ -25,9 +26,14 @@ type backupStream interface {
 	Recv() (*replpb.PrimaryMsg, error)
 }
 
-// Stream serves one primary over gRPC.
+// Stream serves one primary over gRPC. As a raw stream's, its session
+// outlives a failed stream until serveStream returns, so that batches
+// acked as received are still stored (keepReceived); the stream's failure
+// shows in its Recv and Send.
 func (b *Backup) Stream(stream replpb.Replication_StreamServer) error {
-	return b.serveStream(stream.Context(), stream)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	return b.serveStream(ctx, stream)
 }
 
 // serveStream serves one primary: Hello, Welcome, then batches in and
@@ -63,6 +69,7 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 	}
 	incoming := make(chan *replpb.Batch, 4)
 	recvErr := make(chan error, 1)
+	var ackedSeq atomic.Uint64 // the newest batch acked as received
 	go func() {
 		// Every way out reports on recvErr before incoming closes, so the
 		// loop below never waits for an error that will not come.
@@ -81,10 +88,12 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 			// At ack level memory the ack goes out from here, while the
 			// loop below may still be storing earlier batches.
 			if hello.AckReceived {
-				if err := b.ackReceived(stream, hello.Epoch, [][]byte{bt.Encoded}); err != nil {
+				seq, err := b.ackReceived(stream, hello.Epoch, [][]byte{bt.Encoded})
+				if err != nil {
 					recvErr <- err
 					return
 				}
+				ackedSeq.Store(max(ackedSeq.Load(), seq))
 			}
 			select {
 			case incoming <- bt:
@@ -101,6 +110,15 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 	acks := &acker{stream: stream, b: b, delay: time.NewTimer(time.Hour)}
 	acks.delay.Stop()
 	defer acks.delay.Stop()
+	// A stream that fails while batches it acked as received (ack level
+	// memory) wait unstored stores them first: the primary may have
+	// counted those acks, and may be gone.
+	ended := func(err error) error {
+		if hello.AckReceived {
+			b.keepReceived(ctx, hello.Epoch, incoming, &ackedSeq)
+		}
+		return err
+	}
 	for {
 		var encs [][]byte
 		select {
@@ -108,18 +126,18 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 			return ctx.Err()
 		case <-heartbeat.C:
 			if err := acks.send(); err != nil {
-				return err
+				return ended(err)
 			}
 			continue
 		case <-progressed:
 			progressed = b.appliedChanged()
 			if err := acks.applied(); err != nil {
-				return err
+				return ended(err)
 			}
 			continue
 		case <-acks.delay.C:
 			if err := acks.send(); err != nil {
-				return err
+				return ended(err)
 			}
 			continue
 		case bt, ok := <-incoming:
@@ -159,7 +177,7 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 		}
 		progressed = b.appliedChanged()
 		if err := acks.send(); err != nil {
-			return err
+			return ended(err)
 		}
 		if testHookAcked != nil {
 			testHookAcked(b)
@@ -170,8 +188,9 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 // ackReceived acks batches as received once each one's checksums hold
 // and none claims a later epoch than the session's (--ack-level memory):
 // they are in this backup's memory, durable a moment later. A batch that
-// fails the checks is left to store1, which refuses it.
-func (b *Backup) ackReceived(stream backupStream, epoch uint64, encs [][]byte) error {
+// fails the checks is left to store1, which refuses it. It returns the
+// seq acked (0: none).
+func (b *Backup) ackReceived(stream backupStream, epoch uint64, encs [][]byte) (uint64, error) {
 	var last uint64
 	for _, enc := range encs {
 		h, err := journal.Verify(enc)
@@ -181,14 +200,54 @@ func (b *Backup) ackReceived(stream backupStream, epoch uint64, encs [][]byte) e
 		last = h.Seq
 	}
 	if last == 0 {
-		return nil
+		return 0, nil
 	}
 	// Only received_seq: the durable seq is the store's, whose lock an
 	// earlier batch's append may hold for as long as the disk takes, and
 	// the primary keeps the highest it was told anyway.
-	return stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Ack{Ack: &replpb.Ack{
+	err := stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Ack{Ack: &replpb.Ack{
 		AppliedSeq: b.applied.Load(), Stalled: b.stalled.Load(), ReceivedSeq: last,
 	}}})
+	if err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
+// keepReceivedFor bounds how long a failed stream waits for the batches it
+// acked as received to come out of its receiver.
+const keepReceivedFor = 2 * time.Second
+
+// keepReceived stores, after the session's stream failed, the batches it
+// acked as received up to *acked that are not yet durable, as they come
+// out of incoming. A newer session (ctx ended) stores nothing of ours: its
+// primary resends what this backup lacks.
+func (b *Backup) keepReceived(ctx context.Context, epoch uint64, incoming <-chan *replpb.Batch, acked *atomic.Uint64) {
+	deadline := time.NewTimer(keepReceivedFor)
+	defer deadline.Stop()
+	kept := 0
+wait:
+	for b.store.Last().Seq < acked.Load() && ctx.Err() == nil {
+		select {
+		case bt, ok := <-incoming:
+			if !ok {
+				break wait
+			}
+			if rej := b.store1(epoch, [][]byte{bt.Encoded}); rej != nil {
+				b.log.Error("a batch acked as received could not be stored after the stream failed", "err", rej.GetReject().GetReason())
+				return
+			}
+			kept++
+		case <-deadline.C:
+			break wait
+		}
+	}
+	if kept > 0 {
+		b.log.Info("stored the batches acked as received after the stream failed", "batches", kept, "durable_seq", b.store.Last().Seq)
+	}
+	if last, want := b.store.Last().Seq, acked.Load(); last < want {
+		b.log.Error("batches acked as received are not stored: the stream ended before they came out of it", "durable_seq", last, "acked_seq", want)
+	}
 }
 
 // lockedStream serializes Send, which gRPC does not allow concurrently.

@@ -3,10 +3,15 @@ package replicate
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
@@ -186,5 +191,95 @@ func TestStallIsReportedAtOnce(t *testing.T) {
 				t.Errorf("the stall was reported after %v", took)
 			}
 		})
+	}
+}
+
+// TestReceivedBatchesOutliveTheStream: at ack level memory, batches the
+// backup acked as received are stored even when the stream fails before
+// it got to them (the primary may have counted the acks and died).
+func TestReceivedBatchesOutliveTheStream(t *testing.T) {
+	for _, tr := range []struct {
+		name string
+		// open returns a stream and a way to break it as a dead primary would.
+		open func(t *testing.T, addr string) (primaryStream, func())
+	}{
+		{"raw", func(t *testing.T, addr string) (primaryStream, func()) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			t.Cleanup(cancel)
+			d := rawDialer{addr: addr, token: "right", silence: rawSilence}
+			fc, err := d.dial(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rawPrimaryStream{fc, d.silence}, func() {
+				fc.c.(*net.TCPConn).SetLinger(0) // a reset
+				fc.c.Close()
+			}
+		}},
+		{"grpc", func(t *testing.T, addr string) (primaryStream, func()) {
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithPerRPCCredentials(tokenCreds{token: "right"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			s, err := replpb.NewReplicationClient(conn).Stream(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, func() { cancel(); conn.Close() }
+		}},
+	} {
+		t.Run(tr.name, func(t *testing.T) { testReceivedOutliveTheStream(t, tr.open) })
+	}
+}
+
+func testReceivedOutliveTheStream(t *testing.T, open func(t *testing.T, addr string) (primaryStream, func())) {
+	stored1, hold := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookAcked = func(*Backup) { once.Do(func() { close(stored1); <-hold }) }
+	t.Cleanup(func() { testHookAcked = nil })
+	// A heartbeat due whenever the store loop looks: the failed stream
+	// shows first there, half the time, with batches still queued.
+	b, addr, _ := startBackupHeartbeat(t, time.Millisecond)
+	s, breakStream := open(t, addr)
+	if err := s.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{VolumeId: "vol-1", Epoch: 1, AckReceived: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("hello: %v %v", m, err)
+	}
+	var prev uint32
+	send := func(seq uint64) {
+		var msg *replpb.PrimaryMsg
+		msg, prev = batch(t, seq, 1, prev, journal.Op{Kind: journal.KindMkdir, Path: fmt.Sprintf("d%d", seq), Mode: 0o755})
+		if err := s.Send(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1)
+	<-stored1 // the backup's store loop now waits in the hook
+	for seq := uint64(2); seq <= 7; seq++ {
+		send(seq)
+	}
+	// Four wait in the receiver's queue and a fifth in its hands: six
+	// acked as received, none stored.
+	for received := uint64(0); received < 6; {
+		m, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		received = max(received, m.GetAck().GetReceivedSeq())
+	}
+	breakStream()
+	close(hold)
+	deadline := time.Now().Add(5 * time.Second)
+	for b.Status().DurableSeq < 6 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := b.Status().DurableSeq; got < 6 {
+		t.Fatalf("durable seq %d after the stream failed: batches acked as received were dropped", got)
 	}
 }
