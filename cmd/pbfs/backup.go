@@ -126,9 +126,11 @@ func backupCommand() *cli.Command {
 				log.Error("serving stopped", "err", serr)
 			}
 			stopControl()
+			// Read once it closed: its streams store until then.
+			cerr := b.Close()
 			st := b.Status()
-			if err := b.Close(); err != nil {
-				return cli.Exit("backup: "+err.Error(), 1)
+			if cerr != nil {
+				return cli.Exit("backup: "+cerr.Error(), 1)
 			}
 			log.Info("backup stopped", "durable_seq", st.DurableSeq, "applied_seq", st.AppliedSeq)
 			if serr != nil {
