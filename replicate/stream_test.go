@@ -113,6 +113,18 @@ func TestIncompleteGroupIsNotApplied(t *testing.T) {
 	}
 }
 
+// welcomed starts a backup and opens a stream to it with dial, past its
+// Welcome.
+func welcomed(t *testing.T, dial func(t *testing.T, addr, token string) primaryStream) (*Backup, primaryStream) {
+	t.Helper()
+	b, addr, _ := startBackup(t)
+	s := dial(t, addr, "right")
+	if m := hello(t, s, 1); m.GetWelcome() == nil {
+		t.Fatalf("hello: %v", m)
+	}
+	return b, s
+}
+
 // TestOneAckPerBatch: a primary that waits for each batch's ack before it
 // sends the next (a closed loop of barriers) gets one ack per batch, the
 // apply progress riding on the next batch's ack, and the last batch's
@@ -120,11 +132,7 @@ func TestIncompleteGroupIsNotApplied(t *testing.T) {
 func TestOneAckPerBatch(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			_, addr, _ := startBackup(t)
-			s := tr.dial(t, addr, "right")
-			if m := hello(t, s, 1); m.GetWelcome() == nil {
-				t.Fatalf("hello: %v", m)
-			}
+			_, s := welcomed(t, tr.dial)
 			const n = 40
 			acks := 0
 			var prev uint32
@@ -168,11 +176,7 @@ func TestOneAckPerBatch(t *testing.T) {
 func TestStallIsReportedAtOnce(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			_, addr, _ := startBackup(t)
-			s := tr.dial(t, addr, "right")
-			if m := hello(t, s, 1); m.GetWelcome() == nil {
-				t.Fatalf("hello: %v", m)
-			}
+			_, s := welcomed(t, tr.dial)
 			msg, _ := batch(t, 1, 1, 0, journal.Op{Kind: journal.KindRename, Path: "missing", Path2: "other"})
 			start := time.Now()
 			if err := s.Send(msg); err != nil {
