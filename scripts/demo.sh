@@ -14,10 +14,25 @@ mkdir -p "$vol" "$bvol"
 echo "hello from before the mount" >"$vol/existing"
 # The backup starts empty: the primary resyncs it from the live volume.
 export PBFS_TOKEN=demo-$RANDOM$RANDOM
-port=$((20000 + RANDOM % 20000))
 
-"$bin" backup --listen "127.0.0.1:$port" --journal "$bjdir" "$bvol" 2>"$work/backup.log" &
-bpid=$!
+# The backup listens on a port below the kernel's ephemeral range (which
+# other programs' connections and listeners take from), another one if
+# that port is taken all the same.
+low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+[ "$low" -gt 11000 ] || low=32768
+for try in 1 2 3 4 5; do
+	port=$((10000 + RANDOM % (low - 10000)))
+	"$bin" backup --listen "127.0.0.1:$port" --journal "$bjdir" "$bvol" 2>"$work/backup.log" &
+	bpid=$!
+	for _ in $(seq 200); do
+		kill -0 "$bpid" 2>/dev/null || break
+		grep -q "backup serving" "$work/backup.log" && break
+		sleep 0.05
+	done
+	kill -0 "$bpid" 2>/dev/null && break
+	echo "(the backup could not start on port $port: $(tail -n 1 "$work/backup.log"))"
+	[ "$try" -lt 5 ] || exit 1
+done
 "$bin" mount --journal "$jdir" --backup "127.0.0.1:$port" --ack all "$vol" 2>"$work/primary.log" &
 pid=$!
 cleanup() {
@@ -32,7 +47,11 @@ mkdir -p "$vol/db"
 for i in $(seq 20); do echo "row $i" >>"$vol/db/table"; done
 mv "$vol/existing" "$vol/db/renamed"
 ln "$vol/db/table" "$vol/table-link"
-seq=$("$bin" barrier --journal "$jdir")
+seq=$("$bin" barrier --journal "$jdir") || {
+	echo "the barrier failed; the end of the logs:"
+	tail -n 15 "$work/backup.log" "$work/primary.log"
+	exit 1
+}
 echo "== pbfs barrier returned seq $seq: durable on the backup"
 "$bin" journal ls --journal "$jdir"
 for _ in $(seq 100); do diff -r "$vol" "$bvol" >/dev/null 2>&1 && break; sleep 0.05; done
