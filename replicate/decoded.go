@@ -53,14 +53,10 @@ func (d *decodedBatches) put(batches []*journal.Batch, encs [][]byte) {
 	}
 }
 
-// decodedMem is about what batch b keeps in memory: its data, its paths
-// and a little per op.
+// decodedMem is about what batch b keeps in memory: its data, and a
+// little per op for the op and its paths.
 func decodedMem(b *journal.Batch) int64 {
-	n := int64(64 * len(b.Ops))
-	for i := range b.Ops {
-		n += int64(len(b.Ops[i].Data) + len(b.Ops[i].Path))
-	}
-	return n
+	return int64(b.DataBytes()) + 256*int64(len(b.Ops))
 }
 
 func (d *decodedBatches) pop() {
