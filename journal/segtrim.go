@@ -72,7 +72,7 @@ func (l *batchLog) replace(fill func(put func(seq uint64, body []byte) error) er
 		l.segs, l.index = nil, nil
 		return errors.Join(err, fmt.Errorf("reopen batch log: %w", oerr))
 	}
-	l.segs, l.index, l.first, l.w, l.wseg, l.wcap, l.dirDirty, l.spare = nl.segs, nl.index, nl.first, nl.w, nl.wseg, nl.wcap, false, nl.spare
+	l.segs, l.index, l.first, l.w, l.wseg, l.wcap, l.wlimit, l.dirDirty, l.spare = nl.segs, nl.index, nl.first, nl.w, nl.wseg, nl.wcap, nl.wlimit, false, nl.spare
 	return err
 }
 

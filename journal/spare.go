@@ -21,7 +21,8 @@ const spareFile = "spare"
 // append to and fdatasync (about 170 µs against 265 µs for blocks only
 // fallocated on this machine's disk: converting an unwritten extent
 // commits the file system's journal). It is filled in the background once
-// the current segment is half full, or is a segment retention freed.
+// the current segment is half full or a segment began without one
+// (batchLog.begin), or is a segment retention freed.
 type spare struct {
 	dir  string
 	log  *slog.Logger
@@ -116,31 +117,41 @@ func (s *spare) fill(size int64) {
 // errStopped: the log closed while a spare was being filled.
 var errStopped = errors.New("stopped")
 
-// writeZeros writes a file of size zero bytes, paced: each MiB is
-// written back and waited for, then the disk is left to other writes for
-// a moment, so that the barriers' device flushes never queue behind many
-// MiB of zeros.
+// writeZeros writes a file of size zero bytes, paced (zeroRange).
 func writeZeros(path string, size int64, stop *atomic.Bool, filled *atomic.Int64) error {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	return zeroRange(f, 0, size, zeroPause, stop, filled)
+}
+
+// zeroRange writes zeros over [off, off+size) of f and syncs f. Each MiB
+// is written back and waited for, then the disk is left to other writes
+// for pause, so that the barriers' device flushes never queue behind many
+// MiB of zeros. stop (nil: never) ends it early with errStopped; filled
+// (nil: not kept) counts the bytes written.
+func zeroRange(f *os.File, off, size int64, pause time.Duration, stop *atomic.Bool, filled *atomic.Int64) error {
 	const chunk = 1 << 20
-	zeros := make([]byte, chunk)
-	for off := int64(0); off < size; off += chunk {
-		if stop.Load() {
+	zeros := make([]byte, min(chunk, size))
+	for end := off + size; off < end; off += chunk {
+		if stop != nil && stop.Load() {
 			return errStopped
 		}
-		n, err := f.WriteAt(zeros[:min(chunk, size-off)], off)
-		filled.Add(int64(n))
+		n, err := f.WriteAt(zeros[:min(chunk, end-off)], off)
+		if filled != nil {
+			filled.Add(int64(n))
+		}
 		if err != nil {
 			return err
 		}
 		if err := unix.SyncFileRange(int(f.Fd()), off, int64(n), unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER); err != nil {
 			return err
 		}
-		time.Sleep(zeroPause)
+		if pause > 0 {
+			time.Sleep(pause)
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("sync: %w", err)
