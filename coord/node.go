@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/pbfs/pbfs/internal/procs"
 	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/replicate"
@@ -47,7 +48,11 @@ type Config struct {
 	// backup (internal/timerslack; 0: the kernel's default). The primary
 	// role runs with the kernel's default.
 	BackupTimerSlack time.Duration
-	Logger           *slog.Logger
+	// BackupProcs is how many threads run the process's Go code while it
+	// serves as a backup (internal/procs; 0: never changed). The primary
+	// role runs with Go's default.
+	BackupProcs int
+	Logger      *slog.Logger
 }
 
 // DefaultTTL is the primary's lease unless configured: long enough to
@@ -147,7 +152,7 @@ func (n *Node) Close() error { return n.cli.Close() }
 func (n *Node) Run(ctx context.Context) error {
 	go n.keepMember(ctx)
 	for ctx.Err() == nil {
-		n.timerSlack(n.cfg.BackupTimerSlack)
+		n.schedule(true)
 		won, err := n.serveBackup(ctx)
 		if err != nil {
 			n.log.Error("backup role failed; retrying", "err", err)
@@ -159,7 +164,7 @@ func (n *Node) Run(ctx context.Context) error {
 		if !won {
 			continue
 		}
-		n.timerSlack(0)
+		n.schedule(false)
 		if err := n.servePrimary(ctx); err != nil {
 			n.log.Error("primary role ended", "err", err)
 		}
@@ -167,11 +172,23 @@ func (n *Node) Run(ctx context.Context) error {
 	return nil
 }
 
-// timerSlack sets the process's timer slack for the role about to start;
-// a failure costs only CPU, and is logged.
-func (n *Node) timerSlack(d time.Duration) {
+// schedule sets the process's timer slack and Go procs for the role
+// about to start (a backup's, or a primary's defaults); a failure costs
+// only CPU, and is logged once.
+func (n *Node) schedule(backup bool) {
+	if n.cfg.BackupProcs > 0 {
+		p := 0
+		if backup {
+			p = n.cfg.BackupProcs
+		}
+		n.log.Debug("go procs set", "procs", procs.Set(p), "backup", backup)
+	}
 	if n.cfg.BackupTimerSlack <= 0 {
 		return // never changed
+	}
+	d := time.Duration(0)
+	if backup {
+		d = n.cfg.BackupTimerSlack
 	}
 	if err := timerslack.Set(d); err != nil && !n.slackLogged {
 		n.slackLogged = true

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,16 +32,17 @@ func slacks(t *testing.T, pid int) map[string]time.Duration {
 	return out
 }
 
-// TestBackupTimerSlack: a backup runs every thread, those it started
+// TestBackupScheduling: a backup runs every thread, those it started
 // while replicating included, with --timer-slack (1 ms unless told), and
-// replicates as before; --timer-slack 0 leaves the kernel's default; the
-// primary keeps the default.
-func TestBackupTimerSlack(t *testing.T) {
+// its Go code on --procs threads (1 unless told), and replicates as
+// before; --timer-slack 0 leaves the kernel's default and --procs 0 Go's;
+// the primary keeps the defaults.
+func TestBackupScheduling(t *testing.T) {
 	if err := timerslack.Set(0); err != nil {
 		t.Skipf("this test process cannot set timer slacks: %v", err)
 	}
 	c := fstest.NewCluster(t, 2, nil)
-	c.Backups[1].Args = append(c.Backups[1].Args, "--timer-slack", "0")
+	c.Backups[1].Args = append(c.Backups[1].Args, "--timer-slack", "0", "--procs", "0")
 	stopBackup(c.Backups[1])
 	c.StartBackup(c.Backups[1])
 	for i := range 50 {
@@ -57,6 +60,13 @@ func TestBackupTimerSlack(t *testing.T) {
 		}
 		if len(got) < 3 {
 			t.Errorf("backup %d: only %d threads seen", i, len(got))
+		}
+	}
+	if os.Getenv("GOMAXPROCS") == "" { // else the backups keep it
+		for i, want := range []string{`procs=1 timer_slack=1ms`, fmt.Sprintf("procs=%d timer_slack=0s", runtime.GOMAXPROCS(0))} {
+			if out := c.Backups[i].Out.String(); !strings.Contains(out, `msg="scheduled as a backup" `+want) {
+				t.Errorf("backup %d did not log %q:\n%s", i, want, out)
+			}
 		}
 	}
 	for tid, d := range slacks(t, c.Primary.Cmd.Process.Pid) {
