@@ -5,7 +5,10 @@
 //   - plain:  a plain directory, clients talking to nginx directly;
 //   - pbfs-N: a pbfs mount replicating to N backups (--ack all), clients
 //     going through the http-proxy plugin (every response held for its
-//     barrier).
+//     barrier);
+//   - pbfs-N-direct: the same mount, clients talking to nginx directly:
+//     no output commit, so not a setup to run a service on, but it tells
+//     the storage's cost from the proxy's.
 //
 // Each scenario gets a fresh site with 200 seeded posts. A closed loop of
 // -clients editors finds its peak; then an open-loop Poisson client posts
@@ -51,7 +54,7 @@ func main() {
 	quick := flag.Bool("quick", false, "10 s per measurement instead of 30 s")
 	flag.StringVar(&cfg.bin, "bin", "bin/pbfs", "pbfs binary")
 	flag.StringVar(&cfg.proxy, "proxy", "bin/http-proxy", "http-proxy plugin binary")
-	flag.StringVar(&scenarios, "scenarios", "plain,pbfs-0,pbfs-1,pbfs-2,pbfs-2-delay,semisync", "scenarios to run, plain first (pbfs-N-delay: 0.5 ms added each way on every backup's link; semisync: MariaDB's semi-sync replication to two replicas)")
+	flag.StringVar(&scenarios, "scenarios", "plain,pbfs-0,pbfs-1,pbfs-2,pbfs-2-delay,semisync", "scenarios to run, plain first (pbfs-N-delay: 0.5 ms added each way on every backup's link; pbfs-N-direct: clients talk to nginx directly, without the proxy and its output commit, which shows the storage's own cost; semisync: MariaDB's semi-sync replication to two replicas)")
 	flag.StringVar(&fractions, "fractions", "0.5,0.7,0.9", "offered loads of the open-loop points, as fractions of plain's peak")
 	flag.IntVar(&cfg.clients, "clients", 8, "editors in the closed loop that finds the peak")
 	flag.IntVar(&cfg.posts, "posts", 200, "posts seeded and edited round-robin")
@@ -75,7 +78,7 @@ func main() {
 		cfg.fractions = append(cfg.fractions, v)
 	}
 	for _, s := range cfg.scenarios {
-		if _, _, perr := report.ParseScenario(s); perr != nil && s != semisyncScenario {
+		if _, _, perr := report.ParseScenario(strings.TrimSuffix(s, directSuffix)); perr != nil && s != semisyncScenario {
 			err = perr
 		}
 	}
@@ -107,7 +110,7 @@ func run(ctx context.Context, cfg config, fsName string) error {
 	rep := &wpReport{cfg: cfg, start: time.Now(), load0: benchproc.LoadAvg(), commit: benchproc.Commit(), fs: fsName}
 	var plainPeak float64
 	for _, name := range cfg.scenarios {
-		n, delay, _ := report.ParseScenario(name)
+		n, delay, _ := report.ParseScenario(strings.TrimSuffix(name, directSuffix))
 		if name == semisyncScenario {
 			n = -1 // no pbfs: plain directories, clients direct
 		}

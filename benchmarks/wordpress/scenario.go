@@ -42,6 +42,9 @@ type scenarioRun struct {
 	verified string
 }
 
+// directSuffix names a pbfs scenario whose clients bypass the proxy.
+const directSuffix = "-direct"
+
 // runScenario sets up a fresh site on the scenario's storage, seeds it,
 // measures the peak and the open-loop points, and tears it down.
 func runScenario(ctx context.Context, cfg config, name string, backups int, delay time.Duration, plainPeak float64) (*scenarioRun, error) {
@@ -102,16 +105,23 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 		if admin, err = benchproc.FreeAddr(); err != nil {
 			return fail(err)
 		}
+		args := []string{"--admin", admin, "--plugin", "http-proxy=" + cfg.proxy,
+			"--plugin-config", fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s", proxy, nginx)}
+		direct := strings.HasSuffix(name, directSuffix)
+		if direct {
+			args = args[:2]
+		}
 		c, err := benchproc.StartCluster(ctx, benchproc.ClusterConfig{Bin: cfg.bin, Dir: dir, Vol: vol,
-			Backups: backups, Delay: delay, Env: env, Args: []string{"--admin", admin, "--plugin", "http-proxy=" + cfg.proxy,
-				"--plugin-config", fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s", proxy, nginx)}})
+			Backups: backups, Delay: delay, Env: env, Args: args})
 		procs = append(procs, c.Procs...)
 		defer c.Close() // after cleanup: the mount stops first
 		if err != nil {
 			return fail(err)
 		}
 		mount, bk, cluster = c.Mount, c.Backups, c
-		target = "http://" + proxy
+		if !direct {
+			target = "http://" + proxy
+		}
 	}
 	replicas := 0
 	if name == semisyncScenario {
@@ -121,7 +131,7 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	if err != nil {
 		return fail(err)
 	}
-	if mount != nil {
+	if mount != nil && target != "http://"+nginx {
 		if err := benchproc.WaitListening(ctx, mount, strings.TrimPrefix(target, "http://")); err != nil {
 			return fail(err)
 		}
