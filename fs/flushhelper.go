@@ -7,12 +7,16 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/internal/timerslack"
 )
 
 // The daemon never makes a request of its own mount itself: a thread of
@@ -31,8 +35,25 @@ const helperEnv = "PBFS_FS_FLUSH_HELPER"
 
 func init() {
 	if dir := os.Getenv(helperEnv); dir != "" {
+		quietHelper()
 		os.Exit(runFlushHelper(dir, os.Stdin, os.Stdout))
 	}
+}
+
+// helperSlack is the flush helper's timer slack.
+const helperSlack = time.Millisecond
+
+// quietHelper has the Go runtime of the helper, one goroutine making
+// blocking system calls, wake as little as it can: one P, and a timer
+// slack that lets the kernel merge its monitor thread's 20 us sleeps with
+// other wake-ups. The helper waits on no timer, only on its pipe and the
+// mount, so the slack delays nothing a round waits for. Measured per round
+// on a barrier loop: 0.16-0.22 ms of the helper's CPU and 9-10 context
+// switches before, 0.12-0.15 ms and 7.5-8 after. Without the privilege to
+// set the slack (CAP_SYS_NICE) it runs as before.
+func quietHelper() {
+	runtime.GOMAXPROCS(1)
+	timerslack.Set(helperSlack)
 }
 
 // runFlushHelper answers each byte read from in with one round on the
