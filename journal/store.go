@@ -119,6 +119,11 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		WithNumCompactors(2).
 		WithDetectConflicts(false).
 		WithMetricsEnabled(false)
+	if !o.ReadOnly {
+		if err := removeEmptyLogs(dir, log); err != nil {
+			return nil, fmt.Errorf("open journal %s: %w", dir, err)
+		}
+	}
 	db, err := badger.Open(opts)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") || strings.Contains(err.Error(), "resource temporarily unavailable") {
