@@ -57,10 +57,9 @@ func (s *Store) appendEncoded(encs [][]byte, keep bool) ([]*Batch, Header, error
 		last = h
 	}
 	if len(encs) > 0 {
-		if err := s.bl.append(last.Seq+1-uint64(len(encs)), encs, true); err != nil {
+		if err := s.appendLog(last.Seq+1-uint64(len(encs)), encs, true); err != nil {
 			return nil, s.last, fmt.Errorf("append batches: %w", err)
 		}
-		s.space.used(int64(need + recHdrSize*len(encs)))
 	}
 	if last.Seq != s.last.Seq {
 		s.setLast(last)

@@ -213,17 +213,7 @@ func (s *Store) Append(ops []Op, created time.Time, written uint64, more bool) (
 	if err := s.space.admit(int64(len(buf))); err != nil {
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
 	}
-	// The free space drops by the batch before the caller stops counting
-	// it as to come (Writable): by what it wrote, or, when it started a
-	// segment, as the file system says.
-	rot := s.bl.rotations.Load()
-	err = s.bl.append(b.Seq, [][]byte{buf}, !s.lazy)
-	if err != nil || s.bl.rotations.Load() != rot {
-		s.space.read()
-	} else {
-		s.space.used(recHdrSize + int64(len(buf)))
-	}
-	if err != nil {
+	if err := s.appendLog(b.Seq, [][]byte{buf}, !s.lazy); err != nil {
 		return Header{}, 0, fmt.Errorf("append batch %d: %w", b.Seq, err)
 	}
 	if s.lazy {
@@ -231,6 +221,26 @@ func (s *Store) Append(ops []Op, created time.Time, written uint64, more bool) (
 	}
 	s.setLast(h)
 	return h, len(buf), nil
+}
+
+// appendLog appends bodies to the batch log as seqs first, first+1, ...
+// The free space drops by them before the caller stops counting them as to
+// come (Writable): by what was written, or, when the append started a
+// segment (a preallocation, a zero-filled head, a spare begun), as the file
+// system says. The caller holds mu.
+func (s *Store) appendLog(first uint64, bodies [][]byte, sync bool) error {
+	rot := s.bl.rotations.Load()
+	err := s.bl.append(first, bodies, sync)
+	if err != nil || s.bl.rotations.Load() != rot {
+		s.space.read()
+		return err
+	}
+	n := int64(0)
+	for _, b := range bodies {
+		n += recHdrSize + int64(len(b))
+	}
+	s.space.used(n)
+	return nil
 }
 
 // Sync makes every batch appended so far durable. It costs nothing when
