@@ -116,6 +116,11 @@ type Config struct {
 	// AckLevel: what a backup's ack means, disk (default) or memory
 	// (replicate.PrimaryConfig.AckLevel).
 	AckLevel string
+	// MonitorSlack, if positive, is the timer slack of the Go runtime's
+	// monitor thread while the mount runs (timerslack.KeepMonitor): the
+	// mount's CPU per request, against how late a P blocked in a system
+	// call may be handed on.
+	MonitorSlack time.Duration
 }
 
 // Mount is a running pbfs primary.

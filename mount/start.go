@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
@@ -11,9 +12,14 @@ import (
 	"github.com/pbfs/pbfs/capture"
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/fs"
+	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate"
 )
+
+// monitorCheck is how often the keeper of the monitor thread's timer slack
+// puts back threads that inherited it.
+const monitorCheck = time.Second
 
 // start builds the mount step by step; each step that leaves something
 // behind registers its undo (onUndo) first. The journal is marked open
@@ -97,6 +103,13 @@ func (m *Mount) start() error {
 	m.startRetention(ctx)
 	m.bg.Add(1)
 	go m.keepAcked(ctx)
+	if cfg.MonitorSlack > 0 {
+		m.bg.Add(1)
+		go func() {
+			defer m.bg.Done()
+			timerslack.KeepMonitor(ctx, cfg.MonitorSlack, monitorCheck, m.log)
+		}()
+	}
 	go func() {
 		m.committer.Run(ctx)
 		close(m.runDone)

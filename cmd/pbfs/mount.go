@@ -53,9 +53,13 @@ func mountFlags() []cli.Flag {
 		&cli.Uint64Flag{Name: "epoch", Usage: "start a new term: raise the journal's epoch to this before shipping (backups then refuse older primaries)"},
 		&cli.DurationFlag{Name: "degrade-after", Usage: "drop a backup that has been behind this long from the ack set, marking it stale (default: barriers wait for it)"},
 		tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], pluginFlags[0], pluginFlags[1],
-		hintFlags[0], hintFlags[1], hintFlags[2], hintFlags[3], adminFlag,
+		hintFlags[0], hintFlags[1], hintFlags[2], hintFlags[3], adminFlag, monitorSlackFlag,
 	}
 }
+
+// monitorSlackFlag: see internal/timerslack's KeepMonitor.
+var monitorSlackFlag = &cli.DurationFlag{Name: "monitor-slack", Value: time.Millisecond, EnvVars: []string{"PBFS_MONITOR_SLACK"},
+	Usage: "how late the kernel may wake the Go runtime's monitor thread, which polls every 20µs while a FUSE request is being served: a quarter less of the mount's CPU per request under WordPress; a thread blocked in a system call may then hold its P that much longer before another takes it. 0 keeps the kernel's default (50µs). Needs CAP_SYS_NICE"}
 
 // mountConfig reads mountFlags; an error is a usage error.
 func mountConfig(c *cli.Context) (mount.Config, error) {
@@ -94,6 +98,7 @@ func mountConfig(c *cli.Context) (mount.Config, error) {
 		JournalReserve: c.Int64("journal-reserve"),
 		Logger:         logger(c), Plugins: plugins, PluginLogLevel: c.String("log-level"),
 		Rules: rules, Fsync: fsync, TrustVolume: c.Bool("trust-volume"), AckLevel: c.String("ack-level"),
+		MonitorSlack: c.Duration("monitor-slack"),
 	}, nil
 }
 
