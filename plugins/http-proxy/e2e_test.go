@@ -336,12 +336,14 @@ func exec(t *testing.T, args ...string) (string, error) {
 
 // TestProxyRunsOnOneCPU: by default the proxy runs its Go code on one
 // CPU (docs/PLUGINS.md, "One CPU by default"), and procs changes it; its
-// /metrics shows that and its own CPU time.
+// /metrics shows that and its own CPU time. Its Go runtime's monitor
+// thread, and no other, has a 1 ms timer slack unless monitor-slack=0.
 func TestProxyRunsOnOneCPU(t *testing.T) {
 	for _, tc := range []struct {
-		cfg  string
-		want float64
-	}{{"", 1}, {"procs=2", 2}} {
+		cfg      string
+		want     float64
+		monitors int
+	}{{"", 1, 1}, {"procs=2", 2, 1}, {"monitor-slack=0", 1, 0}} {
 		s := newStack(t, 0, tc.cfg, nil)
 		url := "http://" + s.metrics + "/metrics"
 		if got := fstest.ScrapeSum(t, url, "go_sched_gomaxprocs_threads", ""); got != tc.want {
@@ -349,6 +351,35 @@ func TestProxyRunsOnOneCPU(t *testing.T) {
 		}
 		if cpu := fstest.ScrapeSum(t, url, "process_cpu_seconds_total", ""); cpu <= 0 {
 			t.Errorf("config %q: process_cpu_seconds_total %v, want the proxy's CPU time", tc.cfg, cpu)
+		}
+		if os.Geteuid() == 0 { // setting another thread's slack needs CAP_SYS_NICE
+			if got := slowedThreads(t, s.plugin(t).Pid, tc.monitors); got != tc.monitors {
+				t.Errorf("config %q: %d threads with a 1 ms timer slack, want %d", tc.cfg, got, tc.monitors)
+			}
+		}
+	}
+}
+
+// slowedThreads counts the threads of process pid with a 1 ms timer slack,
+// waiting up to 5 s for want of them (the monitor is looked for once the
+// proxy starts, and threads it starts inherit its slack for up to a
+// second).
+func slowedThreads(t *testing.T, pid, want int) int {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		tids, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, tid := range tids {
+			b, err := os.ReadFile("/proc/" + tid.Name() + "/timerslack_ns")
+			if err == nil && strings.TrimSpace(string(b)) == "1000000" {
+				n++
+			}
+		}
+		if n == want || time.Now().After(deadline) {
+			return n
 		}
 	}
 }
