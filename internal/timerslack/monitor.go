@@ -46,10 +46,11 @@ const monitorSamples = 200
 
 // KeepMonitor sets the timer slack of the Go runtime's monitor thread
 // (sysmon) to d and, until ctx ends, puts any other thread that inherited
-// it back to Default, every interval; then the monitor's too. Until the monitor is recognised it
-// looks for it again every interval, a few times. It returns when ctx
-// ends, or at once when the process lacks CAP_SYS_NICE or the kernel
-// cannot set another thread's slack; it logs what it did.
+// it back to Default every interval; then it puts the monitor's back too.
+// Until the monitor is recognised it looks for it again every interval, a
+// few times. It returns when ctx ends, or at once when the process lacks
+// CAP_SYS_NICE or the kernel cannot set another thread's slack; it logs
+// what it did.
 func KeepMonitor(ctx context.Context, d, interval time.Duration, log *slog.Logger) {
 	const tries = 10
 	wait := func() bool {

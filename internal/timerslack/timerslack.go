@@ -1,5 +1,6 @@
-// Package timerslack sets how late the kernel may fire the timers of every
-// thread of this process.
+// Package timerslack sets how late the kernel may fire the timers of this
+// process's threads: every thread's (Set, for backups), or only the Go
+// runtime's monitor thread's (KeepMonitor, for primaries; monitor.go).
 //
 // Go's runtime keeps a monitor thread (sysmon) that sleeps 20 µs at a
 // time for as long as any goroutine runs, and starts again at 20 µs each
