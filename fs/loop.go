@@ -175,7 +175,7 @@ func (s *Server) reader() {
 			continue
 		}
 		if left == 0 {
-			if s.concurrent(req.Hdr().Pid) {
+			if s.concurrent(callerOf(req)) {
 				s.wakeOne()
 			} else {
 				t.Reset(handoffAfter)
@@ -216,6 +216,19 @@ func (s *loop) concurrent(pid uint32) bool {
 	return now < s.poolUntil.Load()
 }
 
+// callerOf returns the thread a request counts as for concurrent: none
+// (0) for an OPENDIR of the root, which is how a flush round starts. The
+// flush helper makes it while the service's thread that asked for the
+// barrier waits, not alongside that thread's requests, and a single
+// writer taking barriers would otherwise keep the loop in pool mode, one
+// reader woken per request (its RELEASEDIR carries no caller already).
+func callerOf(req fuse.Request) uint32 {
+	if r, ok := req.(*fuse.OpenRequest); ok && r.Dir && r.Node == fuse.RootID {
+		return 0
+	}
+	return req.Hdr().Pid
+}
+
 // takeOver runs when a request has kept the only reader busy too long.
 func (s *Server) takeOver() {
 	if s.inRead.Load() == 0 {
@@ -225,6 +238,7 @@ func (s *Server) takeOver() {
 
 // wakeOne gets another reader reading: a parked one, else a new one.
 func (s *Server) wakeOne() {
+	s.m.readerWakes.Inc()
 	select {
 	case s.wake <- struct{}{}:
 		return

@@ -118,6 +118,7 @@ type metrics struct {
 	flushWait     prometheus.Histogram
 	fsyncBarrier  prometheus.Histogram
 	fsyncFailures prometheus.Counter
+	readerWakes   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -139,11 +140,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
 	})
 	m.fsyncBarrier, m.fsyncFailures = fsyncMetrics()
+	m.readerWakes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pbfs_fs_reader_wakeups_total",
+		Help: "Readers woken or started so that one reads while another serves: after a slow request, and for every request while several callers use the mount (each a thread wake-up).",
+	})
 	for k, name := range reqNames {
 		m.requests[k] = vec.WithLabelValues(name)
 	}
 	if reg != nil {
-		reg.MustRegister(vec, m.flushFailures, m.flushRepeated, m.flushCapped, m.flushWait, m.fsyncBarrier, m.fsyncFailures)
+		reg.MustRegister(vec, m.flushFailures, m.flushRepeated, m.flushCapped, m.flushWait, m.fsyncBarrier, m.fsyncFailures, m.readerWakes)
 	}
 	return m
 }

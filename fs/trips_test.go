@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -287,6 +288,38 @@ func TestFlushHelperIsQuiet(t *testing.T) {
 		if d, err := timerslack.Of(n); err == nil && d != time.Millisecond {
 			t.Errorf("flush helper thread %d: timer slack %v, want 1ms", n, d)
 		}
+	}
+}
+
+// TestOneWriterStaysOffThePool: a single thread that writes through a
+// file open read-write and takes a barrier after each write is one caller,
+// though every barrier's flush round has the flush helper open the root:
+// the request loop serves it with one reader, not as a pool that wakes
+// another reader for every request (pbfs_fs_reader_wakeups_total).
+func TestOneWriterStaysOffThePool(t *testing.T) {
+	e := fstest.Setup(t, mount.Config{}, nil)
+	// One thread, one caller: the kernel names a FUSE request's caller by
+	// its thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	fd, err := unix.Open(filepath.Join(e.Vol, "f"), unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o644)
+	must(t, err)
+	defer unix.Close(fd)
+	wakes, rounds := e.Proc.Counter("pbfs_fs_reader_wakeups_total", ""), requests(e, "open")
+	const n = 200
+	for i := range n {
+		if _, err := unix.Pwrite(fd, make([]byte, 4096), int64(i)*4096); err != nil {
+			t.Fatal(err)
+		}
+		e.Barrier()
+	}
+	if got := requests(e, "open") - rounds; got < n {
+		t.Fatalf("%d barriers made %v flush rounds", n, got)
+	}
+	// A request the only reader takes longer than 500 µs over still
+	// brings in another: allow a few on a slow machine.
+	if got := e.Proc.Counter("pbfs_fs_reader_wakeups_total", "") - wakes; got > n/5 {
+		t.Fatalf("%d writes and barriers woke %v readers, want at most %d", n, got, n/5)
 	}
 }
 
