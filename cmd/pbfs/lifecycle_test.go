@@ -60,6 +60,7 @@ func TestFailedStartLeavesJournalClean(t *testing.T) {
 		{[]string{"--ack-level", "fast"}, `ack level "fast"`},
 		{[]string{"--backup", "127.0.0.1:1", "--token", "t", "--ack-level", "fast"}, `ack level "fast"`},
 		{[]string{"--journal-reserve", "-1"}, "bad journal reserve"},
+		{[]string{"--monitor-slack", "-1ms"}, "--monitor-slack must be 0"},
 		// One backup under two names would count twice toward --ack.
 		{[]string{"--backup", "localhost:1", "--backup", "127.0.0.1:1", "--token", "t"}, "both reach 127.0.0.1:1"},
 	} {

@@ -74,6 +74,9 @@ func mountConfig(c *cli.Context) (mount.Config, error) {
 	if err := checkAdmin(c.String("admin"), adminToken(c)); err != nil {
 		return mount.Config{}, err
 	}
+	if c.Duration("monitor-slack") < 0 {
+		return mount.Config{}, errors.New("--monitor-slack must be 0 (the kernel's default) or positive")
+	}
 	var token string
 	if len(c.StringSlice("backup")) > 0 {
 		if token, err = replicate.LoadToken(c.String("token"), c.String("token-file")); err != nil {

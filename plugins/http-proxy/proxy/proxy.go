@@ -100,6 +100,9 @@ func ParseConfig(c sdk.Config) (Config, error) {
 	if cfg.MonitorSlack, err = c.Duration("monitor-slack", time.Millisecond); err != nil {
 		return cfg, err
 	}
+	if cfg.MonitorSlack < 0 {
+		return cfg, fmt.Errorf("config: monitor-slack must be 0 (the kernel's default) or positive")
+	}
 	mem, err := c.Int("spool-memory", 1<<20)
 	if err != nil {
 		return cfg, err

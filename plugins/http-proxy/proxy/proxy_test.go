@@ -323,9 +323,27 @@ func TestConfigErrors(t *testing.T) {
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "none": "static"},
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "procs": "-1"},
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "procs": "all"},
+		{"listen": "127.0.0.1:0", "upstream": "http://x", "monitor-slack": "-1ms"},
+		{"listen": "127.0.0.1:0", "upstream": "http://x", "monitor-slack": "soon"},
 	} {
 		if _, err := proxy.ParseConfig(c); err == nil {
 			t.Errorf("config %v accepted", c)
+		}
+	}
+}
+
+func TestConfigMonitorSlack(t *testing.T) {
+	for _, tc := range []struct {
+		set  string
+		want time.Duration
+	}{{"", time.Millisecond}, {"0", 0}, {"250us", 250 * time.Microsecond}} {
+		c := sdk.Config{"listen": "127.0.0.1:0", "upstream": "http://x"}
+		if tc.set != "" {
+			c["monitor-slack"] = tc.set
+		}
+		cfg, err := proxy.ParseConfig(c)
+		if err != nil || cfg.MonitorSlack != tc.want {
+			t.Errorf("monitor-slack=%q: got %v, %v; want %v", tc.set, cfg.MonitorSlack, err, tc.want)
 		}
 	}
 }
