@@ -10,6 +10,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
 )
 
@@ -373,8 +375,8 @@ func slowedThreads(t *testing.T, pid, want int) int {
 		}
 		n := 0
 		for _, tid := range tids {
-			b, err := os.ReadFile("/proc/" + tid.Name() + "/timerslack_ns")
-			if err == nil && strings.TrimSpace(string(b)) == "1000000" {
+			id, _ := strconv.Atoi(tid.Name())
+			if d, err := timerslack.Of(id); err == nil && d == time.Millisecond {
 				n++
 			}
 		}
