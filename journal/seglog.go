@@ -37,7 +37,8 @@ type batchLog struct {
 	kicked   int64      // offset in w up to which write-back was started
 	dirDirty bool       // a segment was named since dir was last synced
 
-	spare *spare
+	spare  *spare
+	direct *directTail // synced appends' O_DIRECT path (direct.go); nil: none
 	// rotations counts segments started (a new segment's preallocation
 	// changes what the file system and the log's slack add up to).
 	rotations atomic.Uint64
@@ -46,7 +47,7 @@ type batchLog struct {
 // openBatchLog opens the log in dir (which must exist), cutting a torn
 // tail off its newest segment unless ro.
 func openBatchLog(dir string, ro bool, log *slog.Logger, room func(int64) bool) (*batchLog, error) {
-	l := &batchLog{dir: dir, ro: ro, log: log, segSize: segmentSizeFor(fsSize(dir)), room: room, spare: newSpare(dir, log, room)}
+	l := &batchLog{dir: dir, ro: ro, log: log, segSize: segmentSizeFor(fsSize(dir)), room: room, spare: newSpare(dir, log, room), direct: newDirectTail()}
 	segs, err := listSegments(dir)
 	if err != nil {
 		return nil, err
@@ -117,6 +118,7 @@ func (l *batchLog) reopenTail() error {
 		return fmt.Errorf("open batch log: cut the tail of %s: %w", seg.path, err)
 	}
 	l.w, l.wseg, l.wcap, l.kicked, l.wlimit = f, seg, fileSize(f), seg.end, limit
+	l.direct.open(seg.path, seg.end)
 	return nil
 }
 
@@ -226,18 +228,23 @@ func (l *batchLog) append(first uint64, bodies [][]byte, sync bool) error {
 			return err
 		}
 	}
-	off := l.wseg.end
-	iov := make([][]byte, 0, min(2*len(bodies), maxIov))
+	end := l.wseg.end
 	locs := make([]recLoc, 0, len(bodies))
-	for i, b := range bodies {
-		iov = append(iov, recordHeader(first+uint64(i), b), b)
+	off := end
+	for _, b := range bodies {
 		locs = append(locs, recLoc{seg: l.wseg, off: off + recHdrSize, n: uint32(len(b))})
 		off += recHdrSize + int64(len(b))
-		if len(iov) == cap(iov) || i == len(bodies)-1 {
-			if err := pwriteAll(l.w, iov, off-sumLen(iov)); err != nil {
-				return fmt.Errorf("append batch %d: %w", first, err)
-			}
-			iov = iov[:0]
+	}
+	written := false
+	if sync && l.direct.usable(need) {
+		var err error
+		if written, err = l.direct.append(l.w, end, first, bodies); err != nil {
+			return fmt.Errorf("append batch %d: %w", first, err)
+		}
+	}
+	if !written {
+		if err := l.writeBuffered(end, first, bodies); err != nil {
+			return fmt.Errorf("append batch %d: %w", first, err)
 		}
 	}
 	if sync {
@@ -264,6 +271,23 @@ func (l *batchLog) append(first uint64, bodies [][]byte, sync bool) error {
 	l.mu.Unlock()
 	if l.wseg.end > l.segSize/2 {
 		l.spare.make(l.segSize)
+	}
+	return nil
+}
+
+// writeBuffered writes the records of bodies, seqs first on, at off of
+// the newest segment through the page cache.
+func (l *batchLog) writeBuffered(off int64, first uint64, bodies [][]byte) error {
+	iov := make([][]byte, 0, min(2*len(bodies), maxIov))
+	for i, b := range bodies {
+		iov = append(iov, recordHeader(first+uint64(i), b), b)
+		off += recHdrSize + int64(len(b))
+		if len(iov) == cap(iov) || i == len(bodies)-1 {
+			if err := pwriteAll(l.w, iov, off-sumLen(iov)); err != nil {
+				return err
+			}
+			iov = iov[:0]
+		}
 	}
 	return nil
 }
@@ -330,6 +354,7 @@ func (l *batchLog) rotate(first uint64) error {
 	}
 	l.w, l.wseg, l.wcap, l.kicked, l.dirDirty, l.wlimit = f, seg, fileSize(f), 0, true, limit
 	l.mu.Unlock()
+	l.direct.open(path, 0)
 	l.rotations.Add(1)
 	return nil
 }

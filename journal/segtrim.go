@@ -50,6 +50,7 @@ func (l *batchLog) close() {
 
 // closeWriter closes the newest segment; the caller holds wmu and mu.
 func (l *batchLog) closeWriter() {
+	l.direct.close()
 	if l.w != nil {
 		l.w.Close()
 		l.w, l.wseg = nil, nil
@@ -72,7 +73,7 @@ func (l *batchLog) replace(fill func(put func(seq uint64, body []byte) error) er
 		l.segs, l.index = nil, nil
 		return errors.Join(err, fmt.Errorf("reopen batch log: %w", oerr))
 	}
-	l.segs, l.index, l.first, l.w, l.wseg, l.wcap, l.wlimit, l.dirDirty, l.spare = nl.segs, nl.index, nl.first, nl.w, nl.wseg, nl.wcap, nl.wlimit, false, nl.spare
+	l.segs, l.index, l.first, l.w, l.wseg, l.wcap, l.wlimit, l.dirDirty, l.spare, l.direct = nl.segs, nl.index, nl.first, nl.w, nl.wseg, nl.wcap, nl.wlimit, false, nl.spare, nl.direct
 	return err
 }
 
