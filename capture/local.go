@@ -34,9 +34,12 @@ const (
 	FsyncReplicated
 	// FsyncBoth does both.
 	FsyncBoth
+	// FsyncDeferred returns at once: a later barrier (a frontend's
+	// output commit) makes the write durable on the ack set.
+	FsyncDeferred
 )
 
-var fsyncPolicyNames = [...]string{"local", "replicated", "both"}
+var fsyncPolicyNames = [...]string{"local", "replicated", "both", "deferred"}
 
 func (p FsyncPolicy) String() string {
 	if int(p) < len(fsyncPolicyNames) {

@@ -20,7 +20,10 @@ import (
 //   - replicated: a barrier (Options.Barrier), so the fsync returns once
 //     everything written to the volume before it is durable on the ack
 //     set, and the primary's disk is not synced;
-//   - both: the two at once.
+//   - both: the two at once;
+//   - deferred: nothing; it returns at once, and the write is durable on
+//     the ack set once a later barrier covers it (a frontend's output
+//     commit, which holds every response until then).
 //
 // A fsync that waits for a barrier is answered from a goroutine of its
 // own and the reader goes back to the connection at once: a barrier needs
@@ -60,6 +63,11 @@ func (s *Server) fsync(r *fuse.FsyncRequest) error {
 	policy := capture.FsyncLocal
 	if s.opts.Barrier != nil {
 		policy = s.fs.FsyncPolicy(h.Node())
+	}
+	if policy == capture.FsyncDeferred {
+		s.m.fsyncDeferred.Inc()
+		r.Respond()
+		return nil
 	}
 	if policy == capture.FsyncLocal {
 		if err := s.fs.Fsync(h, datasync); err != nil {
@@ -115,12 +123,14 @@ func (s *Server) endFsyncs() {
 	s.fsyncs.wg.Wait()
 }
 
-func fsyncMetrics() (prometheus.Histogram, prometheus.Counter) {
+func fsyncMetrics() (prometheus.Histogram, prometheus.Counter, prometheus.Counter) {
 	return prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pbfs_fs_fsync_barrier_seconds",
 			Help:    "How long fsyncs with the replicated or both policy waited for their barrier.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 		}), prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pbfs_fs_fsync_barrier_failures_total", Help: "Replicated fsyncs answered EIO because their barrier failed.",
+		}), prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pbfs_fs_fsyncs_deferred_total", Help: "Fsyncs with the deferred policy, answered at once with nothing synced.",
 		})
 }

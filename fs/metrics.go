@@ -118,6 +118,7 @@ type metrics struct {
 	flushWait     prometheus.Histogram
 	fsyncBarrier  prometheus.Histogram
 	fsyncFailures prometheus.Counter
+	fsyncDeferred prometheus.Counter
 	readerWakes   prometheus.Counter
 }
 
@@ -139,7 +140,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help:    "How long barriers waited for the kernel to write back the mount's dirty pages (only while a file is open read-write).",
 		Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
 	})
-	m.fsyncBarrier, m.fsyncFailures = fsyncMetrics()
+	m.fsyncBarrier, m.fsyncFailures, m.fsyncDeferred = fsyncMetrics()
 	m.readerWakes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pbfs_fs_reader_wakeups_total",
 		Help: "Readers woken or started so that one reads while another serves: after a slow request, and for every request while several callers use the mount (each a thread wake-up).",
@@ -148,7 +149,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.requests[k] = vec.WithLabelValues(name)
 	}
 	if reg != nil {
-		reg.MustRegister(vec, m.flushFailures, m.flushRepeated, m.flushCapped, m.flushWait, m.fsyncBarrier, m.fsyncFailures, m.readerWakes)
+		reg.MustRegister(vec, m.flushFailures, m.flushRepeated, m.flushCapped, m.flushWait, m.fsyncBarrier, m.fsyncFailures, m.fsyncDeferred, m.readerWakes)
 	}
 	return m
 }

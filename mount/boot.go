@@ -46,11 +46,12 @@ func bootID() []byte {
 // skipsLocalSync reports whether some fsync on the volume skips the
 // primary's disk.
 func skipsLocalSync(rules []sdk.Rule, def sdk.FsyncPolicy) bool {
-	if def == sdk.FsyncReplicated {
+	skips := func(p sdk.FsyncPolicy) bool { return p == sdk.FsyncReplicated || p == sdk.FsyncDeferred }
+	if skips(def) {
 		return true
 	}
 	for _, r := range rules {
-		if !r.Hint.LocalOnly && r.Hint.Fsync == sdk.FsyncReplicated {
+		if !r.Hint.LocalOnly && skips(r.Hint.Fsync) {
 			return true
 		}
 	}

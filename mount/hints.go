@@ -129,6 +129,8 @@ func capturePolicy(p sdk.FsyncPolicy) capture.FsyncPolicy {
 		return capture.FsyncReplicated
 	case sdk.FsyncBoth:
 		return capture.FsyncBoth
+	case sdk.FsyncDeferred:
+		return capture.FsyncDeferred
 	}
 	return capture.FsyncLocal
 }

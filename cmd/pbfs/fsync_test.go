@@ -33,15 +33,30 @@ func writeSync(p string) <-chan error {
 
 // The fsync policy per path, from the mount's flags: a fsync of a *.log
 // file (replicated) returns only once the backup holds it, so it waits
-// while the backup is stopped; a fsync of another file (local) does not;
-// a local-only file never reaches the backup.
+// while the backup is stopped; a fsync of another file (local) does not,
+// nor does one of a *.wal file (deferred), which takes no barrier and is
+// counted; a local-only file never reaches the backup.
 func TestFsyncPolicies(t *testing.T) {
-	c := fstest.NewCluster(t, 1, nil, "--fsync-rule", "*.log=replicated", "--local-only", "*.pid")
+	c := fstest.NewCluster(t, 1, nil, "--fsync-rule", "*.log=replicated", "--fsync-rule", "*.wal=deferred", "--local-only", "*.pid")
 	b := c.Backups[0]
 	must(t, os.WriteFile(filepath.Join(c.Vol, "x.pid"), []byte("1"), 0o644))
 	fstest.Freeze(t, b.Cmd.Process)
 	if err := <-writeSync(filepath.Join(c.Vol, "table.dat")); err != nil {
 		t.Fatalf("local fsync: %v", err)
+	}
+	select {
+	case err := <-writeSync(filepath.Join(c.Vol, "log.wal")):
+		if err != nil {
+			t.Fatalf("deferred fsync: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a deferred fsync waited while the backup was stopped")
+	}
+	if got := c.Primary.Counter("pbfs_fs_fsyncs_deferred_total", ""); got != 1 {
+		t.Errorf("deferred fsyncs counted: %v, want 1", got)
+	}
+	if got := c.Primary.Counter("pbfs_fs_fsync_barrier_seconds_count", ""); got != 0 {
+		t.Errorf("fsyncs that took a barrier before the replicated one: %v, want 0", got)
 	}
 	replicated := writeSync(filepath.Join(c.Vol, "redo.log"))
 	select {
@@ -80,16 +95,22 @@ func TestFsyncPolicies(t *testing.T) {
 	}
 }
 
-// A primary that ran with the replicated policy and stopped uncleanly on
-// a machine that has rebooted since refuses its volume (it may lack
-// writes the backups hold); --trust-volume overrides. The reboot is
-// simulated by changing the boot id the journal recorded.
+// A primary that ran with the replicated or the deferred policy and
+// stopped uncleanly on a machine that has rebooted since refuses its
+// volume (it may lack writes the backups hold); --trust-volume overrides.
+// The reboot is simulated by changing the boot id the journal recorded.
 func TestRebootedReplicatedPrimaryRefused(t *testing.T) {
 	fstest.RequireFUSE(t)
+	for _, policy := range []string{"replicated", "deferred"} {
+		t.Run(policy, func(t *testing.T) { rebootedPrimaryRefused(t, policy) })
+	}
+}
+
+func rebootedPrimaryRefused(t *testing.T, policy string) {
 	dir := t.TempDir()
 	vol, jdir := filepath.Join(dir, "vol"), filepath.Join(dir, "j")
 	must(t, os.Mkdir(vol, 0o755))
-	p := fstest.StartMount(t, nil, vol, jdir, "--fsync", "replicated")
+	p := fstest.StartMount(t, nil, vol, jdir, "--fsync", policy)
 	must(t, os.WriteFile(filepath.Join(vol, "f"), []byte("x"), 0o644))
 	p.Barrier()
 	p.Kill()
@@ -103,14 +124,14 @@ func TestRebootedReplicatedPrimaryRefused(t *testing.T) {
 	}
 	must(t, s.SetMeta("boot", []byte("another-boot")))
 	must(t, s.Close())
-	out, err := exec.Command(fstest.Binary(t), "mount", "--journal", jdir, "--fsync", "replicated", vol).CombinedOutput()
+	out, err := exec.Command(fstest.Binary(t), "mount", "--journal", jdir, "--fsync", policy, vol).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "machine restarted") {
 		t.Fatalf("mount after a simulated reboot: %v\n%s", err, out)
 	}
 	if fstest.Mounted(vol) {
 		t.Fatal("mounted anyway")
 	}
-	p = fstest.StartMount(t, nil, vol, jdir, "--fsync", "replicated", "--trust-volume")
+	p = fstest.StartMount(t, nil, vol, jdir, "--fsync", policy, "--trust-volume")
 	if data, err := os.ReadFile(filepath.Join(vol, "f")); err != nil || string(data) != "x" {
 		t.Fatalf("volume after --trust-volume: %q %v", data, err)
 	}

@@ -13,7 +13,8 @@ import (
 // one): docs/ARCHITECTURE.md, "Local-only paths and fsync policies".
 var hintFlags = []cli.Flag{
 	&cli.StringFlag{Name: "fsync", Value: "local", Usage: "what a fsync on the volume means where no rule says: local (sync the primary's disk), " +
-		"replicated (return once everything written before it is durable on the ack set) or both"},
+		"replicated (return once everything written before it is durable on the ack set), both, " +
+		"or deferred (return at once; durable once the frontend's next barrier covers it: only when every client goes through the HTTP proxy)"},
 	&cli.StringSliceFlag{Name: "fsync-rule", Usage: "PATTERN=POLICY: fsyncs of matching paths mean POLICY (repeatable; patterns as in hint rules, e.g. ib_logfile*=replicated)"},
 	&cli.BoolFlag{Name: "trust-volume", Usage: "serve the volume even if the machine restarted after an unclean stop while fsyncs went to the backups only (it may lack acknowledged writes)"},
 	&cli.StringSliceFlag{Name: "local-only", Usage: "PATTERN: matching paths stay on the primary's disk and are never shipped (repeatable, e.g. '*.pid' or 'tmp/')"},
@@ -24,7 +25,7 @@ var hintFlags = []cli.Flag{
 func hintConfig(c *cli.Context) ([]sdk.Rule, sdk.FsyncPolicy, error) {
 	def, err := sdk.ParseFsyncPolicy(c.String("fsync"))
 	if err != nil || def == sdk.FsyncDefault {
-		return nil, 0, fmt.Errorf("--fsync %q: want local, replicated or both", c.String("fsync"))
+		return nil, 0, fmt.Errorf("--fsync %q: want local, replicated, both or deferred", c.String("fsync"))
 	}
 	var rules []sdk.Rule
 	for _, p := range c.StringSlice("local-only") {
@@ -43,7 +44,7 @@ func hintConfig(c *cli.Context) ([]sdk.Rule, sdk.FsyncPolicy, error) {
 		}
 		policy, err := sdk.ParseFsyncPolicy(name)
 		if err != nil || policy == sdk.FsyncDefault {
-			return nil, 0, fmt.Errorf("--fsync-rule %q: want local, replicated or both after =", r)
+			return nil, 0, fmt.Errorf("--fsync-rule %q: want local, replicated, both or deferred after =", r)
 		}
 		rules = append(rules, sdk.Rule{Pattern: pat, Hint: sdk.PathHint{Fsync: policy, Reason: "--fsync-rule"}})
 	}

@@ -132,9 +132,16 @@ const (
 	// on the ack set (semi-synchronous replication's guarantee). The
 	// primary's own copy is rebuilt from a backup if it crashes.
 	FsyncReplicated
+	// FsyncDeferred returns at once, syncing nothing: the write is
+	// durable once a later barrier covers it, which the HTTP proxy's
+	// output commit takes before it releases a response. For services
+	// whose every client goes through such a frontend; a direct client's
+	// commit is not durable anywhere when it returns. The primary's own
+	// copy is rebuilt from a backup if it crashes.
+	FsyncDeferred
 )
 
-var fsyncNames = []string{"default", "local", "both", "replicated"}
+var fsyncNames = []string{"default", "local", "both", "replicated", "deferred"}
 
 func (p FsyncPolicy) String() string {
 	if p >= 0 && int(p) < len(fsyncNames) {
@@ -143,7 +150,8 @@ func (p FsyncPolicy) String() string {
 	return "unknown"
 }
 
-// ParseFsyncPolicy reads a policy's name (local, both, replicated or
+// ParseFsyncPolicy reads a policy's name (local, both, replicated,
+// deferred or
 // default).
 func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
 	for i, n := range fsyncNames {
@@ -151,7 +159,7 @@ func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
 			return FsyncPolicy(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: %q (want local, replicated or both)", ErrFsyncPolicy, s)
+	return 0, fmt.Errorf("%w: %q (want local, replicated, both or deferred)", ErrFsyncPolicy, s)
 }
 
 // ErrFsyncPolicy: a policy name pbfs does not know.

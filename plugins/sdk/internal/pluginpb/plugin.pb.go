@@ -96,6 +96,10 @@ const (
 	// ack set on return (until protocol 1.1 this value was FSYNC_SKIP,
 	// which no host implemented)
 	FsyncPolicy_FSYNC_REPLICATED FsyncPolicy = 3
+	// return at once: durable once a later barrier (a frontend's output
+	// commit) covers it; the primary's disk is not synced (hosts older
+	// than this value take it for FSYNC_LOCAL)
+	FsyncPolicy_FSYNC_DEFERRED FsyncPolicy = 4
 )
 
 // Enum value maps for FsyncPolicy.
@@ -105,12 +109,14 @@ var (
 		1: "FSYNC_LOCAL",
 		2: "FSYNC_BOTH",
 		3: "FSYNC_REPLICATED",
+		4: "FSYNC_DEFERRED",
 	}
 	FsyncPolicy_value = map[string]int32{
 		"FSYNC_DEFAULT":    0,
 		"FSYNC_LOCAL":      1,
 		"FSYNC_BOTH":       2,
 		"FSYNC_REPLICATED": 3,
+		"FSYNC_DEFERRED":   4,
 	}
 )
 
@@ -1285,13 +1291,14 @@ const file_plugins_sdk_internal_pluginpb_plugin_proto_rawDesc = "" +
 	"\vSEVERITY_OK\x10\x00\x12\x11\n" +
 	"\rSEVERITY_INFO\x10\x01\x12\x14\n" +
 	"\x10SEVERITY_WARNING\x10\x02\x12\x12\n" +
-	"\x0eSEVERITY_ERROR\x10\x03*W\n" +
+	"\x0eSEVERITY_ERROR\x10\x03*k\n" +
 	"\vFsyncPolicy\x12\x11\n" +
 	"\rFSYNC_DEFAULT\x10\x00\x12\x0f\n" +
 	"\vFSYNC_LOCAL\x10\x01\x12\x0e\n" +
 	"\n" +
 	"FSYNC_BOTH\x10\x02\x12\x14\n" +
-	"\x10FSYNC_REPLICATED\x10\x032\x9a\x01\n" +
+	"\x10FSYNC_REPLICATED\x10\x03\x12\x12\n" +
+	"\x0eFSYNC_DEFERRED\x10\x042\x9a\x01\n" +
 	"\x06Plugin\x12A\n" +
 	"\x04Info\x12\x1b.pbfs.plugin.v1.InfoRequest\x1a\x1c.pbfs.plugin.v1.InfoResponse\x12M\n" +
 	"\bValidate\x12\x1f.pbfs.plugin.v1.ValidateRequest\x1a .pbfs.plugin.v1.ValidateResponse2\x93\x01\n" +
