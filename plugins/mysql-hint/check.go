@@ -25,6 +25,13 @@ func (s *server) check() []sdk.Finding {
 		out = append(out, sdk.Finding{Severity: sev, Setting: setting, Value: value, Message: fmt.Sprintf(format, args...)})
 	}
 	direct := s.fsync == sdk.FsyncReplicated || s.fsync == sdk.FsyncBoth
+	if s.fsync == sdk.FsyncDeferred || s.data == sdk.FsyncDeferred {
+		value := s.fsync.String()
+		if s.data != s.fsync {
+			value += ", fsync-data=" + s.data.String()
+		}
+		add(sdk.SeverityInfo, "fsync", value, "deferred: the server's fsyncs return at once and sync nothing, and a COMMIT is durable on the backups only once a barrier covers it. Right when every client goes through the HTTP proxy, which holds each response for a barrier (output commit); wrong for direct database clients, whose commits are then durable nowhere when they return: use fsync=replicated for those")
+	}
 	switch v := s.opts.get("innodb_flush_log_at_trx_commit", "1"); v {
 	case "1", "3":
 		if direct {

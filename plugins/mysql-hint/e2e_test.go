@@ -38,22 +38,25 @@ func rounds(t *testing.T) int {
 }
 
 // Through the HTTP proxy: a row is acknowledged when the proxy released
-// its 200, after a barrier that covers the commit (output commit; the
-// fsync policy is local).
+// its 200, after a barrier that covers the commit (output commit). The
+// rounds take turns with the fsync policies meant for a service behind
+// the proxy: local, and deferred (MariaDB's fsyncs return at once, and
+// only the proxy's barriers make its commits durable).
 func TestMariaDBFailoverThroughProxy(t *testing.T) {
 	mariadbtest.Require(t)
 	hint := fstest.Build(t, "github.com/pbfs/pbfs/plugins/mysql-hint")
 	proxy := fstest.Build(t, "github.com/pbfs/pbfs/plugins/http-proxy")
 	for r := range rounds(t) {
-		t.Run(fmt.Sprint("round", r), func(t *testing.T) { proxyRound(t, hint, proxy) })
+		policy := []string{"local", "deferred"}[r%2]
+		t.Run(fmt.Sprintf("round%d-%s", r, policy), func(t *testing.T) { proxyRound(t, hint, proxy, policy) })
 	}
 }
 
-func proxyRound(t *testing.T, hint, proxy string) {
+func proxyRound(t *testing.T, hint, proxy, policy string) {
 	var db atomic.Pointer[rowService]
 	upstream := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { db.Load().ServeHTTP(w, r) }))
 	addr := fstest.FreeAddr(t)
-	hintArgs := []string{"--plugin", "mysql=" + hint, "--plugin-config", "mysql:fsync=local"}
+	hintArgs := []string{"--plugin", "mysql=" + hint, "--plugin-config", "mysql:fsync=" + policy}
 	c := fstest.NewClusterCopy(t, 2, func(vol string) { mariadbtest.Install(t, vol) }, true, append(hintArgs,
 		"--plugin", "http-proxy="+proxy, "--plugin-config", "http-proxy:listen="+addr+",upstream=http://"+upstream)...)
 	srv := startDB(t, c.Vol, c.Primary)
@@ -77,6 +80,9 @@ func proxyRound(t *testing.T, hint, proxy string) {
 	stop := make(chan struct{})
 	wg := runLoad(4, &l, stop, post)
 	time.Sleep(time.Duration(500+rand.IntN(2500)) * time.Millisecond)
+	if n := c.Primary.Counter("pbfs_fs_fsyncs_deferred_total", ""); (n > 0) != (policy == "deferred") {
+		t.Fatalf("fsync=%s, yet %v fsyncs were deferred", policy, n)
+	}
 	// The primary machine is lost: everything on it dies at once.
 	fstest.KillHard(proxyPid)
 	srv.Kill()

@@ -139,6 +139,7 @@ func TestCheckFindings(t *testing.T) {
 		{"doublewrite off", "skip-innodb-doublewrite", "replicated", map[string]sdk.Severity{"innodb_doublewrite": sdk.SeverityOK}},
 		{"redo log elsewhere", "innodb_log_group_home_dir=/var/log/redo", "replicated", map[string]sdk.Severity{"innodb_log_group_home_dir": sdk.SeverityError}},
 		{"tmpdir inside", "tmpdir=/vol/tmp", "local", map[string]sdk.Severity{"tmpdir": sdk.SeverityInfo}},
+		{"deferred, proxy", "", "deferred", map[string]sdk.Severity{"fsync": sdk.SeverityInfo, "innodb_flush_log_at_trx_commit": sdk.SeverityOK}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "my.cnf")
