@@ -42,8 +42,18 @@ type scenarioRun struct {
 	verified string
 }
 
-// directSuffix names a pbfs scenario whose clients bypass the proxy.
-const directSuffix = "-direct"
+// directSuffix names a pbfs scenario whose clients bypass the proxy;
+// deferredSuffix one whose mount runs with --fsync deferred.
+const (
+	directSuffix   = "-direct"
+	deferredSuffix = "-deferred"
+)
+
+// storageOf is a scenario's name without those suffixes: the storage
+// report.ParseScenario reads.
+func storageOf(name string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(name, directSuffix), deferredSuffix)
+}
 
 // runScenario sets up a fresh site on the scenario's storage, seeds it,
 // measures the peak and the open-loop points, and tears it down.
@@ -110,6 +120,9 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 		direct := strings.HasSuffix(name, directSuffix)
 		if direct {
 			args = args[:2]
+		}
+		if strings.HasSuffix(name, deferredSuffix) {
+			args = append(args, "--fsync", "deferred")
 		}
 		c, err := benchproc.StartCluster(ctx, benchproc.ClusterConfig{Bin: cfg.bin, Dir: dir, Vol: vol,
 			Backups: backups, Delay: delay, Env: env, Args: args})
