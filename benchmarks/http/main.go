@@ -11,7 +11,9 @@
 //     every response held for its barrier;
 //   - pbfs-N-delay:    the same with 0.5 ms added each way to every backup;
 //   - pbfs-N-no-proxy: the same mount, clients talking to the service
-//     directly (no output commit).
+//     directly (no output commit);
+//   - pbfs-N-deferred: pbfs-N with --fsync deferred (the service's fsyncs
+//     return at once; the proxy's barriers make its writes durable).
 //
 // The service (benchmarks/http/service) stores each POST with write,
 // fsync and rename, and answers "Connection: close". All processes are
@@ -49,10 +51,10 @@ func main() {
 	workdir := flag.String("workdir", "/var/tmp", "where to make the run's directory")
 	results := flag.String("results", "benchmarks/results", "where to write the report")
 	scenarios := flag.String("scenarios", "plain,pbfs-1-no-proxy,pbfs-0,pbfs-1,pbfs-2,pbfs-2-delay",
-		"scenarios, side by side at each rate: plain, pbfs-N (through the proxy), pbfs-N-delay (0.5 ms each way to every backup), pbfs-N-no-proxy (clients direct)")
+		"scenarios, side by side at each rate: plain, pbfs-N (through the proxy), pbfs-N-delay (0.5 ms each way to every backup), pbfs-N-no-proxy (clients direct), pbfs-N-deferred (through the proxy, --fsync deferred)")
 	flag.Parse()
 	for _, sc := range strings.Split(*scenarios, ",") {
-		if _, _, _, err := parseScenario(sc); err != nil {
+		if _, err := parseScenario(sc); err != nil {
 			fmt.Fprintln(os.Stderr, "http benchmark:", err)
 			os.Exit(2)
 		}

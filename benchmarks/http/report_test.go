@@ -22,3 +22,22 @@ func TestPointAndGoodput(t *testing.T) {
 		t.Fatalf("goodput %v, want 250 (1000 answers over the 4 s they took)", g)
 	}
 }
+
+func TestParseScenario(t *testing.T) {
+	for name, want := range map[string]scenario{
+		"plain":           {backups: -1},
+		"pbfs-1":          {backups: 1, proxy: true},
+		"pbfs-1-no-proxy": {backups: 1},
+		"pbfs-2-deferred": {backups: 2, proxy: true, deferred: true},
+		"pbfs-2-delay":    {backups: 2, delay: 500 * time.Microsecond, proxy: true},
+	} {
+		if got, err := parseScenario(name); err != nil || got != want {
+			t.Errorf("%s: %+v, %v; want %+v", name, got, err, want)
+		}
+	}
+	for _, bad := range []string{"plain-no-proxy", "plain-deferred", "pbfs-1-no-proxy-deferred", "pbfs-x"} {
+		if _, err := parseScenario(bad); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+}

@@ -37,14 +37,27 @@ type setup struct {
 	clusterOf map[string]*benchproc.Cluster
 }
 
-// parseScenario reads plain, pbfs-N, pbfs-N-delay and pbfs-N-no-proxy.
-func parseScenario(name string) (backups int, delay time.Duration, proxy bool, err error) {
-	base, direct := strings.CutSuffix(name, "-no-proxy")
-	backups, delay, err = report.ParseScenario(base)
-	if err == nil && direct && backups < 0 {
-		err = fmt.Errorf("scenario %q: plain has no proxy to go around", name)
+// scenario is what a scenario's name asks for.
+type scenario struct {
+	backups  int // -1: plain
+	delay    time.Duration
+	proxy    bool // clients go through the http-proxy
+	deferred bool // the mount runs with --fsync deferred
+}
+
+// parseScenario reads plain, pbfs-N, pbfs-N-delay, pbfs-N-no-proxy and
+// pbfs-N-deferred.
+func parseScenario(name string) (scenario, error) {
+	base, deferred := strings.CutSuffix(name, "-deferred")
+	base, direct := strings.CutSuffix(base, "-no-proxy")
+	backups, delay, err := report.ParseScenario(base)
+	switch {
+	case err == nil && (direct || deferred) && backups < 0:
+		err = fmt.Errorf("scenario %q: plain has no proxy and no mount", name)
+	case err == nil && direct && deferred:
+		err = fmt.Errorf("scenario %q: deferred fsyncs are only durable through the proxy", name)
 	}
-	return backups, delay, !direct && backups >= 0, err
+	return scenario{backups: backups, delay: delay, proxy: !direct && backups >= 0, deferred: deferred}, err
 }
 
 func (s *setup) stop() {
@@ -84,7 +97,8 @@ func startAll(ctx context.Context, bin, proxyBin string, scenarios []string, poo
 	rand.Read(tok[:])
 	env := []string{"PBFS_TOKEN=" + hex.EncodeToString(tok[:])}
 	for _, name := range scenarios {
-		backups, delay, viaProxy, _ := parseScenario(name)
+		sc, _ := parseScenario(name)
+		backups, delay, viaProxy := sc.backups, sc.delay, sc.proxy
 		sdir := filepath.Join(dir, name)
 		vol := filepath.Join(sdir, "vol")
 		if err := os.MkdirAll(vol, 0o755); err != nil {
@@ -111,6 +125,9 @@ func startAll(ctx context.Context, bin, proxyBin string, scenarios []string, poo
 					cfg += "," + extra
 				}
 				cc.Args = []string{"--plugin", "http-proxy=" + proxyBin, "--plugin-config", cfg}
+				if sc.deferred {
+					cc.Args = append(cc.Args, "--fsync", "deferred")
+				}
 				t.url = "http://" + proxyAddr
 				t.proxyName = commName(proxyBin)
 			}
