@@ -2,7 +2,6 @@ package journal
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"sync/atomic"
@@ -27,7 +26,10 @@ import (
 // cache is for.
 //
 // Where O_DIRECT is refused (a file system without it, an alignment it
-// does not take) the log falls back to buffered appends for good.
+// does not take) the log falls back to buffered appends for good; any
+// other failure of the direct path (no descriptor left, an I/O error)
+// has that one append written buffered, which reports a real error
+// itself. A primary, whose appends are lazy, never opens the descriptor.
 
 // directBlock is the alignment of a direct write's memory, offset and
 // length: a page, which covers every logical block size in use.
@@ -40,7 +42,8 @@ const directMax = 1 << 20
 // directTail is the newest segment's O_DIRECT descriptor and a copy of
 // its last block. Its methods run under the log's wmu.
 type directTail struct {
-	fd      int    // the newest segment opened O_DIRECT; -1: none
+	path    string // the newest segment; "" before the log has one
+	fd      int    // path opened O_DIRECT at its first synced append; -1: not yet
 	off     int64  // the file offset of buf[0], block-aligned
 	n       int    // bytes of buf that hold the segment's records; -1: unknown
 	buf     []byte // block-aligned, directMax+2*directBlock long; nil until used
@@ -62,15 +65,7 @@ func (d *directTail) open(path string, end int64) {
 		return
 	}
 	d.close()
-	if d.refused {
-		return
-	}
-	fd, err := openDirect(path)
-	if err != nil {
-		d.refused = errors.Is(err, unix.EINVAL) // anything else: buffered for this segment
-		return
-	}
-	d.fd, d.off, d.n = fd, end&^(directBlock-1), -1
+	d.path, d.off, d.n = path, end&^(directBlock-1), -1
 	if end == d.off {
 		d.n = 0 // nothing in the block yet: no need to read it
 	}
@@ -85,14 +80,28 @@ func (d *directTail) close() {
 
 // usable reports whether an append of need bytes can be written direct.
 func (d *directTail) usable(need int64) bool {
-	return d != nil && d.fd >= 0 && need <= directMax
+	return d != nil && !d.refused && d.path != "" && need <= directMax
+}
+
+// refusal reports whether err says the file system does not take
+// O_DIRECT (or this write's alignment) at all.
+func refusal(err error) bool {
+	return errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTSUP)
 }
 
 // append writes the records of bodies, seqs first on, at end of the
-// segment w, whose direct descriptor d holds, as whole blocks. It
-// reports false, having written nothing, when the file system refused
-// the write; the caller then writes buffered.
-func (d *directTail) append(w *os.File, end int64, first uint64, bodies [][]byte) (bool, error) {
+// segment w, as whole blocks through the direct descriptor. It reports
+// false when it could not; the caller then writes them buffered, over
+// whatever a failed direct write left.
+func (d *directTail) append(w *os.File, end int64, first uint64, bodies [][]byte) bool {
+	if d.fd < 0 {
+		fd, err := openDirect(d.path)
+		if err != nil {
+			d.refused = refusal(err)
+			return false
+		}
+		d.fd = fd
+	}
 	if d.buf == nil {
 		d.buf = alignedBlocks(directMax + 2*directBlock)
 	}
@@ -100,7 +109,7 @@ func (d *directTail) append(w *os.File, end int64, first uint64, bodies [][]byte
 		d.off, d.n = end&^(directBlock-1), int(end-end&^(directBlock-1))
 		if _, err := w.ReadAt(d.buf[:d.n], d.off); err != nil {
 			d.n = -1
-			return false, fmt.Errorf("read the last block back: %w", err)
+			return false
 		}
 	}
 	p := d.n
@@ -112,18 +121,17 @@ func (d *directTail) append(w *os.File, end int64, first uint64, bodies [][]byte
 	clear(d.buf[p:size])
 	if err := d.pwrite(size); err != nil {
 		d.n = -1 // what the block holds now is read back next time
-		if errors.Is(err, unix.EINVAL) {
+		if refusal(err) {
 			d.refused = true
 			d.close()
-			return false, nil
 		}
-		return false, err
+		return false
 	}
 	d.writes.Add(1)
 	last := p &^ (directBlock - 1)
 	d.n = copy(d.buf, d.buf[last:p])
 	d.off += int64(last)
-	return true, nil
+	return true
 }
 
 // pwrite writes buf[:size] at off, finishing short writes.

@@ -235,14 +235,12 @@ func (l *batchLog) append(first uint64, bodies [][]byte, sync bool) error {
 		locs = append(locs, recLoc{seg: l.wseg, off: off + recHdrSize, n: uint32(len(b))})
 		off += recHdrSize + int64(len(b))
 	}
-	written := false
-	if sync && l.direct.usable(need) {
-		var err error
-		if written, err = l.direct.append(l.w, end, first, bodies); err != nil {
-			return fmt.Errorf("append batch %d: %w", first, err)
-		}
+	fileEnd := off // where the file may now end
+	direct := sync && l.direct.usable(need) && l.direct.append(l.w, end, first, bodies)
+	if direct {
+		fileEnd = (off + directBlock - 1) &^ (directBlock - 1) // whole blocks
 	}
-	if !written {
+	if !direct {
 		if err := l.writeBuffered(end, first, bodies); err != nil {
 			return fmt.Errorf("append batch %d: %w", first, err)
 		}
@@ -267,7 +265,7 @@ func (l *batchLog) append(first uint64, bodies [][]byte, sync bool) error {
 		l.hot.add(first+uint64(i), b)
 	}
 	l.wseg.end, l.wseg.n = off, l.wseg.n+len(locs)
-	l.wcap = max(l.wcap, off)
+	l.wcap = max(l.wcap, fileEnd)
 	l.mu.Unlock()
 	if l.wseg.end > l.segSize/2 {
 		l.spare.make(l.segSize)
