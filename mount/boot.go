@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/pbfs/pbfs/plugins/sdk"
 )
 
-// With the replicated fsync policy the service's fsyncs do not reach the
-// primary's disk: what they made durable is on the backups, and only in
-// the primary's page cache. A crash of pbfs alone keeps the page cache,
+// With the replicated or the deferred fsync policy the service's fsyncs
+// do not reach the primary's disk: what they made durable is on the
+// backups (at once, or once the frontend's next barrier covered it), and
+// only in the primary's page cache. A crash of pbfs alone keeps the page cache,
 // and the volume is still whole; a crash of the machine loses it, and the
 // volume may lack writes the backups hold and clients saw acknowledged.
 // An unclean restart normally resyncs the backups from the volume, which
@@ -27,7 +29,7 @@ import (
 
 // ErrVolumeUntrusted refuses a volume that may have lost writes its
 // backups hold.
-var ErrVolumeUntrusted = errors.New("the machine restarted while this primary's fsyncs went to its backups only: its volume may lack acknowledged writes the backups hold")
+var ErrVolumeUntrusted = errors.New("the machine restarted while this primary's fsyncs skipped its disk: its volume may lack acknowledged writes the backups hold")
 
 const (
 	bootKey      = "boot"      // the boot id of the machine the last mount ran on
@@ -46,12 +48,17 @@ func bootID() []byte {
 // skipsLocalSync reports whether some fsync on the volume skips the
 // primary's disk.
 func skipsLocalSync(rules []sdk.Rule, def sdk.FsyncPolicy) bool {
-	skips := func(p sdk.FsyncPolicy) bool { return p == sdk.FsyncReplicated || p == sdk.FsyncDeferred }
-	if skips(def) {
+	return usesPolicy(rules, def, sdk.FsyncReplicated, sdk.FsyncDeferred)
+}
+
+// usesPolicy reports whether the default policy, or a rule's for paths
+// that are replicated, is one of ps.
+func usesPolicy(rules []sdk.Rule, def sdk.FsyncPolicy, ps ...sdk.FsyncPolicy) bool {
+	if slices.Contains(ps, def) {
 		return true
 	}
 	for _, r := range rules {
-		if !r.Hint.LocalOnly && skips(r.Hint.Fsync) {
+		if !r.Hint.LocalOnly && slices.Contains(ps, r.Hint.Fsync) {
 			return true
 		}
 	}

@@ -72,6 +72,9 @@ func (m *Mount) askHint(ctx context.Context, sp host.Spec) ([]sdk.Rule, error) {
 	if err := p.Remote().Validate(ctx, sp.Name, sp.Config); err != nil {
 		return nil, &ConfigError{err}
 	}
+	if p.Info().Serves("frontend") {
+		m.frontends++
+	}
 	if !p.Info().Serves("hint") {
 		return nil, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pbfs/pbfs/fs"
 	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/plugins/sdk"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -68,6 +69,9 @@ func (m *Mount) start() error {
 	}
 	m.rulesSum = localRulesSum(rules)
 	m.skipsSync = skipsLocalSync(rules, cfg.Fsync)
+	if usesPolicy(rules, cfg.Fsync, sdk.FsyncDeferred) && m.frontends == 0 {
+		m.log.Warn("fsync policy deferred with no frontend plugin: a deferred fsync returns at once and syncs nothing, so a commit a client is told of is durable nowhere until a later barrier covers it; run the clients through the http-proxy plugin, or use the replicated policy")
+	}
 	m.reg.MustRegister(m.store.SpaceCollectors()...)
 	m.fs, err = capture.New(rootFd, capture.Options{
 		Capture: !cfg.NoCapture, WriteDiff: cfg.WriteDiff, MaxBatchBytes: cfg.MaxBatchBytes,

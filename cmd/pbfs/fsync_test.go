@@ -55,6 +55,9 @@ func TestFsyncPolicies(t *testing.T) {
 	if got := c.Primary.Counter("pbfs_fs_fsyncs_deferred_total", ""); got != 1 {
 		t.Errorf("deferred fsyncs counted: %v, want 1", got)
 	}
+	if !strings.Contains(c.Primary.Out.String(), "deferred with no frontend plugin") {
+		t.Errorf("a deferred policy with no frontend plugin started without a warning:\n%s", c.Primary.Out)
+	}
 	if got := c.Primary.Counter("pbfs_fs_fsync_barrier_seconds_count", ""); got != 0 {
 		t.Errorf("fsyncs that took a barrier before the replicated one: %v, want 0", got)
 	}

@@ -16,7 +16,7 @@ var hintFlags = []cli.Flag{
 		"replicated (return once everything written before it is durable on the ack set), both, " +
 		"or deferred (return at once; durable once the frontend's next barrier covers it: only when every client goes through the HTTP proxy)"},
 	&cli.StringSliceFlag{Name: "fsync-rule", Usage: "PATTERN=POLICY: fsyncs of matching paths mean POLICY (repeatable; patterns as in hint rules, e.g. ib_logfile*=replicated)"},
-	&cli.BoolFlag{Name: "trust-volume", Usage: "serve the volume even if the machine restarted after an unclean stop while fsyncs went to the backups only (it may lack acknowledged writes)"},
+	&cli.BoolFlag{Name: "trust-volume", Usage: "serve the volume even if the machine restarted after an unclean stop while fsyncs skipped the primary's disk (replicated or deferred; it may lack acknowledged writes)"},
 	&cli.StringSliceFlag{Name: "local-only", Usage: "PATTERN: matching paths stay on the primary's disk and are never shipped (repeatable, e.g. '*.pid' or 'tmp/')"},
 }
 

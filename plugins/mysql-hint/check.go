@@ -25,12 +25,11 @@ func (s *server) check() []sdk.Finding {
 		out = append(out, sdk.Finding{Severity: sev, Setting: setting, Value: value, Message: fmt.Sprintf(format, args...)})
 	}
 	direct := s.fsync == sdk.FsyncReplicated || s.fsync == sdk.FsyncBoth
-	if s.fsync == sdk.FsyncDeferred || s.data == sdk.FsyncDeferred {
-		value := s.fsync.String()
-		if s.data != s.fsync {
-			value += ", fsync-data=" + s.data.String()
-		}
-		add(sdk.SeverityInfo, "fsync", value, "deferred: the server's fsyncs return at once and sync nothing, and a COMMIT is durable on the backups only once a barrier covers it. Right when every client goes through the HTTP proxy, which holds each response for a barrier (output commit); wrong for direct database clients, whose commits are then durable nowhere when they return: use fsync=replicated for those")
+	switch {
+	case s.fsync == sdk.FsyncDeferred:
+		add(sdk.SeverityInfo, "fsync", s.fsync.String(), "deferred: the server's fsyncs return at once and sync nothing, and a COMMIT is durable on the backups only once a barrier covers it. Right when every client goes through the HTTP proxy, which holds each response for a barrier (output commit); wrong for direct database clients, whose commits are then durable nowhere when they return: use fsync=replicated for those")
+	case s.data == sdk.FsyncDeferred:
+		add(sdk.SeverityInfo, "fsync-data", s.data.String(), "deferred: fsyncs of the data files return at once; the commit files' fsyncs (fsync=%s) and the proxy's barriers cover their writes, which reach the backups in order", s.fsync)
 	}
 	switch v := s.opts.get("innodb_flush_log_at_trx_commit", "1"); v {
 	case "1", "3":
@@ -50,8 +49,10 @@ func (s *server) check() []sdk.Finding {
 	}
 	if s.opts.on("log_bin", false) {
 		switch v := s.opts.get("sync_binlog", "0"); {
-		case v == "1":
+		case v == "1" && direct:
 			add(sdk.SeverityOK, "sync_binlog", v, "the binary log is fsynced at every group commit, so with fsync=%s its fsync is the commit's barrier", s.fsync)
+		case v == "1":
+			add(sdk.SeverityOK, "sync_binlog", v, "the binary log is fsynced at every group commit; with fsync=%s that fsync takes no barrier, and the proxy's output commit covers the commit", s.fsync)
 		case direct:
 			add(sdk.SeverityError, "sync_binlog", v, "with the binary log on, a commit's last write is its binlog event, and sync_binlog=%s follows it with no fsync: no barrier covers it, and a promoted copy rolls the transaction back; use sync_binlog=1", v)
 		default:

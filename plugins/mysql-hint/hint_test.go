@@ -140,6 +140,7 @@ func TestCheckFindings(t *testing.T) {
 		{"redo log elsewhere", "innodb_log_group_home_dir=/var/log/redo", "replicated", map[string]sdk.Severity{"innodb_log_group_home_dir": sdk.SeverityError}},
 		{"tmpdir inside", "tmpdir=/vol/tmp", "local", map[string]sdk.Severity{"tmpdir": sdk.SeverityInfo}},
 		{"deferred, proxy", "", "deferred", map[string]sdk.Severity{"fsync": sdk.SeverityInfo, "innodb_flush_log_at_trx_commit": sdk.SeverityOK}},
+		{"binlog synced, deferred", "log-bin\nsync_binlog=1", "deferred", map[string]sdk.Severity{"sync_binlog": sdk.SeverityOK, "fsync": sdk.SeverityInfo}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "my.cnf")
@@ -153,6 +154,9 @@ func TestCheckFindings(t *testing.T) {
 				got[f.Setting] = f.Severity
 				if f.Message == "" {
 					t.Errorf("%s: no explanation", f.Setting)
+				}
+				if c.fsync != "replicated" && c.fsync != "both" && strings.Contains(f.Message, "the commit's barrier") {
+					t.Errorf("%s: with fsync=%s no fsync is a barrier, yet: %s", f.Setting, c.fsync, f.Message)
 				}
 			}
 			for k, w := range c.want {

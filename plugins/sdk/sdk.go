@@ -151,8 +151,7 @@ func (p FsyncPolicy) String() string {
 }
 
 // ParseFsyncPolicy reads a policy's name (local, both, replicated,
-// deferred or
-// default).
+// deferred or default).
 func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
 	for i, n := range fsyncNames {
 		if s == n {
