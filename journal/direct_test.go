@@ -45,6 +45,7 @@ func appendEverySize(t *testing.T, refused bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(l.close) // a failed test stops the spare's filling before the directory goes
 		return l
 	}
 	check := func(l *batchLog, what string) {
