@@ -332,34 +332,30 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+// parseWith parses a minimal configuration with key set to value, or
+// left out when value is "".
+func parseWith(key, value string) (proxy.Config, error) {
+	c := sdk.Config{"listen": "127.0.0.1:0", "upstream": "http://x"}
+	if value != "" {
+		c[key] = value
+	}
+	return proxy.ParseConfig(c)
+}
+
 func TestConfigMonitorSlack(t *testing.T) {
-	for _, tc := range []struct {
-		set  string
-		want time.Duration
-	}{{"", time.Millisecond}, {"0", 0}, {"250us", 250 * time.Microsecond}} {
-		c := sdk.Config{"listen": "127.0.0.1:0", "upstream": "http://x"}
-		if tc.set != "" {
-			c["monitor-slack"] = tc.set
-		}
-		cfg, err := proxy.ParseConfig(c)
-		if err != nil || cfg.MonitorSlack != tc.want {
-			t.Errorf("monitor-slack=%q: got %v, %v; want %v", tc.set, cfg.MonitorSlack, err, tc.want)
+	for set, want := range map[string]time.Duration{"": time.Millisecond, "0": 0, "250us": 250 * time.Microsecond} {
+		cfg, err := parseWith("monitor-slack", set)
+		if err != nil || cfg.MonitorSlack != want {
+			t.Errorf("monitor-slack=%q: got %v, %v; want %v", set, cfg.MonitorSlack, err, want)
 		}
 	}
 }
 
 func TestConfigProcs(t *testing.T) {
-	for _, tc := range []struct {
-		set  string
-		want int
-	}{{"", 1}, {"0", 0}, {"4", 4}} {
-		c := sdk.Config{"listen": "127.0.0.1:0", "upstream": "http://x"}
-		if tc.set != "" {
-			c["procs"] = tc.set
-		}
-		cfg, err := proxy.ParseConfig(c)
-		if err != nil || cfg.Procs != tc.want {
-			t.Errorf("procs=%q: got %d, %v; want %d", tc.set, cfg.Procs, err, tc.want)
+	for set, want := range map[string]int{"": 1, "0": 0, "4": 4} {
+		cfg, err := parseWith("procs", set)
+		if err != nil || cfg.Procs != want {
+			t.Errorf("procs=%q: got %d, %v; want %d", set, cfg.Procs, err, want)
 		}
 	}
 }
