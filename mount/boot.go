@@ -10,18 +10,18 @@ import (
 	"github.com/pbfs/pbfs/plugins/sdk"
 )
 
-// With the replicated or the deferred fsync policy the service's fsyncs
-// do not reach the primary's disk: what they made durable is on the
-// backups (at once, or once the frontend's next barrier covered it), and
-// only in the primary's page cache. A crash of pbfs alone keeps the page cache,
+// With the replicated or the deferred fsync policy the service's fsyncs do
+// not reach the primary's disk: what they made durable is on the backups
+// (at once, or once the frontend's next barrier covered it), and only in
+// the primary's page cache. A crash of pbfs alone keeps the page cache,
 // and the volume is still whole; a crash of the machine loses it, and the
-// volume may lack writes the backups hold and clients saw acknowledged.
-// An unclean restart normally resyncs the backups from the volume, which
-// would then spread the loss. So a mount records the machine's boot id
-// and whether it skipped local syncs; a start after an unclean stop on a
+// volume may lack writes the backups hold and clients saw acknowledged. An
+// unclean restart normally resyncs the backups from the volume, which
+// would then spread the loss. So a mount records the machine's boot id and
+// whether it skipped local syncs; a start after an unclean stop on a
 // machine that has rebooted since refuses to serve such a volume
-// (ErrVolumeUntrusted): promote a backup instead, and let this node
-// rejoin as a backup, which resyncs it from the new primary.
+// (ErrVolumeUntrusted): promote a backup instead, and let this node rejoin
+// as a backup, which resyncs it from the new primary.
 // Config.TrustVolume overrides.
 //
 // A clean stop syncs the backing file system before marking the journal

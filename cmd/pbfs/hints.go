@@ -23,9 +23,9 @@ var hintFlags = []cli.Flag{
 // hintConfig reads hintFlags: the flag rules, local-only ones first, and
 // the default policy.
 func hintConfig(c *cli.Context) ([]sdk.Rule, sdk.FsyncPolicy, error) {
-	def, err := sdk.ParseFsyncPolicy(c.String("fsync"))
-	if err != nil || def == sdk.FsyncDefault {
-		return nil, 0, fmt.Errorf("--fsync %q: want local, replicated, both or deferred", c.String("fsync"))
+	def, ok := policyOf(c.String("fsync"))
+	if !ok {
+		return nil, 0, fmt.Errorf("--fsync %q: want %s", c.String("fsync"), policyChoices)
 	}
 	var rules []sdk.Rule
 	for _, p := range c.StringSlice("local-only") {
@@ -42,11 +42,21 @@ func hintConfig(c *cli.Context) ([]sdk.Rule, sdk.FsyncPolicy, error) {
 		if err := sdk.CheckPattern(pat); err != nil {
 			return nil, 0, fmt.Errorf("--fsync-rule: %w", err)
 		}
-		policy, err := sdk.ParseFsyncPolicy(name)
-		if err != nil || policy == sdk.FsyncDefault {
-			return nil, 0, fmt.Errorf("--fsync-rule %q: want local, replicated, both or deferred after =", r)
+		policy, ok := policyOf(name)
+		if !ok {
+			return nil, 0, fmt.Errorf("--fsync-rule %q: want %s after =", r, policyChoices)
 		}
 		rules = append(rules, sdk.Rule{Pattern: pat, Hint: sdk.PathHint{Fsync: policy, Reason: "--fsync-rule"}})
 	}
 	return rules, def, nil
+}
+
+// policyChoices are the policies an operator names on the command line.
+const policyChoices = "local, replicated, both or deferred"
+
+// policyOf reads one of policyChoices ("default" is a plugin's word for
+// leaving it to these flags).
+func policyOf(name string) (sdk.FsyncPolicy, bool) {
+	p, err := sdk.ParseFsyncPolicy(name)
+	return p, err == nil && p != sdk.FsyncDefault
 }
