@@ -67,6 +67,7 @@ func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	sw := sweep{rates: *rates, fractions: *fractions, dur: *dur, peakFor: *peakFor, peakClients: *peakClients, fsName: fsName}
+	sw.cal[0] = benchproc.Calibrate(*workdir)
 	if err := run(ctx, *bin, *proxyBin, sw, strings.Split(*scenarios, ","), *pool, *barriers, *extra, *workdir, *results); err != nil {
 		fmt.Fprintln(os.Stderr, "http benchmark:", err)
 		os.Exit(1)
@@ -79,7 +80,8 @@ type sweep struct {
 	rates, fractions string
 	dur, peakFor     time.Duration
 	peakClients      int
-	fsName           string // the work directory's file system
+	fsName           string                   // the work directory's file system
+	cal              [2]benchproc.Calibration // the machine at the start and at the end
 }
 
 // parseList parses comma-separated positive numbers.
@@ -181,6 +183,7 @@ func run(ctx context.Context, bin, proxyBin string, sw sweep, scenarios []string
 			checks = append(checks, t.name+": "+got)
 		}
 	}
+	sw.cal[1] = benchproc.Calibrate(workdir)
 	return writeReport(resultsDir, peaks, all, sw, checks, pool, barriers, extra)
 }
 

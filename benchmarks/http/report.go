@@ -21,6 +21,7 @@ func writeReport(dir string, peaks map[string]result, all []result, sw sweep, ch
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "# HTTP output commit: closed-loop peaks, then an open-loop Poisson sweep\n\n%s, %d CPUs, %s, host %s, work directory on %s.\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.Version(), host, sw.fsName)
+	fmt.Fprintf(&b, "Machine at start: %s. At end: %s.\n", sw.cal[0], sw.cal[1])
 	fmt.Fprintf(&b, "pbfs %s. Service: POST 512 B -> write+fsync+rename, answers Connection: close. pbfs-N: N backups, --ack all, clients through the proxy. Proxy pool %d, barriers in flight %d, extra config %q.\n\n", benchproc.Commit(), pool, barriers, extra)
 	if len(checks) > 0 {
 		fmt.Fprintf(&b, "Checked at the end: %s.\n\n", strings.Join(checks, "; "))

@@ -195,7 +195,7 @@ func run(cfg config) (err error) {
 	maxSize := slices.Max(cfg.sizes)
 	data := makeData(cfg.data, 16<<20+maxSize)
 
-	rep := &report{cfg: cfg, commit: commit, start: time.Now(), loadStart: benchproc.LoadAvg(), otherMounts: countPbfsMounts()}
+	rep := &report{cfg: cfg, commit: commit, start: time.Now(), loadStart: benchproc.LoadAvg(), otherMounts: countPbfsMounts(), calStart: benchproc.Calibrate(runDir)}
 	for _, d := range cfg.delays {
 		if d > 0 {
 			direct, proxied, err := delayproxy.Calibrate(d)
@@ -213,6 +213,7 @@ func run(cfg config) (err error) {
 	}
 	rep.end = time.Now()
 	rep.loadEnd = benchproc.LoadAvg()
+	rep.calEnd = benchproc.Calibrate(runDir)
 	rep.leftMounts = mountsUnder(runDir)
 	text := rep.markdown()
 	fmt.Print(text)

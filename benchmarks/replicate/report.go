@@ -21,6 +21,7 @@ type report struct {
 	commit             string
 	start, end         time.Time
 	loadStart, loadEnd string
+	calStart, calEnd   benchproc.Calibration
 	otherMounts        int
 	calib              []calib
 	results            []*result
@@ -126,6 +127,7 @@ func (rep *report) markdown() string {
 	fmt.Fprintf(&b, "; one writer (file open %s), write then barrier, in a closed loop; --ack all; data: %s\n", mode, cfg.data)
 	fmt.Fprintf(&b, "- load average at start %s, at end %s; fuse.pbfs mounts of others at start: %d; run took %s\n",
 		rep.loadStart, rep.loadEnd, rep.otherMounts, rep.end.Sub(rep.start).Round(time.Second))
+	fmt.Fprintf(&b, "- machine at start: %s\n- machine at end: %s\n", rep.calStart, rep.calEnd)
 	for _, c := range rep.calib {
 		fmt.Fprintf(&b, "- delay proxy at %s each way: 64-byte echo round trip p50 %s ms direct, %s ms through the proxy (+%s ms; %s ms expected)\n",
 			delayName(c.delay), ms(c.direct), ms(c.proxied), ms(c.proxied-c.direct), ms(2*c.delay))

@@ -192,6 +192,7 @@ func run(cfg config) (err error) {
 		return err
 	}
 	b.rep = newReport(b)
+	b.rep.cal[0] = benchproc.Calibrate(runDir)
 	for _, s := range cfg.scenarios {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -215,6 +216,7 @@ func run(cfg config) (err error) {
 		}
 	}
 	b.rep.end = time.Now()
+	b.rep.cal[1] = benchproc.Calibrate(runDir)
 	text := b.rep.markdown()
 	fmt.Print(text)
 	if ctx.Err() != nil {

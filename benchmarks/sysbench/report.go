@@ -18,6 +18,7 @@ type report struct {
 	b          *bench
 	start, end time.Time
 	loadStart  string
+	cal        [2]benchproc.Calibration // the machine at the start and at the end
 	otherFUSE  int
 	plainFS    string
 	rows       []*row
@@ -45,6 +46,7 @@ func (rep *report) markdown() string {
 	p("- commit: `%s`; %s\n", rep.b.commit, rep.b.binNote)
 	p("- machine: %s; at the start: load average %s, %d other FUSE mounts\n", machine(), rep.loadStart, rep.otherFUSE)
 	p("- work directory: %s (%s)\n", cfg.workdir, rep.plainFS)
+	p("- machine at start: %s\n- machine at end: %s\n", rep.cal[0], rep.cal[1])
 	p("- %s; %s\n", firstLine(mariadbd, "--version"), firstLine("/usr/bin/sysbench", "--version"))
 	if len(cfg.mountArgs) > 0 {
 		p("- every pbfs mount also had `%s`\n", strings.Join(cfg.mountArgs, " "))

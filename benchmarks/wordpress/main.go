@@ -110,7 +110,8 @@ func main() {
 }
 
 func run(ctx context.Context, cfg config, fsName string) error {
-	rep := &wpReport{cfg: cfg, start: time.Now(), load0: benchproc.LoadAvg(), commit: benchproc.Commit(), fs: fsName}
+	rep := &wpReport{cfg: cfg, start: time.Now(), load0: benchproc.LoadAvg(), commit: benchproc.Commit(), fs: fsName,
+		cal0: benchproc.Calibrate(cfg.workdir)}
 	var plainPeak float64
 	for _, name := range cfg.scenarios {
 		n, delay, _ := report.ParseScenario(storageOf(name))
@@ -127,6 +128,6 @@ func run(ctx context.Context, cfg config, fsName string) error {
 		}
 		rep.runs = append(rep.runs, res)
 	}
-	rep.end, rep.load1 = time.Now(), benchproc.LoadAvg()
+	rep.end, rep.load1, rep.cal1 = time.Now(), benchproc.LoadAvg(), benchproc.Calibrate(cfg.workdir)
 	return rep.write(cfg.resultsDir)
 }

@@ -16,6 +16,7 @@ type wpReport struct {
 	cfg          config
 	start, end   time.Time
 	load0, load1 string
+	cal0, cal1   benchproc.Calibration
 	runs         []*scenarioRun
 }
 
@@ -36,8 +37,9 @@ func (rep *wpReport) markdown() string {
 	p("- plain: clients talk to nginx directly; pbfs-N: MariaDB's data directory on a pbfs mount with N backups (--ack all), clients through the http-proxy plugin; pbfs-N-delay: the same with %s added each way on every backup's link; semisync: MariaDB's semi-synchronous replication (AFTER_SYNC, sync_binlog=1) to two replicas on plain directories, clients direct, the replicas' CPU in the backups column\n", report.LinkDelay)
 	p("- peak: %d editors in a closed loop for %s; then an open-loop Poisson client at %v of plain's peak for %s each, latency counted from when each request was due\n",
 		cfg.clients, cfg.peakFor, cfg.fractions, cfg.pointFor)
-	p("- pbfs %s; %s, %d CPUs; work directory on %s; load average at start %s, at end %s; run took %s\n\n",
+	p("- pbfs %s; %s, %d CPUs; work directory on %s; load average at start %s, at end %s; run took %s\n",
 		rep.commit, runtime.Version(), runtime.NumCPU(), rep.fs, rep.load0, rep.load1, rep.end.Sub(rep.start).Round(time.Second))
+	p("- machine at start: %s\n- machine at end: %s\n\n", rep.cal0, rep.cal1)
 	if bad := rep.failedChecks(); len(bad) > 0 {
 		p("**FAILED: this run's figures are not results.** %s\n\n", strings.Join(bad, "; "))
 	}
