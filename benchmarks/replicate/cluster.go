@@ -97,6 +97,9 @@ func startCluster(ctx context.Context, cfg config, bin, runDir, token string, n 
 		argv = append(argv, "--backup", t)
 	}
 	argv = append(argv, "--ack", "all")
+	if cfg.viaFsync {
+		argv = append(argv, "--fsync", "replicated")
+	}
 	argv = append(append(argv, cfg.mountArgs...), c.vol)
 	p, err := startProc(c.name+"/primary", filepath.Join(c.dir, "primary.log"), env, argv...)
 	if err != nil {
@@ -150,6 +153,16 @@ func (c *cluster) barrier(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("%s: %w\n%s", c.name, err, c.primary.LogTail(10))
 	}
 	return seq, nil
+}
+
+// fsync is a barrier asked for as a database asks for a replicated
+// commit: fsync(2) of the data file, which the mount's --fsync replicated
+// answers once the barrier it takes is acked.
+func (c *cluster) fsync() error {
+	if err := c.file.Sync(); err != nil {
+		return fmt.Errorf("%s: fsync: %w\n%s", c.name, err, c.primary.LogTail(10))
+	}
+	return nil
 }
 
 // waitApplied waits until every backup has applied seq, so that one

@@ -58,6 +58,7 @@ type config struct {
 	mountArgs  []string // extra flags for the primary's pbfs mount
 	backupArgs []string // and for each pbfs backup
 	wronly     bool     // open the data file O_WRONLY (no flush round) rather than O_RDWR
+	viaFsync   bool     // each barrier is the writer's fsync under --fsync replicated, not a control-socket request
 }
 
 func main() {
@@ -80,8 +81,10 @@ func main() {
 	flag.StringVar(&mountArgs, "mount-args", "", "extra flags for the primary's `pbfs mount`, space-separated (for example --ack-level=memory)")
 	flag.StringVar(&backupArgs, "backup-args", "", "extra flags for each `pbfs backup`, space-separated")
 	flag.BoolVar(&cfg.wronly, "wronly", false, "open the data file O_WRONLY, as a log writer does: barriers then make no flush round (a file open O_RDWR could be mapped writable)")
+	via := flag.String("via", "control", "how the writer asks for each barrier: control (the control socket, as `pbfs barrier` does) or fsync (fsync(2) of the file, with the mount's --fsync replicated: a database's replicated commit)")
 	flag.Parse()
 	cfg.mountArgs, cfg.backupArgs = strings.Fields(mountArgs), strings.Fields(backupArgs)
+	cfg.viaFsync = *via == "fsync"
 	var err error
 	if cfg.backups, err = parseList(backups, strconv.Atoi); err == nil {
 		if cfg.sizes, err = parseList(sizes, parseSize); err == nil {
@@ -93,6 +96,9 @@ func main() {
 	}
 	if err == nil && cfg.data != "random" && cfg.data != "text" {
 		err = fmt.Errorf("-data %q: want random or text", cfg.data)
+	}
+	if err == nil && *via != "control" && *via != "fsync" {
+		err = fmt.Errorf("-via %q: want control or fsync", *via)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "replicate:", err)

@@ -56,11 +56,24 @@ func runPoint(ctx context.Context, c *cluster, cfg config, size int, data []byte
 		*off = (*off + int64(size)) % (span - int64(size) + 1)
 		return nil
 	}
+	barrier := func() (uint64, error) { return c.barrier(ctx) }
+	if cfg.viaFsync {
+		// The fsync's barrier returns no seq; the control socket's
+		// empty barrier after the loop gives the last one.
+		barrier = func() (uint64, error) { return 0, c.fsync() }
+	}
 	var last uint64
 	for i := 0; i < cfg.warmup; i++ {
 		if err := write(); err != nil {
 			return nil, err
 		}
+		seq, err := barrier()
+		if err != nil {
+			return nil, err
+		}
+		last = seq
+	}
+	if cfg.viaFsync {
 		seq, err := c.barrier(ctx)
 		if err != nil {
 			return nil, err
@@ -86,7 +99,7 @@ func runPoint(ctx context.Context, c *cluster, cfg config, size int, data []byte
 			return nil, err
 		}
 		t1 := time.Now()
-		seq, err := c.barrier(ctx)
+		seq, err := barrier()
 		if err != nil {
 			return nil, err
 		}
@@ -108,6 +121,11 @@ func runPoint(ctx context.Context, c *cluster, cfg config, size int, data []byte
 	r.m = m1.minus(m0)
 	r.tcpUp, r.tcpDown = up1-up0, down1-down0
 	slices.Sort(r.lat)
+	if cfg.viaFsync {
+		if last, err = c.barrier(ctx); err != nil {
+			return nil, err
+		}
+	}
 	// Let the backups finish applying before the next point starts.
 	return r, c.waitApplied(ctx, last)
 }

@@ -124,7 +124,11 @@ func (rep *report) markdown() string {
 	if cfg.wronly {
 		mode = "O_WRONLY"
 	}
-	fmt.Fprintf(&b, "; one writer (file open %s), write then barrier, in a closed loop; --ack all; data: %s\n", mode, cfg.data)
+	ask := "a control-socket barrier (as `pbfs barrier`)"
+	if cfg.viaFsync {
+		ask = "fsync(2) under --fsync replicated (a replicated commit)"
+	}
+	fmt.Fprintf(&b, "; one writer (file open %s), write then %s, in a closed loop; --ack all; data: %s\n", mode, ask, cfg.data)
 	fmt.Fprintf(&b, "- load average at start %s, at end %s; fuse.pbfs mounts of others at start: %d; run took %s\n",
 		rep.loadStart, rep.loadEnd, rep.otherMounts, rep.end.Sub(rep.start).Round(time.Second))
 	fmt.Fprintf(&b, "- machine at start: %s\n- machine at end: %s\n", rep.calStart, rep.calEnd)

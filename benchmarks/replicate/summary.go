@@ -8,14 +8,18 @@ import (
 )
 
 // summarize merges the pooled points into dir's summary.json: one
-// workload per write size ("barrier-4k"), one scenario per backup count
-// and delay, as the storage benchmarks name them. Barriers have no plain
-// scenario, so their ratios are 0.
+// workload per write size ("barrier-4k"; "fsync-4k" with -via fsync), one
+// scenario per backup count and delay, as the storage benchmarks name
+// them. Barriers have no plain scenario, so their ratios are 0.
 func (rep *report) summarize(dir string) error {
 	workloads := map[string]*benchreport.Workload{}
 	var names []string
+	kind := "barrier-"
+	if rep.cfg.viaFsync {
+		kind = "fsync-"
+	}
 	for _, p := range rep.points() {
-		name := "barrier-" + sizeKey(p.size)
+		name := kind + sizeKey(p.size)
 		w := workloads[name]
 		if w == nil {
 			w = &benchreport.Workload{Benchmark: "replicate", Unit: "barriers", Updated: rep.end.UTC(), Scenarios: map[string]*benchreport.Scenario{}}
