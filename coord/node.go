@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/internal/procs"
 	"github.com/pbfs/pbfs/internal/timerslack"
@@ -52,7 +53,11 @@ type Config struct {
 	// serves as a backup (internal/procs; 0: never changed). The primary
 	// role runs with Go's default.
 	BackupProcs int
-	Logger      *slog.Logger
+	// BackupCPUs, when not empty, are the only CPUs the process runs on
+	// while it serves as a backup (internal/procs.Pin). The primary role
+	// runs where the process ran before.
+	BackupCPUs unix.CPUSet
+	Logger     *slog.Logger
 }
 
 // DefaultTTL is the primary's lease unless configured: long enough to
@@ -79,6 +84,7 @@ type Node struct {
 	// slackLogged: a failure to set the timer slack was logged (Run's
 	// goroutine only).
 	slackLogged bool
+	pinLogged   bool // the same for the CPU affinity
 
 	mu        sync.Mutex
 	mounted   *mount.Mount // while primary
@@ -172,10 +178,21 @@ func (n *Node) Run(ctx context.Context) error {
 	return nil
 }
 
-// schedule sets the process's timer slack and Go procs for the role
-// about to start (a backup's, or a primary's defaults); a failure costs
-// only CPU, and is logged once.
+// schedule sets the process's CPUs, timer slack and Go procs for the
+// role about to start (a backup's, or a primary's defaults); a failure
+// costs only CPU, and is logged once.
 func (n *Node) schedule(backup bool) {
+	if n.cfg.BackupCPUs.Count() > 0 {
+		// Before the procs: Go's default follows the CPUs the process may use.
+		err := procs.Unpin()
+		if backup {
+			err = procs.Pin(n.cfg.BackupCPUs)
+		}
+		if err != nil && !n.pinLogged {
+			n.pinLogged = true
+			n.log.Warn("CPU affinity not set", "err", err, "backup", backup)
+		}
+	}
 	if n.cfg.BackupProcs > 0 {
 		p := 0
 		if backup {

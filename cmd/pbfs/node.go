@@ -18,7 +18,7 @@ import (
 )
 
 func nodeCommand() *cli.Command {
-	flags := append(mountFlags(), adoptFlag, timerSlackFlag, procsFlag,
+	flags := append(mountFlags(), adoptFlag, timerSlackFlag, procsFlag, cpusFlag,
 		&cli.StringFlag{Name: "coordinator", Required: true, Usage: "the etcd cluster that decides the roles: etcd://HOST:PORT[,HOST:PORT...]"},
 		&cli.StringFlag{Name: "name", Required: true, Usage: "this node's name, unique in the cluster"},
 		&cli.StringFlag{Name: "listen", Required: true, Usage: "address the backup role accepts the primary on (host:port)"},
@@ -62,6 +62,10 @@ func nodeCommand() *cli.Command {
 			if err := mount.Check(check); err != nil {
 				return cli.Exit("node: "+err.Error(), 2)
 			}
+			cpus, err := backupCPUs(c)
+			if err != nil {
+				return cli.Exit("node: "+err.Error(), 2)
+			}
 			adm, err := listenAdmin(c.String("admin"), adminToken(c), tlsFiles(c))
 			if err != nil {
 				return cli.Exit("node: "+err.Error(), 1)
@@ -71,7 +75,7 @@ func nodeCommand() *cli.Command {
 				Endpoints: endpoints, Cluster: c.String("cluster"), Name: c.String("name"),
 				Listen: c.String("listen"), Advertise: c.String("advertise"), TTL: c.Duration("lease-ttl"),
 				Mount: cfg, OnPromote: c.String("on-promote"), OnDemote: c.String("on-demote"), Logger: cfg.Logger,
-				Proxy: frontend(cfg), ProxyAdvertise: c.String("proxy-advertise"), BackupTimerSlack: c.Duration("timer-slack"), BackupProcs: c.Int("procs"),
+				Proxy: frontend(cfg), ProxyAdvertise: c.String("proxy-advertise"), BackupTimerSlack: c.Duration("timer-slack"), BackupProcs: c.Int("procs"), BackupCPUs: cpus,
 				Backup: replicate.BackupConfig{Token: cfg.Token, TLS: cfg.TLS, JournalReserve: cfg.JournalReserve, Registry: nil, Adopt: c.Bool("adopt")},
 			})
 			if err != nil {

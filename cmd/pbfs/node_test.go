@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -390,4 +391,54 @@ func TestNodesAdoptAMountsVolume(t *testing.T) {
 		t.Fatalf("the mount's volume lost its data: %q %v", data, err)
 	}
 	c.converge(primary)
+}
+
+// TestNodeCPUsFollowTheRole: with --cpus, a node runs on those CPUs only
+// while it is a backup: the primary runs where it was started, the
+// backups pinned, and after a failover the new primary is unpinned and
+// the old one, back as a backup, pinned again.
+func TestNodeCPUsFollowTheRole(t *testing.T) {
+	mine := cpusOf(t, os.Getpid())[strconv.Itoa(os.Getpid())]
+	cpu := strings.FieldsFunc(mine, func(r rune) bool { return r == ',' || r == '-' })[0]
+	if mine == cpu {
+		t.Skipf("this test runs on CPU %s alone: a pinned node would look like any other", mine)
+	}
+	c := startNodesWith(t, 1, 3, func(*node) []string { return []string{"--cpus", cpu} })
+	// requireCPUs waits until every thread of nd runs on want.
+	requireCPUs := func(nd *node, want, role string) {
+		t.Helper()
+		var wrong []string
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			wrong = wrong[:0]
+			for tid, list := range cpusOf(t, nd.cmd.Process.Pid) {
+				if list != want {
+					wrong = append(wrong, fmt.Sprintf("thread %s on %s", tid, list))
+				}
+			}
+			if len(wrong) == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if len(wrong) > 0 {
+			t.Fatalf("%s %s: want every thread on CPUs %s: %v", role, nd.name, want, wrong)
+		}
+	}
+	requireRoles := func(primary *node) {
+		t.Helper()
+		for _, nd := range c.nodes {
+			if nd == primary {
+				requireCPUs(nd, mine, "primary")
+			} else {
+				requireCPUs(nd, cpu, "backup")
+			}
+		}
+	}
+	primary, _ := c.leader(60 * time.Second)
+	c.converge(primary)
+	requireRoles(primary)
+	c.kill(primary)
+	next, _ := c.leader(30 * time.Second)
+	c.start(primary) // back as a backup
+	c.converge(next)
+	requireRoles(next)
 }

@@ -107,3 +107,62 @@ func primaryKeepsTheDefault(t *testing.T, p *fstest.Proc) {
 		t.Errorf("primary (monitor %s) %s", monitor, w)
 	}
 }
+
+// cpusOf returns each thread's Cpus_allowed_list in process pid.
+func cpusOf(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	tids, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, tid := range tids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, tid.Name()))
+		if err != nil {
+			continue // exited
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+				out[tid.Name()] = strings.TrimSpace(v)
+			}
+		}
+	}
+	return out
+}
+
+// TestBackupCPUs: a backup started with --cpus runs every thread, those
+// it started while replicating included, on those CPUs and replicates as
+// before, while the primary keeps the CPUs it was given; a --cpus that
+// names no CPU is refused.
+func TestBackupCPUs(t *testing.T) {
+	mine := cpusOf(t, os.Getpid())[strconv.Itoa(os.Getpid())]
+	cpu := strings.FieldsFunc(mine, func(r rune) bool { return r == ',' || r == '-' })[0]
+	c := fstest.NewCluster(t, 1, nil)
+	c.Backups[0].Args = append(c.Backups[0].Args, "--cpus", cpu)
+	stopBackup(c.Backups[0])
+	c.StartBackup(c.Backups[0])
+	for i := range 50 {
+		must(t, os.WriteFile(filepath.Join(c.Vol, fmt.Sprint("f", i)), bytes.Repeat([]byte{byte(i)}, 9000), 0o644))
+		c.Barrier()
+	}
+	c.WaitApplied(c.Barrier())
+	c.RequireConverged()
+	got := cpusOf(t, c.Backups[0].Cmd.Process.Pid)
+	if len(got) < 3 {
+		t.Errorf("only %d threads of the backup seen", len(got))
+	}
+	for tid, list := range got {
+		if list != cpu {
+			t.Errorf("backup thread %s runs on CPUs %s, want %s", tid, list, cpu)
+		}
+	}
+	for tid, list := range cpusOf(t, c.Primary.Cmd.Process.Pid) {
+		if list != mine {
+			t.Errorf("primary thread %s runs on CPUs %s, want %s as this test", tid, list, mine)
+		}
+	}
+	out, code := run(t, "backup", "--listen", "127.0.0.1:0", "--journal", filepath.Join(t.TempDir(), "j"), "--cpus", "x", t.TempDir())
+	if code != 2 || !strings.Contains(out, "--cpus") {
+		t.Errorf("--cpus x: exit %d, want 2 and a message naming the flag:\n%s", code, out)
+	}
+}

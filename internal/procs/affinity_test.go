@@ -1,0 +1,106 @@
+package procs
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseCPUs(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+	}{{"1", []int{1}}, {"0,2", []int{0, 2}}, {"2-4", []int{2, 3, 4}}, {" 0, 3-4 ", []int{0, 3, 4}}} {
+		set, err := ParseCPUs(tc.in)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.in, err)
+		}
+		if set.Count() != len(tc.want) {
+			t.Errorf("%q: %d CPUs, want %v", tc.in, set.Count(), tc.want)
+		}
+		for _, c := range tc.want {
+			if !set.IsSet(c) {
+				t.Errorf("%q: CPU %d not in the set", tc.in, c)
+			}
+		}
+	}
+	for _, bad := range []string{"", ",", "x", "-1", "3-1", "1-", "99999"} {
+		if _, err := ParseCPUs(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	if _, err := ParseCPUs(" "); !errors.Is(err, ErrNoCPUs) {
+		t.Errorf("an empty list: %v, want ErrNoCPUs", err)
+	}
+}
+
+// allowed returns each thread's Cpus_allowed_list.
+func allowed(t *testing.T) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		data, err := os.ReadFile("/proc/self/task/" + e.Name() + "/status")
+		if err != nil {
+			continue // exited
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+				out[e.Name()] = strings.TrimSpace(v)
+			}
+		}
+	}
+	return out
+}
+
+// TestPin: every thread runs on the pinned CPU, a thread started after
+// Pin too, and Unpin gives every thread the affinity from before.
+func TestPin(t *testing.T) {
+	var before unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		t.Fatal(err)
+	}
+	first := -1
+	for c := 0; first < 0 && c < len(before)*64; c++ {
+		if before.IsSet(c) {
+			first = c
+		}
+	}
+	want := allowed(t)[strconv.Itoa(unix.Gettid())]
+	t.Cleanup(func() { Unpin() })
+	var one unix.CPUSet
+	one.Set(first)
+	if err := Pin(one); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // a thread of its own, started after Pin
+		close(started)
+		<-stop
+	}()
+	<-started
+	for tid, list := range allowed(t) {
+		if list != strconv.Itoa(first) {
+			t.Errorf("after Pin, thread %s runs on %s, want %d", tid, list, first)
+		}
+	}
+	if err := Unpin(); err != nil {
+		t.Fatal(err)
+	}
+	for tid, list := range allowed(t) {
+		if list != want {
+			t.Errorf("after Unpin, thread %s runs on %s, want %s", tid, list, want)
+		}
+	}
+	close(stop)
+}
