@@ -1,5 +1,6 @@
-// Package procs sets how many threads may run this process's Go code at
-// once (GOMAXPROCS) for the role it serves.
+// Package procs sets, for the role a process serves, how many threads may
+// run its Go code at once (GOMAXPROCS) and, when the operator asks, the
+// CPUs its threads may run on (affinity.go).
 //
 // A backup computes little and waits much: each small batch is a read
 // from the network, a checksum, a synced append and an ack. With a P per
