@@ -49,8 +49,11 @@ func backupCPUs(c *cli.Context) (unix.CPUSet, error) {
 		return unix.CPUSet{}, nil
 	}
 	cpus, err := procs.ParseCPUs(c.String("cpus"))
+	if err == nil {
+		err = procs.Usable(cpus)
+	}
 	if err != nil {
-		return cpus, fmt.Errorf("--cpus: %w", err)
+		return cpus, fmt.Errorf("--cpus %s: %w", c.String("cpus"), err)
 	}
 	return cpus, nil
 }

@@ -133,7 +133,7 @@ func cpusOf(t *testing.T, pid int) map[string]string {
 // TestBackupCPUs: a backup started with --cpus runs every thread, those
 // it started while replicating included, on those CPUs and replicates as
 // before, while the primary keeps the CPUs it was given; a --cpus that
-// names no CPU is refused.
+// names no CPU, or none the process may use, is refused.
 func TestBackupCPUs(t *testing.T) {
 	mine := cpusOf(t, os.Getpid())[strconv.Itoa(os.Getpid())]
 	cpu := strings.FieldsFunc(mine, func(r rune) bool { return r == ',' || r == '-' })[0]
@@ -161,8 +161,10 @@ func TestBackupCPUs(t *testing.T) {
 			t.Errorf("primary thread %s runs on CPUs %s, want %s as this test", tid, list, mine)
 		}
 	}
-	out, code := run(t, "backup", "--listen", "127.0.0.1:0", "--journal", filepath.Join(t.TempDir(), "j"), "--cpus", "x", t.TempDir())
-	if code != 2 || !strings.Contains(out, "--cpus") {
-		t.Errorf("--cpus x: exit %d, want 2 and a message naming the flag:\n%s", code, out)
+	for _, bad := range []string{"x", "1023"} {
+		out, code := run(t, "backup", "--listen", "127.0.0.1:0", "--journal", filepath.Join(t.TempDir(), "j"), "--cpus", bad, t.TempDir())
+		if code != 2 || !strings.Contains(out, "--cpus "+bad) {
+			t.Errorf("--cpus %s: exit %d, want 2 and a message naming the flag:\n%s", bad, code, out)
+		}
 	}
 }

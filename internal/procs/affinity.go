@@ -24,8 +24,11 @@ import (
 // (`--cpus`), not a default: a process pinned to a CPU another busy one
 // shares cannot move away from it.
 
-// ErrNoCPUs: a CPU list named no CPU.
-var ErrNoCPUs = errors.New("no CPU named")
+// Errors of a CPU list.
+var (
+	ErrNoCPUs         = errors.New("no CPU named")
+	ErrCPUsNotAllowed = errors.New("none of these CPUs is one this process may run on")
+)
 
 // ParseCPUs parses a CPU list as taskset(1) and cpuset(7) write it:
 // numbers and ranges separated by commas ("1", "0,2", "2-3").
@@ -53,6 +56,26 @@ func ParseCPUs(s string) (unix.CPUSet, error) {
 		return set, fmt.Errorf("cpu list %q: %w", s, ErrNoCPUs)
 	}
 	return set, nil
+}
+
+// Usable checks that set names at least one CPU the process may run on
+// now (its affinity, as its cpuset and the kernel allow), so that a list
+// with a typo fails at start rather than pinning nothing.
+func Usable(set unix.CPUSet) error {
+	var cur unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cur); err != nil {
+		return fmt.Errorf("read the affinity: %w", err)
+	}
+	var names []string
+	for c := range len(cur) * 64 {
+		if cur.IsSet(c) {
+			if set.IsSet(c) {
+				return nil
+			}
+			names = append(names, strconv.Itoa(c))
+		}
+	}
+	return fmt.Errorf("%w (it may use %s)", ErrCPUsNotAllowed, strings.Join(names, ","))
 }
 
 var (

@@ -39,6 +39,33 @@ func TestParseCPUs(t *testing.T) {
 	}
 }
 
+// TestUsable: a CPU the process may run on passes, one it may not is
+// refused with ErrCPUsNotAllowed.
+func TestUsable(t *testing.T) {
+	var cur unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cur); err != nil {
+		t.Fatal(err)
+	}
+	last := len(cur)*64 - 1
+	for c := range len(cur) * 64 {
+		if cur.IsSet(c) {
+			var one unix.CPUSet
+			one.Set(c)
+			if err := Usable(one); err != nil {
+				t.Errorf("CPU %d, which this process may use: %v", c, err)
+			}
+		}
+	}
+	if cur.IsSet(last) {
+		t.Skipf("this process may run on CPU %d: no CPU is out of its reach", last)
+	}
+	var out unix.CPUSet
+	out.Set(last)
+	if err := Usable(out); !errors.Is(err, ErrCPUsNotAllowed) {
+		t.Errorf("CPU %d: %v, want ErrCPUsNotAllowed", last, err)
+	}
+}
+
 // allowed returns each thread's Cpus_allowed_list.
 func allowed(t *testing.T) map[string]string {
 	t.Helper()
