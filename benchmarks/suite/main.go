@@ -45,6 +45,11 @@ func steps(bin, proxy string) []step {
 		{name: "replicate", pkg: "./benchmarks/replicate", dirFlag: "-results-dir",
 			full:  []string{"-bin", bin},
 			quick: []string{"-bin", bin, "-rounds", "1", "-duration", "1s", "-sizes", "0,4096,262144", "-delays", "0,500us"}},
+		// The replicated commit itself: each barrier a fsync(2) under
+		// --fsync replicated (summary.json's fsync-* workloads).
+		{name: "replicate-fsync", pkg: "./benchmarks/replicate", dirFlag: "-results-dir",
+			full:  []string{"-bin", bin, "-via", "fsync", "-delays", "0"},
+			quick: []string{"-bin", bin, "-via", "fsync", "-rounds", "1", "-duration", "1s", "-sizes", "4096", "-delays", "0"}},
 		{name: "http", pkg: "./benchmarks/http", dirFlag: "-results",
 			full:  []string{"-bin", bin, "-proxy", proxy},
 			quick: []string{"-bin", bin, "-proxy", proxy, "-fractions", "0.5,0.9", "-peak-for", "2s", "-duration", "2s", "-scenarios", "plain,pbfs-1-no-proxy,pbfs-1"}},
@@ -64,7 +69,7 @@ func main() {
 	quick := flag.Bool("quick", false, "short versions of every benchmark, under five minutes in all")
 	bin := flag.String("bin", "bin/pbfs", "pbfs binary")
 	proxy := flag.String("proxy", "bin/http-proxy", "http-proxy plugin binary")
-	only := flag.String("only", "", "run only these benchmarks (comma-separated: fs,replicate,http,kv,wordpress,sysbench)")
+	only := flag.String("only", "", "run only these benchmarks (comma-separated: fs,replicate,replicate-fsync,http,kv,wordpress,sysbench)")
 	results := flag.String("results-dir", "benchmarks/results", "where the run's directory and summary.json go")
 	install := flag.Bool("install", false, "apt-get install the tools the benchmarks need when missing (fio, sqlite3, sysbench, mariadb-server; wordpress installs its own)")
 	flag.Parse()
