@@ -1,6 +1,7 @@
 package benchproc
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,19 +28,40 @@ type Calibration struct {
 	Err       error         // why a part could not be measured
 }
 
-// Calibrate measures the machine in about half a second (more on a slow
-// disk), the synced writes in a temporary file under dir.
+// Calibrate measures the machine in about a second (more on a slow
+// disk), the synced writes in a temporary file under dir. The wake-ups
+// run on the first two CPUs the process may use.
 func Calibrate(dir string) Calibration {
 	var c Calibration
 	c.Syscall = syscallCost(200_000)
-	c.WakeSame, c.Err = wakeRoundTrip(0, 0)
-	if runtime.NumCPU() > 1 && c.Err == nil {
-		c.WakeCross, c.Err = wakeRoundTrip(0, 1)
+	cpus := usableCPUs(2)
+	c.WakeSame, c.Err = wakeRoundTrip(cpus[0], cpus[0])
+	if len(cpus) > 1 && c.Err == nil {
+		c.WakeCross, c.Err = wakeRoundTrip(cpus[0], cpus[1])
 	}
 	if c.Err == nil {
 		c.Fdatasync, c.Err = syncedWrite(dir, 200)
 	}
 	return c
+}
+
+// usableCPUs returns up to n CPUs the process may run on, at least one
+// (-1 when the affinity cannot be read: the threads then run unpinned).
+func usableCPUs(n int) []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return []int{-1}
+	}
+	var out []int
+	for c := 0; c < len(set)*64 && len(out) < n; c++ {
+		if set.IsSet(c) {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return []int{-1}
+	}
+	return out
 }
 
 // String is the calibration as one line of a report.
@@ -65,11 +87,20 @@ func syscallCost(n int) time.Duration {
 	return time.Since(t) / time.Duration(n)
 }
 
+// errPipeClosed: the other thread of a round trip stopped.
+var errPipeClosed = errors.New("the other end closed")
+
 // wakeRoundTrip bounces a byte between two threads pinned to CPUs a and b
 // through two pipes, each thread blocked in read(2) until the other
 // writes, and returns the median over 5 runs of the mean round trip.
+//
+// Each thread owns the write end it writes to and closes it when it
+// stops, for any reason, so that the other one's read ends too; the read
+// ends are closed once both have stopped. A goroutine that returns while
+// locked to its thread takes the thread with it, so no pinned thread is
+// left behind.
 func wakeRoundTrip(a, b int) (time.Duration, error) {
-	var ping, pong [2]int
+	var ping, pong [2]int // bounce writes ping, echo writes pong
 	if err := unix.Pipe2(ping[:], unix.O_CLOEXEC); err != nil {
 		return 0, fmt.Errorf("calibrate: pipe: %w", err)
 	}
@@ -78,48 +109,46 @@ func wakeRoundTrip(a, b int) (time.Duration, error) {
 		unix.Close(ping[1])
 		return 0, fmt.Errorf("calibrate: pipe: %w", err)
 	}
-	defer func() {
-		for _, fd := range []int{ping[0], ping[1], pong[0], pong[1]} {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
-		}
-	}()
+	defer unix.Close(ping[0])
+	defer unix.Close(pong[0])
 	const runs, trips = 5, 1000
 	echoed := make(chan error, 1)
 	go func() {
-		// A goroutine that returns while locked takes its pinned
-		// thread with it, so no thread of the program stays pinned.
 		runtime.LockOSThread()
-		echoed <- echo(b, pong[0], ping[1], runs*trips)
+		defer unix.Close(pong[1])
+		echoed <- echo(b, ping[0], pong[1], runs*trips)
 	}()
-	res := make(chan []time.Duration, 1)
+	type result struct {
+		means []time.Duration
+		err   error
+	}
+	res := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
-		res <- bounce(a, ping[0], pong[1], runs, trips)
+		defer unix.Close(ping[1])
+		means, err := bounce(a, pong[0], ping[1], runs, trips)
+		res <- result{means, err}
 	}()
-	means := <-res
-	if len(means) < runs {
-		unix.Close(ping[1]) // echo's read sees the end and returns
-		ping[1] = -1
+	r, echoErr := <-res, <-echoed
+	switch {
+	case r.err != nil:
+		return 0, r.err
+	case echoErr != nil:
+		return 0, echoErr
 	}
-	if err := <-echoed; err != nil {
-		return 0, err
-	}
-	if len(means) < runs {
-		return 0, fmt.Errorf("calibrate: wake-up round trip on CPUs %d and %d failed", a, b)
-	}
-	slices.Sort(means)
-	return means[runs/2], nil
+	slices.Sort(r.means)
+	return r.means[runs/2], nil
 }
 
 // echo answers n bytes read from in with a byte written to out, on cpu.
 func echo(cpu, in, out, n int) error {
-	pin(cpu)
+	if err := pin(cpu); err != nil {
+		return err
+	}
 	var buf [1]byte
 	for range n {
-		if k, err := unix.Read(in, buf[:]); err != nil || k == 0 {
-			return fmt.Errorf("calibrate: read: %v", err)
+		if err := readByte(in, buf[:]); err != nil {
+			return err
 		}
 		if _, err := unix.Write(out, buf[:]); err != nil {
 			return fmt.Errorf("calibrate: write: %w", err)
@@ -130,33 +159,53 @@ func echo(cpu, in, out, n int) error {
 
 // bounce sends a byte on out and waits for it on in, trips times per run,
 // and returns each run's mean round trip.
-func bounce(cpu, in, out, runs, trips int) []time.Duration {
-	pin(cpu)
+func bounce(cpu, in, out, runs, trips int) ([]time.Duration, error) {
+	if err := pin(cpu); err != nil {
+		return nil, err
+	}
 	var buf [1]byte
 	var means []time.Duration
 	for range runs {
 		t := time.Now()
 		for range trips {
 			if _, err := unix.Write(out, buf[:]); err != nil {
-				return means
+				return nil, fmt.Errorf("calibrate: write: %w", err)
 			}
-			if _, err := unix.Read(in, buf[:]); err != nil {
-				return means
+			if err := readByte(in, buf[:]); err != nil {
+				return nil, err
 			}
 		}
 		means = append(means, time.Since(t)/time.Duration(trips))
 	}
-	return means
+	return means, nil
 }
 
-// pin keeps the calling thread on cpu, when the machine has it.
-func pin(cpu int) {
-	if cpu >= runtime.NumCPU() {
-		return
+func readByte(fd int, buf []byte) error {
+	for {
+		n, err := unix.Read(fd, buf)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return fmt.Errorf("calibrate: read: %w", err)
+		case n == 0:
+			return fmt.Errorf("calibrate: read: %w", errPipeClosed)
+		}
+		return nil
+	}
+}
+
+// pin keeps the calling thread on cpu (-1: anywhere).
+func pin(cpu int) error {
+	if cpu < 0 {
+		return nil
 	}
 	var set unix.CPUSet
 	set.Set(cpu)
-	unix.SchedSetaffinity(0, &set) // best effort: an unpinned run still measures a wake-up
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("calibrate: pin a thread to CPU %d: %w", cpu, err)
+	}
+	return nil
 }
 
 // syncedWrite writes 4 KiB at successive offsets of a file whose blocks
