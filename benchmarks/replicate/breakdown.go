@@ -36,11 +36,17 @@ var stages = []stage{
 // writeBreakdown splits each point's mean barrier into its parts, each
 // the mean of the histogram that times it (so they add up only roughly:
 // a commit can cover several barriers, a backup's store several batches).
-func writeBreakdown(b *strings.Builder, pts []*point) {
+// viaFsync: the barriers were the writer's fsyncs, which the mount times
+// in pbfs_fs_fsync_barrier_seconds and which make no flush round.
+func writeBreakdown(b *strings.Builder, pts []*point, viaFsync bool) {
+	whole, outside := "pbfs_barrier_seconds", "the control socket's HTTP round trip and the wake-ups at both ends"
+	if viaFsync {
+		whole, outside = "pbfs_fs_fsync_barrier_seconds", "the FUSE FSYNC request's round trip and the wake-ups at both ends"
+	}
 	b.WriteString("\n## Where a barrier's time goes\n\n")
-	b.WriteString("Means in ms. outside the mount: the client's mean minus the mount's own (`pbfs_barrier_seconds`):\n")
-	b.WriteString("the control socket's HTTP round trip and the wake-ups at both ends. Then, inside the mount: the flush\n")
-	b.WriteString("round (`pbfs_fs_flush_seconds`), seal and append (`pbfs_journal_commit_seconds`, per batch), the ack wait\n")
+	fmt.Fprintf(b, "Means in ms. outside the mount: the client's mean minus the mount's own (`%s`):\n", whole)
+	fmt.Fprintf(b, "%s. Then, inside the mount: the flush\n", outside)
+	b.WriteString("round (`pbfs_fs_flush_seconds`; a replicated fsync makes none), seal and append (`pbfs_journal_commit_seconds`, per batch), the ack wait\n")
 	b.WriteString("(`pbfs_replicate_barrier_seconds`) and, with no backup, the journal's sync (`pbfs_journal_sync_seconds`).\n")
 	b.WriteString("The ack wait holds the backup's check and synced append (`pbfs_backup_store_seconds`, per group of\n")
 	b.WriteString("batches that arrived together); the rest of it is shipping, both network legs and the wake-ups.\n\n")
@@ -59,7 +65,7 @@ func writeBreakdown(b *strings.Builder, pts []*point) {
 			sum += l
 		}
 		client := float64(sum/time.Duration(len(r.lat))) / 1e6
-		inside, ok := r.m.meanMS("pbfs_barrier_seconds")
+		inside, ok := r.m.meanMS(whole)
 		fmt.Fprintf(b, "| %s | %s | %d | %.3f | %s | %s |", workload(r.size), delayName(r.delay), r.backups, client,
 			msOr(client-inside, ok), msOr(inside, ok))
 		for _, s := range stages {

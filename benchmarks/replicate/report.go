@@ -137,7 +137,11 @@ func (rep *report) markdown() string {
 			delayName(c.delay), ms(c.direct), ms(c.proxied), ms(c.proxied-c.direct), ms(2*c.delay))
 	}
 	fmt.Fprintf(&b, "\n## Barrier latency\n\n")
-	fmt.Fprintf(&b, "Latency is from the barrier request on the control socket to its answer; the write before it is not\n")
+	if cfg.viaFsync {
+		fmt.Fprintf(&b, "Latency is from the fsync(2) call to its return (a barrier under --fsync replicated, with no flush round); the write before it is not\n")
+	} else {
+		fmt.Fprintf(&b, "Latency is from the barrier request on the control socket to its answer; the write before it is not\n")
+	}
 	fmt.Fprintf(&b, "included. barriers/s counts the whole loop (write + barrier). The primary's own split of a barrier, as means:\n")
 	fmt.Fprintf(&b, "commit = seal and durable journal append (`pbfs_journal_commit_seconds`, per batch), ack wait = from there until\n")
 	fmt.Fprintf(&b, "the ack set holds the batch (`pbfs_replicate_barrier_seconds`, per barrier). Compare them with the mean, not the p50.\n\n")
@@ -162,7 +166,7 @@ func (rep *report) markdown() string {
 			ms(sum/time.Duration(len(r.lat))),
 			r.m.mean("pbfs_journal_commit_seconds"), r.m.mean("pbfs_replicate_barrier_seconds"), pw)
 	}
-	writeBreakdown(&b, pts)
+	writeBreakdown(&b, pts, cfg.viaFsync)
 	fmt.Fprintf(&b, "\n## CPU per barrier\n\n")
 	b.WriteString("CPU time (user + system, from /proc) over the measured loop divided by its barriers: the primary's\n")
 	b.WriteString("process group (the mount and its flush helper) and each backup's, as a mean over the backups; the share\n")
