@@ -84,7 +84,7 @@ type Node struct {
 	// slackLogged: a failure to set the timer slack was logged (Run's
 	// goroutine only).
 	slackLogged bool
-	pinLogged   bool // the same for the CPU affinity
+	pinLogged   bool // the same for pinning to --cpus
 
 	mu        sync.Mutex
 	mounted   *mount.Mount // while primary
@@ -184,13 +184,16 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) schedule(backup bool) {
 	if n.cfg.BackupCPUs.Count() > 0 {
 		// Before the procs: Go's default follows the CPUs the process may use.
-		err := procs.Unpin()
-		if backup {
-			err = procs.Pin(n.cfg.BackupCPUs)
-		}
-		if err != nil && !n.pinLogged {
+		if !backup {
+			if err := procs.Unpin(); err != nil {
+				n.log.Warn("CPU affinity from before --cpus not restored", "err", err)
+			}
+		} else if err := procs.Pin(n.cfg.BackupCPUs); err != nil && !n.pinLogged {
 			n.pinLogged = true
-			n.log.Warn("CPU affinity not set", "err", err, "backup", backup)
+			n.log.Warn("CPU affinity not set", "err", err)
+		}
+		if n.cfg.BackupProcs <= 0 {
+			procs.Set(0) // the default for the CPUs it has now, not in a second
 		}
 	}
 	if n.cfg.BackupProcs > 0 {

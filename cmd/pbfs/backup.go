@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -29,9 +31,12 @@ import (
 // slack (internal/timerslack; without the privilege it costs CPU, nothing
 // else) and its Go procs (internal/procs), and says so.
 func scheduleAsBackup(cpus unix.CPUSet, slack time.Duration, nprocs int, log *slog.Logger) {
+	pinned := "any"
 	if cpus.Count() > 0 {
 		if err := procs.Pin(cpus); err != nil {
 			log.Warn("CPU affinity not set", "err", err)
+		} else {
+			pinned = cpuList(cpus)
 		}
 	}
 	if slack > 0 {
@@ -40,7 +45,18 @@ func scheduleAsBackup(cpus unix.CPUSet, slack time.Duration, nprocs int, log *sl
 			slack = 0
 		}
 	}
-	log.Info("scheduled as a backup", "procs", procs.Set(nprocs), "timer_slack", slack)
+	log.Info("scheduled as a backup", "procs", procs.Set(nprocs), "timer_slack", slack, "cpus", pinned)
+}
+
+// cpuList names the CPUs of set, comma-separated.
+func cpuList(set unix.CPUSet) string {
+	var names []string
+	for c := range len(set) * 64 {
+		if set.IsSet(c) {
+			names = append(names, strconv.Itoa(c))
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 // backupCPUs parses --cpus: an empty set when it is not given.
@@ -91,15 +107,15 @@ func backupCommand() *cli.Command {
 			if err := checkAdmin(c.String("admin"), token); err != nil {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}
+			cpus, err := backupCPUs(c)
+			if err != nil {
+				return cli.Exit("backup: "+err.Error(), 2)
+			}
 			adm, err := listenAdmin(c.String("admin"), token, tlsFiles(c))
 			if err != nil {
 				return cli.Exit("backup: "+err.Error(), 1)
 			}
 			defer adm.close()
-			cpus, err := backupCPUs(c)
-			if err != nil {
-				return cli.Exit("backup: "+err.Error(), 2)
-			}
 			log := logger(c)
 			scheduleAsBackup(cpus, c.Duration("timer-slack"), c.Int("procs"), log)
 			// Caught from before the backup listens (see serveMount).

@@ -395,8 +395,9 @@ func TestNodesAdoptAMountsVolume(t *testing.T) {
 
 // TestNodeCPUsFollowTheRole: with --cpus, a node runs on those CPUs only
 // while it is a backup: the primary runs where it was started, the
-// backups pinned, and after a failover the new primary is unpinned and
-// the old one, back as a backup, pinned again.
+// backups pinned; after a failover the new primary is unpinned and the
+// old one, restarted as a backup, pinned; and a primary deposed while
+// frozen serves on as a backup, pinned again in the same process.
 func TestNodeCPUsFollowTheRole(t *testing.T) {
 	mine := cpusOf(t, os.Getpid())[strconv.Itoa(os.Getpid())]
 	cpu := strings.FieldsFunc(mine, func(r rune) bool { return r == ',' || r == '-' })[0]
@@ -438,7 +439,15 @@ func TestNodeCPUsFollowTheRole(t *testing.T) {
 	requireRoles(primary)
 	c.kill(primary)
 	next, _ := c.leader(30 * time.Second)
-	c.start(primary) // back as a backup
+	c.start(primary) // back as a backup, a new process
 	c.converge(next)
 	requireRoles(next)
+	// The same process going from primary to backup: frozen past its
+	// lease, it finds itself deposed when it thaws and serves as a
+	// backup, pinned again.
+	fstest.Freeze(t, next.cmd.Process)
+	third, _ := c.leader(30 * time.Second)
+	fstest.Thaw(next.cmd.Process)
+	c.converge(third)
+	requireRoles(third)
 }

@@ -137,6 +137,9 @@ func cpusOf(t *testing.T, pid int) map[string]string {
 func TestBackupCPUs(t *testing.T) {
 	mine := cpusOf(t, os.Getpid())[strconv.Itoa(os.Getpid())]
 	cpu := strings.FieldsFunc(mine, func(r rune) bool { return r == ',' || r == '-' })[0]
+	if mine == cpu {
+		t.Skipf("this test runs on CPU %s alone: a pinned backup would look like any other", mine)
+	}
 	c := fstest.NewCluster(t, 1, nil)
 	c.Backups[0].Args = append(c.Backups[0].Args, "--cpus", cpu)
 	stopBackup(c.Backups[0])

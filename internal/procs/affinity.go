@@ -27,7 +27,7 @@ import (
 // Errors of a CPU list.
 var (
 	ErrNoCPUs         = errors.New("no CPU named")
-	ErrCPUsNotAllowed = errors.New("none of these CPUs is one this process may run on")
+	ErrCPUsNotAllowed = errors.New("not a CPU this process may run on")
 )
 
 // ParseCPUs parses a CPU list as taskset(1) and cpuset(7) write it:
@@ -40,12 +40,12 @@ func ParseCPUs(s string) (unix.CPUSet, error) {
 			continue
 		}
 		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
+		a, err := cpuNumber(lo)
 		b := a
 		if err == nil && isRange {
-			b, err = strconv.Atoi(hi)
+			b, err = cpuNumber(hi)
 		}
-		if err != nil || a < 0 || b < a || b >= len(set)*64 {
+		if err != nil || b < a || b >= len(set)*64 {
 			return set, fmt.Errorf("cpu list %q: %q is not a CPU or a range of them", s, part)
 		}
 		for c := a; c <= b; c++ {
@@ -58,24 +58,35 @@ func ParseCPUs(s string) (unix.CPUSet, error) {
 	return set, nil
 }
 
-// Usable checks that set names at least one CPU the process may run on
-// now (its affinity, as its cpuset and the kernel allow), so that a list
-// with a typo fails at start rather than pinning nothing.
+// Usable checks that every CPU of set is one the process may run on now
+// (its affinity, as its cpuset and the kernel allow), so that a list with
+// a typo fails at start rather than pinning less than it says.
 func Usable(set unix.CPUSet) error {
 	var cur unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &cur); err != nil {
 		return fmt.Errorf("read the affinity: %w", err)
 	}
-	var names []string
+	var bad, may []string
 	for c := range len(cur) * 64 {
+		if set.IsSet(c) && !cur.IsSet(c) {
+			bad = append(bad, strconv.Itoa(c))
+		}
 		if cur.IsSet(c) {
-			if set.IsSet(c) {
-				return nil
-			}
-			names = append(names, strconv.Itoa(c))
+			may = append(may, strconv.Itoa(c))
 		}
 	}
-	return fmt.Errorf("%w (it may use %s)", ErrCPUsNotAllowed, strings.Join(names, ","))
+	if len(bad) > 0 {
+		return fmt.Errorf("CPU %s: %w (it may use %s)", strings.Join(bad, ","), ErrCPUsNotAllowed, strings.Join(may, ","))
+	}
+	return nil
+}
+
+// cpuNumber parses a CPU number: decimal digits only.
+func cpuNumber(s string) (int, error) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, strconv.ErrSyntax
+	}
+	return strconv.Atoi(s)
 }
 
 var (
@@ -85,7 +96,7 @@ var (
 
 // Pin runs every thread of the process, and so every thread it starts
 // later, on the CPUs of set only. The first Pin keeps the affinity it
-// replaces for Unpin.
+// replaces for Unpin. If it fails, it puts back the affinity from before.
 func Pin(set unix.CPUSet) error {
 	pinMu.Lock()
 	defer pinMu.Unlock()
@@ -96,7 +107,11 @@ func Pin(set unix.CPUSet) error {
 		}
 		original = &cur
 	}
-	return setAll(set)
+	if err := setAll(set); err != nil {
+		setAll(*original)
+		return err
+	}
+	return nil
 }
 
 // Unpin gives every thread the affinity the process had before Pin; it
@@ -110,35 +125,40 @@ func Unpin() error {
 	return setAll(*original)
 }
 
+// errThreadsKeptComing: setAll's passes never found every thread set.
+var errThreadsKeptComing = errors.New("threads kept starting with another affinity")
+
 // setAll sets the affinity of every thread. A thread inherits its
 // creator's affinity, so one started during a pass by a thread not yet
-// set would escape it: passes repeat until one finds no thread it had
-// not set before.
+// set can escape it: passes repeat until one finds every thread already
+// set.
 func setAll(set unix.CPUSet) error {
-	done := map[int]bool{}
 	for range 10 {
 		ents, err := os.ReadDir("/proc/self/task")
 		if err != nil {
 			return fmt.Errorf("pin: %w", err)
 		}
-		fresh := 0
+		changed := 0
 		for _, e := range ents {
 			tid, err := strconv.Atoi(e.Name())
-			if err != nil || done[tid] {
+			if err != nil {
 				continue
 			}
-			fresh++
+			var cur unix.CPUSet
+			if err := unix.SchedGetaffinity(tid, &cur); err == nil && cur == set {
+				continue
+			}
 			if err := unix.SchedSetaffinity(tid, &set); err != nil {
 				if errors.Is(err, unix.ESRCH) {
 					continue // the thread exited meanwhile
 				}
 				return fmt.Errorf("pin thread %d: %w", tid, err)
 			}
-			done[tid] = true
+			changed++
 		}
-		if fresh == 0 {
+		if changed == 0 {
 			return nil
 		}
 	}
-	return nil
+	return fmt.Errorf("pin: %w", errThreadsKeptComing)
 }

@@ -29,7 +29,7 @@ func TestParseCPUs(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"", ",", "x", "-1", "3-1", "1-", "99999"} {
+	for _, bad := range []string{"", ",", "x", "-1", "+1", "3-1", "1-", "1-+2", "99999"} {
 		if _, err := ParseCPUs(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
@@ -95,30 +95,48 @@ func TestPin(t *testing.T) {
 	if err := unix.SchedGetaffinity(0, &before); err != nil {
 		t.Fatal(err)
 	}
+	if before.Count() < 2 {
+		t.Skip("this test runs on one CPU: a pinned thread would look like any other")
+	}
 	first := -1
 	for c := 0; first < 0 && c < len(before)*64; c++ {
 		if before.IsSet(c) {
 			first = c
 		}
 	}
-	want := allowed(t)[strconv.Itoa(unix.Gettid())]
+	was := allowed(t)
+	want := was[strconv.Itoa(unix.Gettid())]
 	t.Cleanup(func() { Unpin() })
 	var one unix.CPUSet
 	one.Set(first)
 	if err := Pin(one); err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan struct{})
+	// Lock goroutines to threads until one of them is a thread the
+	// process did not have before Pin.
 	stop := make(chan struct{})
-	go func() {
-		runtime.LockOSThread() // a thread of its own, started after Pin
-		close(started)
-		<-stop
-	}()
-	<-started
+	t.Cleanup(func() { close(stop) })
+	fresh := ""
+	for i := 0; fresh == "" && i < 64; i++ {
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			<-stop
+		}()
+		<-locked
+		for tid := range allowed(t) {
+			if _, old := was[tid]; !old {
+				fresh = tid
+			}
+		}
+	}
+	if fresh == "" {
+		t.Fatal("no new thread started")
+	}
 	for tid, list := range allowed(t) {
 		if list != strconv.Itoa(first) {
-			t.Errorf("after Pin, thread %s runs on %s, want %d", tid, list, first)
+			t.Errorf("after Pin, thread %s (new: %v) runs on %s, want %d", tid, tid == fresh, list, first)
 		}
 	}
 	if err := Unpin(); err != nil {
@@ -129,5 +147,4 @@ func TestPin(t *testing.T) {
 			t.Errorf("after Unpin, thread %s runs on %s, want %s", tid, list, want)
 		}
 	}
-	close(stop)
 }
