@@ -32,6 +32,22 @@ func slacks(t *testing.T, pid int) map[string]time.Duration {
 	return out
 }
 
+// replicateWith restarts backup b with args added to its own, then
+// writes 50 files with a barrier after each and requires every backup to
+// hold the same tree as the primary.
+func replicateWith(t *testing.T, c *fstest.Cluster, b *fstest.BackupProc, args ...string) {
+	t.Helper()
+	b.Args = append(b.Args, args...)
+	stopBackup(b)
+	c.StartBackup(b)
+	for i := range 50 {
+		must(t, os.WriteFile(filepath.Join(c.Vol, fmt.Sprint("f", i)), bytes.Repeat([]byte{byte(i)}, 9000), 0o644))
+		c.Barrier()
+	}
+	c.WaitApplied(c.Barrier())
+	c.RequireConverged()
+}
+
 // TestBackupScheduling: a backup runs every thread, those it started
 // while replicating included, with --timer-slack (1 ms unless told), and
 // its Go code on --procs threads (1 unless told), and replicates as
@@ -42,15 +58,7 @@ func TestBackupScheduling(t *testing.T) {
 		t.Skipf("this test process cannot set timer slacks: %v", err)
 	}
 	c := fstest.NewCluster(t, 2, nil)
-	c.Backups[1].Args = append(c.Backups[1].Args, "--timer-slack", "0", "--procs", "0")
-	stopBackup(c.Backups[1])
-	c.StartBackup(c.Backups[1])
-	for i := range 50 {
-		must(t, os.WriteFile(filepath.Join(c.Vol, fmt.Sprint("f", i)), bytes.Repeat([]byte{byte(i)}, 9000), 0o644))
-		c.Barrier()
-	}
-	c.WaitApplied(c.Barrier())
-	c.RequireConverged()
+	replicateWith(t, c, c.Backups[1], "--timer-slack", "0", "--procs", "0")
 	for i, want := range []time.Duration{time.Millisecond, timerslack.Default} {
 		got := slacks(t, c.Backups[i].Cmd.Process.Pid)
 		for tid, d := range got {
@@ -141,15 +149,7 @@ func TestBackupCPUs(t *testing.T) {
 		t.Skipf("this test runs on CPU %s alone: a pinned backup would look like any other", mine)
 	}
 	c := fstest.NewCluster(t, 1, nil)
-	c.Backups[0].Args = append(c.Backups[0].Args, "--cpus", cpu)
-	stopBackup(c.Backups[0])
-	c.StartBackup(c.Backups[0])
-	for i := range 50 {
-		must(t, os.WriteFile(filepath.Join(c.Vol, fmt.Sprint("f", i)), bytes.Repeat([]byte{byte(i)}, 9000), 0o644))
-		c.Barrier()
-	}
-	c.WaitApplied(c.Barrier())
-	c.RequireConverged()
+	replicateWith(t, c, c.Backups[0], "--cpus", cpu)
 	got := cpusOf(t, c.Backups[0].Cmd.Process.Pid)
 	if len(got) < 3 {
 		t.Errorf("only %d threads of the backup seen", len(got))
