@@ -8,8 +8,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,7 +34,7 @@ func scheduleAsBackup(cpus unix.CPUSet, slack time.Duration, nprocs int, log *sl
 		if err := procs.Pin(cpus); err != nil {
 			log.Warn("CPU affinity not set", "err", err)
 		} else {
-			pinned = cpuList(cpus)
+			pinned = procs.FormatCPUs(cpus)
 		}
 	}
 	if slack > 0 {
@@ -46,17 +44,6 @@ func scheduleAsBackup(cpus unix.CPUSet, slack time.Duration, nprocs int, log *sl
 		}
 	}
 	log.Info("scheduled as a backup", "procs", procs.Set(nprocs), "timer_slack", slack, "cpus", pinned)
-}
-
-// cpuList names the CPUs of set, comma-separated.
-func cpuList(set unix.CPUSet) string {
-	var names []string
-	for c := range len(set) * 64 {
-		if set.IsSet(c) {
-			names = append(names, strconv.Itoa(c))
-		}
-	}
-	return strings.Join(names, ",")
 }
 
 // backupCPUs parses --cpus: an empty set when it is not given.

@@ -16,13 +16,14 @@ import (
 // one that took its P meanwhile, the applier. On a virtual machine a
 // wake-up on another vCPU costs several times one on the same vCPU (an
 // interrupt between vCPUs goes through the hypervisor): on the 2-vCPU
-// machine of docs/PERFORMANCE.md, a thread wake-up round trip took 8 µs on
-// one vCPU and 25-30 µs across two, and a backup pinned to one vCPU spent
-// 12-31 % less CPU per small batch. Go places threads where the kernel puts them, so the only
-// way to keep a backup's wake-ups on one vCPU is its CPU affinity, which
-// Pin sets for every thread of the process. It is the operator's choice
-// (`--cpus`), not a default: a process pinned to a CPU another busy one
-// shares cannot move away from it.
+// machine of docs/PERFORMANCE.md, a thread wake-up round trip took 8 µs
+// on one vCPU and 25-30 µs across two, and a backup pinned to one vCPU
+// spent 12-31 % less CPU per small batch. Go places threads where the
+// kernel puts them, so the only way to keep a backup's wake-ups on one
+// vCPU is its CPU affinity, which Pin sets for every thread of the
+// process. It is the operator's choice (`--cpus`), not a default: a
+// process pinned to a CPU another busy one shares cannot move away from
+// it.
 
 // Errors of a CPU list.
 var (
@@ -66,19 +67,27 @@ func Usable(set unix.CPUSet) error {
 	if err := unix.SchedGetaffinity(0, &cur); err != nil {
 		return fmt.Errorf("read the affinity: %w", err)
 	}
-	var bad, may []string
-	for c := range len(cur) * 64 {
+	var bad unix.CPUSet
+	for c := range len(set) * 64 {
 		if set.IsSet(c) && !cur.IsSet(c) {
-			bad = append(bad, strconv.Itoa(c))
-		}
-		if cur.IsSet(c) {
-			may = append(may, strconv.Itoa(c))
+			bad.Set(c)
 		}
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("CPU %s: %w (it may use %s)", strings.Join(bad, ","), ErrCPUsNotAllowed, strings.Join(may, ","))
+	if bad.Count() > 0 {
+		return fmt.Errorf("CPU %s: %w (it may use %s)", FormatCPUs(bad), ErrCPUsNotAllowed, FormatCPUs(cur))
 	}
 	return nil
+}
+
+// FormatCPUs names the CPUs of set, comma-separated.
+func FormatCPUs(set unix.CPUSet) string {
+	var names []string
+	for c := range len(set) * 64 {
+		if set.IsSet(c) {
+			names = append(names, strconv.Itoa(c))
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 // cpuNumber parses a CPU number: decimal digits only.

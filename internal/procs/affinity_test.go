@@ -61,7 +61,7 @@ func TestUsable(t *testing.T) {
 	}
 	var out unix.CPUSet
 	out.Set(last)
-	if err := Usable(out); !errors.Is(err, ErrCPUsNotAllowed) {
+	if err := Usable(out); !errors.Is(err, ErrCPUsNotAllowed) || !strings.Contains(err.Error(), "CPU "+strconv.Itoa(last)+":") {
 		t.Errorf("CPU %d: %v, want ErrCPUsNotAllowed", last, err)
 	}
 }
