@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -399,11 +398,7 @@ func TestNodesAdoptAMountsVolume(t *testing.T) {
 // old one, restarted as a backup, pinned; and a primary deposed while
 // frozen serves on as a backup, pinned again in the same process.
 func TestNodeCPUsFollowTheRole(t *testing.T) {
-	mine := cpusOf(t, os.Getpid())[strconv.Itoa(os.Getpid())]
-	cpu := strings.FieldsFunc(mine, func(r rune) bool { return r == ',' || r == '-' })[0]
-	if mine == cpu {
-		t.Skipf("this test runs on CPU %s alone: a pinned node would look like any other", mine)
-	}
+	mine, cpu := pinnableCPU(t)
 	c := startNodesWith(t, 1, 3, func(*node) []string { return []string{"--cpus", cpu} })
 	// requireCPUs waits until every thread of nd runs on want.
 	requireCPUs := func(nd *node, want, role string) {

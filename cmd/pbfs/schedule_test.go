@@ -138,16 +138,25 @@ func cpusOf(t *testing.T, pid int) map[string]string {
 	return out
 }
 
+// pinnableCPU returns the CPUs this test runs on, as /proc lists them, and
+// the first of them; it skips the test when that is the only one, where a
+// pinned process would look like any other.
+func pinnableCPU(t *testing.T) (mine, cpu string) {
+	t.Helper()
+	mine = cpusOf(t, os.Getpid())[strconv.Itoa(os.Getpid())]
+	cpu = strings.FieldsFunc(mine, func(r rune) bool { return r == ',' || r == '-' })[0]
+	if mine == cpu {
+		t.Skipf("this test runs on CPU %s alone: a pinned process would look like any other", mine)
+	}
+	return mine, cpu
+}
+
 // TestBackupCPUs: a backup started with --cpus runs every thread, those
 // it started while replicating included, on those CPUs and replicates as
 // before, while the primary keeps the CPUs it was given; a --cpus that
 // names no CPU, or none the process may use, is refused.
 func TestBackupCPUs(t *testing.T) {
-	mine := cpusOf(t, os.Getpid())[strconv.Itoa(os.Getpid())]
-	cpu := strings.FieldsFunc(mine, func(r rune) bool { return r == ',' || r == '-' })[0]
-	if mine == cpu {
-		t.Skipf("this test runs on CPU %s alone: a pinned backup would look like any other", mine)
-	}
+	mine, cpu := pinnableCPU(t)
 	c := fstest.NewCluster(t, 1, nil)
 	replicateWith(t, c, c.Backups[0], "--cpus", cpu)
 	got := cpusOf(t, c.Backups[0].Cmd.Process.Pid)
