@@ -57,9 +57,20 @@ func runPoint(ctx context.Context, c *cluster, cfg config, size int, data []byte
 		return nil
 	}
 	barrier := func() (uint64, error) { return c.barrier(ctx) }
+	// applied waits until the backups applied what the barriers so far
+	// covered. A fsync's barrier returns no seq; an empty control-socket
+	// barrier, outside what is timed, gives the last one.
+	applied := func(last uint64) error {
+		if cfg.viaFsync {
+			seq, err := c.barrier(ctx)
+			if err != nil {
+				return err
+			}
+			last = seq
+		}
+		return c.waitApplied(ctx, last)
+	}
 	if cfg.viaFsync {
-		// The fsync's barrier returns no seq; the control socket's
-		// empty barrier after the loop gives the last one.
 		barrier = func() (uint64, error) { return 0, c.fsync() }
 	}
 	var last uint64
@@ -73,14 +84,7 @@ func runPoint(ctx context.Context, c *cluster, cfg config, size int, data []byte
 		}
 		last = seq
 	}
-	if cfg.viaFsync {
-		seq, err := c.barrier(ctx)
-		if err != nil {
-			return nil, err
-		}
-		last = seq
-	}
-	if err := c.waitApplied(ctx, last); err != nil {
+	if err := applied(last); err != nil {
 		return nil, err
 	}
 	m0, err := scrape(ctx, c)
@@ -121,13 +125,8 @@ func runPoint(ctx context.Context, c *cluster, cfg config, size int, data []byte
 	r.m = m1.minus(m0)
 	r.tcpUp, r.tcpDown = up1-up0, down1-down0
 	slices.Sort(r.lat)
-	if cfg.viaFsync {
-		if last, err = c.barrier(ctx); err != nil {
-			return nil, err
-		}
-	}
 	// Let the backups finish applying before the next point starts.
-	return r, c.waitApplied(ctx, last)
+	return r, applied(last)
 }
 
 func writeSamples(dir string, round int, cluster string, r *result) error {
