@@ -73,8 +73,8 @@ bench-wordpress: build
 bench-kv: build
 	$(GO) run ./benchmarks/kv -bin $(BIN) -proxy bin/http-proxy $(KV_FLAGS)
 
-# MariaDB under sysbench: plain, pbfs, pbfs replicating to two backups, semi-sync (about 10 minutes;
-# SYSBENCH_FLAGS=-quick for about 4). Needs mariadb-server and sysbench.
+# MariaDB under sysbench: plain, pbfs, pbfs replicating to one and two backups, semi-sync (about 12 minutes;
+# SYSBENCH_FLAGS=-quick for about 5). Needs mariadb-server and sysbench.
 bench-sysbench:
 	$(GO) run ./benchmarks/sysbench $(SYSBENCH_FLAGS)
 

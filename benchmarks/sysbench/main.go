@@ -8,7 +8,9 @@
 // returns once it is durable on both backups; pbfs-1-replicated: the same
 // with one backup), the same with 0.5 ms added
 // each way on every backup's link (pbfs-2-replicated-delay, through
-// benchmarks/internal/delayproxy), and with two semi-sync replicas
+// benchmarks/internal/delayproxy), the same with --ack-level memory
+// (pbfs-2-replicated-memory: a backup acks a batch once received and
+// checked, before its synced append), and with two semi-sync replicas
 // (semisync); -scenarios can add pbfs-2-ack1, pbfs-2-replicated
 // with --ack 1 (MariaDB's semi-sync waits for one replica). It then runs
 // oltp_write_only on pbfs-2-replicated with each of the settings the
@@ -24,8 +26,8 @@
 // Every mariadbd, pbfs mount and pbfs backup is a real process. Run from
 // the module root, as root, with mariadb-server and sysbench installed:
 //
-//	go run ./benchmarks/sysbench            # 30 s per run, 50,000 rows per table: about 10 minutes
-//	go run ./benchmarks/sysbench -quick     # 10 s per run, 10,000 rows: about 4 minutes
+//	go run ./benchmarks/sysbench            # 30 s per run, 50,000 rows per table: about 12 minutes
+//	go run ./benchmarks/sysbench -quick     # 10 s per run, 10,000 rows: about 5 minutes
 //	go run ./benchmarks/sysbench -h         # the settings
 //
 // The report goes to benchmarks/results/sysbench-<UTC date>.md and to
@@ -74,8 +76,8 @@ type config struct {
 // a barrier waits for one backup, as semi-sync waits for one replica) is
 // not in the default list.
 var (
-	allScenarios     = []string{"plain", "pbfs-0", "pbfs-1-replicated", "pbfs-2-replicated", "pbfs-2-replicated-delay", "pbfs-2-ack1", "semisync"}
-	defaultScenarios = []string{"plain", "pbfs-0", "pbfs-1-replicated", "pbfs-2-replicated", "pbfs-2-replicated-delay", "semisync"}
+	allScenarios     = []string{"plain", "pbfs-0", "pbfs-1-replicated", "pbfs-2-replicated", "pbfs-2-replicated-delay", "pbfs-2-replicated-memory", "pbfs-2-ack1", "semisync"}
+	defaultScenarios = []string{"plain", "pbfs-0", "pbfs-1-replicated", "pbfs-2-replicated", "pbfs-2-replicated-delay", "pbfs-2-replicated-memory", "semisync"}
 )
 
 func main() {

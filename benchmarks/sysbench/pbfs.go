@@ -34,11 +34,12 @@ type cluster struct {
 	stopped bool                // the mount was stopped
 }
 
-// startCluster starts n backups and a mount with --ack ack over an empty
-// volume; with plugin, the mount runs mysql-hint with fsync=replicated,
-// reading the server's options from cnf. A delay above 0 is added each
-// way on every backup's link (delayproxy).
-func (b *bench) startCluster(name string, n int, ack string, plugin bool, cnf string, delay time.Duration) (*cluster, error) {
+// startCluster starts sp's backups and a mount with its --ack and
+// --ack-level over an empty volume; with sp.plugin, the mount runs
+// mysql-hint with fsync=replicated, reading the server's options from cnf.
+// A delay above 0 is added each way on every backup's link (delayproxy).
+func (b *bench) startCluster(name string, sp spec, cnf string) (*cluster, error) {
+	n, plugin, delay := sp.backups, sp.plugin, sp.delay
 	ctx := b.ctx
 	c := &cluster{name: name, dir: filepath.Join(b.runDir, name)}
 	b.clusters = append(b.clusters, c)
@@ -78,7 +79,10 @@ func (b *bench) startCluster(name string, n int, ack string, plugin bool, cnf st
 		argv = append(argv, "--backup", addr)
 	}
 	if n > 0 {
-		argv = append(argv, "--ack", ack)
+		argv = append(argv, "--ack", sp.ack)
+		if sp.ackLevel != "" {
+			argv = append(argv, "--ack-level", sp.ackLevel)
+		}
 	}
 	if plugin {
 		argv = append(argv, "--plugin", "mysql="+b.hint, "--plugin-config", "mysql:fsync=replicated,defaults-file="+cnf)

@@ -60,7 +60,9 @@ func (rep *report) markdown() string {
 		"with no backups; **pbfs-2-replicated** on a mount with two `pbfs backup` processes, `--ack all` and "+
 		"`--plugin mysql=mysql-hint --plugin-config mysql:fsync=replicated` (every fsync of the data directory, the redo log's included, "+
 		"returns once everything written before it is durable on both backups); **pbfs-1-replicated** the same with one backup; **pbfs-2-replicated-delay** the same with "+
-		report_.LinkDelay.String()+" added each way on every backup's link; **pbfs-2-ack1**, when run, the same with `--ack 1` "+
+		report_.LinkDelay.String()+" added each way on every backup's link; **pbfs-2-replicated-memory** the same with `--ack-level memory` "+
+		"(a backup acks a batch once it has received and checked it, before its synced append: safe against one machine's crash, not against a power loss of all); "+
+		"**pbfs-2-ack1**, when run, the same with `--ack 1` "+
 		"(durable on one backup, as semi-sync waits for one replica); **semisync** a primary with `"+
 		strings.Join(primaryOptions, " ")+"` and two replicas with `"+strings.Join(replicaOptions, " ")+
 		"` (MariaDB waits for one replica's ack per commit). All processes share this machine.\n\n")

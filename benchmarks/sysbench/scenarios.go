@@ -35,6 +35,25 @@ func (r *row) perTx(v float64) float64 {
 	return v / float64(r.r.txns)
 }
 
+// spec is how a pbfs scenario's cluster is set up.
+type spec struct {
+	backups  int
+	ack      string        // --ack, with backups
+	ackLevel string        // --ack-level; empty: the default (disk)
+	plugin   bool          // mysql-hint with fsync=replicated
+	delay    time.Duration // added each way on every backup's link
+}
+
+// pbfsScenarios are the scenarios with the data directory on a pbfs mount.
+var pbfsScenarios = map[string]spec{
+	"pbfs-0":                   {},
+	"pbfs-1-replicated":        {backups: 1, ack: "all", plugin: true},
+	"pbfs-2-replicated":        {backups: 2, ack: "all", plugin: true},
+	"pbfs-2-replicated-delay":  {backups: 2, ack: "all", plugin: true, delay: report_.LinkDelay},
+	"pbfs-2-replicated-memory": {backups: 2, ack: "all", ackLevel: "memory", plugin: true},
+	"pbfs-2-ack1":              {backups: 2, ack: "1", plugin: true},
+}
+
 // scenario sets one scenario up, runs every workload on it, checks it and
 // tears it down.
 func (b *bench) scenario(name string) error {
@@ -60,18 +79,11 @@ func (b *bench) scenario(name string) error {
 			b.rep.rows = append(b.rep.rows, b.measure(s, name, w, nil))
 		}
 		return b.stopServers()
-	case "pbfs-0":
-		return b.pbfsScenario(name, 0, "", false, 0, nil)
-	case "pbfs-1-replicated":
-		return b.pbfsScenario(name, 1, "all", true, 0, nil)
-	case "pbfs-2-replicated":
-		return b.pbfsScenario(name, 2, "all", true, 0, nil)
-	case "pbfs-2-replicated-delay":
-		return b.pbfsScenario(name, 2, "all", true, report_.LinkDelay, nil)
-	case "pbfs-2-ack1":
-		return b.pbfsScenario(name, 2, "1", true, 0, nil)
 	case "semisync":
 		return b.semisync()
+	}
+	if sp, ok := pbfsScenarios[name]; ok {
+		return b.pbfsScenario(name, sp, nil)
 	}
 	return fmt.Errorf("unknown scenario %q", name)
 }
@@ -153,9 +165,10 @@ func (b *bench) pbfsAround(c *cluster) func(rw *row, after bool) error {
 // volume (the volume's root) with n backups and --ack ack. With variants (tuning), it
 // runs oltp_write_only once per variant instead, restarting the server
 // with the variant's options each time.
-func (b *bench) pbfsScenario(name string, n int, ack string, plugin bool, delay time.Duration, variants []variant) error {
+func (b *bench) pbfsScenario(name string, sp spec, variants []variant) error {
+	n := sp.backups
 	cnf := filepath.Join(b.runDir, name+"-my.cnf")
-	if plugin {
+	if sp.plugin {
 		// The server's options as an option file, for mysql-hint's checks;
 		// the server itself starts with --no-defaults and the same options.
 		text := "[mysqld]\ndatadir=" + filepath.Join(b.runDir, name, "vol") + "\n" + strings.Join(baseOptions, "\n") + "\n"
@@ -163,7 +176,7 @@ func (b *bench) pbfsScenario(name string, n int, ack string, plugin bool, delay 
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	c, err := b.startCluster(name, n, ack, plugin, cnf, delay)
+	c, err := b.startCluster(name, sp, cnf)
 	if err != nil {
 		return err
 	}
@@ -247,7 +260,7 @@ func (b *bench) tuning() error {
 		{"innodb_flush_method=fsync", []string{"innodb_flush_method=fsync"}},
 		{"baseline again", nil},
 	}
-	return b.pbfsScenario("tune", 2, "all", true, 0, vs)
+	return b.pbfsScenario("tune", pbfsScenarios["pbfs-2-replicated"], vs)
 }
 
 // semisync runs the workloads on a primary with two semi-sync replicas.

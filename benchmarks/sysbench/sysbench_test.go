@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -90,6 +91,26 @@ func TestNum(t *testing.T) {
 	for v, want := range map[float64]string{2828.4: "2,828", 1234567: "1,234,567", 99.94: "99.9", 182: "182"} {
 		if got := num(v); got != want {
 			t.Errorf("num(%v) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+// TestScenarioNames checks that -scenarios accepts every scenario the
+// program can set up, and only those.
+func TestScenarioNames(t *testing.T) {
+	for _, s := range allScenarios {
+		if _, ok := pbfsScenarios[s]; !ok && s != "plain" && s != "semisync" {
+			t.Errorf("-scenarios accepts %q, which no code sets up", s)
+		}
+	}
+	for s := range pbfsScenarios {
+		if !slices.Contains(allScenarios, s) {
+			t.Errorf("pbfs scenario %q is missing from allScenarios", s)
+		}
+	}
+	for _, s := range defaultScenarios {
+		if !slices.Contains(allScenarios, s) {
+			t.Errorf("default scenario %q is missing from allScenarios", s)
 		}
 	}
 }
