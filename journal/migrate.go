@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -33,12 +34,39 @@ func (s *Store) openLog() (*batchLog, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) && moved && !s.ro {
+		// A crash inside a rewrite leaves the log under another name.
+		if err := recoverSwap(dir); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(dir + ".old"); err == nil && moved && s.ro {
+			return nil, fmt.Errorf("a rewrite of its batch log was cut short; a read-write open finishes it: %w", ErrNeedsRecovery)
+		}
+		if moved {
+			return nil, fmt.Errorf("open batch log: %s is missing, though the journal's metadata says its batches are there: %w", dir, ErrDamaged)
+		}
+		if s.ro {
+			if old {
+				return nil, fmt.Errorf("its batches are still in Badger, as an older pbfs kept them; a read-write open moves them: %w", ErrNeedsRecovery)
+			}
+			return &batchLog{dir: dir, ro: true, log: s.log, spare: newSpare(dir, s.log, nil)}, nil
+		}
+	} else if !moved && !old {
+		// Every journal that has a batch log has logKey. A log with batches
+		// but no logKey means Badger lost its records (its MANIFEST or
+		// tables damaged or replaced): starting the journal over here
+		// would delete every batch, and the epoch with them.
+		if first, last, err := logBounds(dir, s.log); err != nil {
+			return nil, err
+		} else if last > 0 {
+			return nil, fmt.Errorf("open batch log: it holds batches %d-%d, but the journal's metadata (Badger) has no record of them: %w", first, last, ErrDamaged)
+		}
+	}
 	if s.ro {
 		if !moved && old {
 			return nil, fmt.Errorf("its batches are still in Badger, as an older pbfs kept them; a read-write open moves them: %w", ErrNeedsRecovery)
-		}
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			return &batchLog{dir: dir, ro: true, log: s.log}, nil
 		}
 		return openBatchLog(dir, true, s.log, nil)
 	}
@@ -68,6 +96,18 @@ func (s *Store) openLog() (*batchLog, error) {
 		}
 	}
 	return openBatchLog(dir, false, s.log, s.space.room)
+}
+
+// logBounds returns the first and last seq the batch log in dir holds,
+// reading it without changing it.
+func logBounds(dir string, log *slog.Logger) (first, last uint64, err error) {
+	l, err := openBatchLog(dir, true, log, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer l.close()
+	first, last = l.bounds()
+	return first, last, nil
 }
 
 func (s *Store) hasKey(key []byte) (bool, error) {

@@ -40,6 +40,12 @@ var (
 	// left it (its logs end in a torn write that must be cut off first);
 	// only a read-write open can recover it.
 	ErrNeedsRecovery = errors.New("journal needs recovery after an unclean stop")
+	// ErrDamaged: the journal's files contradict each other (its batch log
+	// is gone while its metadata says it has one, or its metadata is gone
+	// while the log holds batches) or Badger's own files do not parse. An
+	// open refuses it rather than start the journal over; restore the
+	// directory from a copy, or resync the node.
+	ErrDamaged = errors.New("journal damaged")
 )
 
 // StoreOptions configure a Store.
@@ -124,7 +130,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 			return nil, fmt.Errorf("open journal %s: %w", dir, err)
 		}
 	}
-	db, err := badger.Open(opts)
+	db, err := openBadger(opts)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") || strings.Contains(err.Error(), "resource temporarily unavailable") {
 			return nil, fmt.Errorf("open journal %s: %w", dir, ErrLocked)
@@ -148,6 +154,21 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		return nil, fmt.Errorf("open journal %s: %w (pbfs journal verify tells more)", dir, err)
 	}
 	return s, nil
+}
+
+// openBadger is badger.Open after checkTables, with a panic in the
+// caller's goroutine (Badger panics on some damaged files) returned as
+// ErrDamaged.
+func openBadger(opts badger.Options) (db *badger.DB, err error) {
+	if err := checkTables(opts.Dir); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("badger: %v: %w", r, ErrDamaged)
+		}
+	}()
+	return badger.Open(opts)
 }
 
 func (s *Store) load() error {

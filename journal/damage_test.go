@@ -1,0 +1,140 @@
+package journal
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// damagedJournal makes a journal of five batches in a fresh directory,
+// closes it, runs damage on it and returns the directory.
+func damagedJournal(t *testing.T, damage func(dir string)) string {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := OpenStore(dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, _, err := st.Append([]Op{{Kind: KindMkdir, Path: "d", Mode: 0o755}}, time.Now(), 0, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.SetEpoch(7); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damage(dir)
+	return dir
+}
+
+// segments lists the batch log's segment files in dir.
+func segments(t *testing.T, dir string) []string {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, batchDir, "*.seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return segs
+}
+
+// openBoth opens dir read-only and read-write and wants ErrDamaged from
+// both (and no panic).
+func openBoth(t *testing.T, dir string) {
+	t.Helper()
+	for _, ro := range []bool{true, false} {
+		st, err := OpenStore(dir, StoreOptions{ReadOnly: ro})
+		if err == nil {
+			st.Close()
+			t.Fatalf("read-only %v: opened a damaged journal (last seq %d, epoch %d)", ro, st.Last().Seq, st.Epoch())
+		}
+		if !errors.Is(err, ErrDamaged) {
+			t.Fatalf("read-only %v: %v, want ErrDamaged", ro, err)
+		}
+	}
+}
+
+// TestLostMetadataKeepsTheBatches: a journal whose Badger lost its records
+// (a truncated MANIFEST) must not be started over, which would delete its
+// batches.
+func TestLostMetadataKeepsTheBatches(t *testing.T) {
+	dir := damagedJournal(t, func(dir string) {
+		if err := os.Truncate(filepath.Join(dir, "MANIFEST"), 10); err != nil {
+			t.Fatal(err)
+		}
+	})
+	before := segments(t, dir)
+	if len(before) == 0 {
+		t.Fatal("no segment files")
+	}
+	openBoth(t, dir)
+	if after := segments(t, dir); len(after) != len(before) {
+		t.Fatalf("segments %v after the refused opens, %v before", after, before)
+	}
+	l, err := openBatchLog(filepath.Join(dir, batchDir), true, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	if first, last := l.bounds(); first != 1 || last != 5 {
+		t.Fatalf("the log holds %d-%d after the refused opens, want 1-5", first, last)
+	}
+}
+
+// TestMissingBatchLog: a journal whose batch log directory is gone is
+// damaged, not empty.
+func TestMissingBatchLog(t *testing.T) {
+	dir := damagedJournal(t, func(dir string) {
+		if err := os.RemoveAll(filepath.Join(dir, batchDir)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	openBoth(t, dir)
+}
+
+// TestGarbageBadgerTable: a Badger table file of random bytes makes Badger
+// panic; the open returns ErrDamaged instead.
+func TestGarbageBadgerTable(t *testing.T) {
+	dir := damagedJournal(t, func(dir string) {
+		ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+		if len(ssts) == 0 {
+			t.Skip("Badger wrote no table file")
+		}
+		junk := make([]byte, 4096)
+		for i := range junk {
+			junk[i] = byte(i*7 + 3)
+		}
+		if err := os.WriteFile(ssts[0], junk, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	openBoth(t, dir)
+}
+
+// TestNewJournalOpensAgain: the checks above do not refuse a journal that
+// has no batches yet, nor a healthy one.
+func TestNewJournalOpensAgain(t *testing.T) {
+	dir := t.TempDir()
+	for i := 0; i < 2; i++ {
+		st, err := OpenStore(dir, StoreOptions{})
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		st.Close()
+	}
+	dir = damagedJournal(t, func(string) {})
+	for _, ro := range []bool{true, false} {
+		st, err := OpenStore(dir, StoreOptions{ReadOnly: ro})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Last().Seq != 5 || st.Epoch() != 7 {
+			t.Errorf("read-only %v: last seq %d, epoch %d; want 5, 7", ro, st.Last().Seq, st.Epoch())
+		}
+		st.Close()
+	}
+}
