@@ -213,7 +213,7 @@ func CheckReserve(dir string, reserve int64) error {
 		if reserve == 0 {
 			reserve = DefaultReserve(size)
 		}
-		if size <= reserve+minJournalRoom {
+		if reserve >= size-minJournalRoom {
 			return fmt.Errorf("%w: %s is on a file system of %d MiB and must keep %d MiB free (--journal-reserve): give the journal a larger file system, or a smaller reserve",
 				ErrReserveTooLarge, dir, size>>20, reserve>>20)
 		}

@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pbfs/pbfs/internal/mountinfo"
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate"
@@ -111,17 +110,14 @@ func (cfg *Config) check() error {
 // notServed refuses dir if it lies on a pbfs mount: a mount over a mounted
 // volume would stack on the first, and a volume inside another's would be
 // captured twice.
+// Without a mount table, openVolume's lock still refuses a second daemon.
 func notServed(dir string) error {
-	p, err := pathcheck.Resolve(dir)
+	point, err := pathcheck.ServedBy(dir)
 	if err != nil {
 		return err
 	}
-	tab, err := mountinfo.Read()
-	if err != nil {
-		return nil // no table: openVolume's lock still refuses a second daemon
-	}
-	if m, ok := tab.Lookup(p); ok && m.FSType == "fuse.pbfs" {
-		return fmt.Errorf("%s: a pbfs mount at %s serves it: %w", dir, m.Point, ErrVolumeBusy)
+	if point != "" {
+		return fmt.Errorf("%s: a pbfs mount at %s serves it: %w", dir, point, ErrVolumeBusy)
 	}
 	return nil
 }

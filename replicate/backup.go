@@ -64,8 +64,8 @@ const (
 	AckedKey = "acked"
 )
 
-// ErrVolumeBusy refuses a volume another backup already serves.
-var ErrVolumeBusy = errors.New("another pbfs backup serves this volume")
+// ErrVolumeBusy refuses a volume another backup, or a pbfs mount, already serves.
+var ErrVolumeBusy = errors.New("another pbfs process serves this volume")
 
 // Backup receives one primary's batches, makes them durable, acks them and
 // applies them in order to its volume.
@@ -142,6 +142,13 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	// which makes the volume equal to the primary's.
 	if err := pathcheck.Outside(cfg.Journal, cfg.Volume); err != nil {
 		return nil, err
+	}
+	// A volume a pbfs mount serves is the primary's: batches applied
+	// into it would be captured again.
+	if point, err := pathcheck.ServedBy(cfg.Volume); err != nil {
+		return nil, fmt.Errorf("backup volume %s: %w", cfg.Volume, err)
+	} else if point != "" {
+		return nil, fmt.Errorf("backup volume %s: it lies on the pbfs mount at %s: %w", cfg.Volume, point, ErrVolumeBusy)
 	}
 	// One backup per volume: two would apply every batch twice.
 	lock, err := os.Open(cfg.Volume)

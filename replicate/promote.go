@@ -49,6 +49,11 @@ type Promotion struct {
 // promotedKey records promotions in the journal's metadata.
 const promotedKey = "promoted"
 
+// MaxEpoch bounds the epochs a term may take (mount --epoch, promote
+// --epoch): far above any a cluster reaches by promotions, and far enough
+// below 2^64 that the next term's epoch never wraps round to 0.
+const MaxEpoch = 1 << 63
+
 // Promote readies a backup's journal and volume to serve as the primary:
 // it refuses (ErrNotPromotable, naming the reasons) when this backup is
 // known stale, is behind a reachable peer, or cannot prove it holds every
@@ -93,8 +98,15 @@ func Promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 	} else {
 		reasons, maxEpoch = b.promotable(ctx, cfg, st, policy)
 	}
-	p := Promotion{Seq: b.complete.Load(), Epoch: max(st.Epoch, maxEpoch) + 1}
+	top := max(st.Epoch, maxEpoch)
+	if top >= MaxEpoch {
+		return Promotion{}, fmt.Errorf("promote: epoch %d leaves no term after it (at most %d)", top, uint64(MaxEpoch))
+	}
+	p := Promotion{Seq: b.complete.Load(), Epoch: top + 1}
 	if cfg.Checked && cfg.Epoch > 0 {
+		if cfg.Epoch >= MaxEpoch {
+			return p, fmt.Errorf("promote: epoch %d: want below %d", cfg.Epoch, uint64(MaxEpoch))
+		}
 		if cfg.Epoch <= st.Epoch {
 			return p, fmt.Errorf("promote: epoch %d is not above the journal's %d", cfg.Epoch, st.Epoch)
 		}
@@ -134,6 +146,9 @@ func (b *Backup) promotable(ctx context.Context, cfg PromoteConfig, st Status, p
 	var reasons []string
 	if st.Stalled {
 		reasons = append(reasons, "this backup is stalled: its volume needs a resync")
+	}
+	if st.VolumeID == "" && st.DurableSeq == 0 {
+		reasons = append(reasons, "this journal never received a volume or a batch from a primary")
 	}
 	if b.complete.Load() < st.DurableSeq {
 		cfg.Logger.Warn("the journal ends inside a seal; its last batches are not applied", "complete", b.complete.Load(), "durable", st.DurableSeq)

@@ -46,8 +46,24 @@ func scheduleAsBackup(cpus unix.CPUSet, slack time.Duration, nprocs int, log *sl
 	log.Info("scheduled as a backup", "procs", procs.Set(nprocs), "timer_slack", slack, "cpus", pinned)
 }
 
-// backupCPUs parses --cpus: an empty set when it is not given.
-func backupCPUs(c *cli.Context) (unix.CPUSet, error) {
+// maxProcs and maxTimerSlack bound --procs and --timer-slack: Go stops a
+// process that runs more than 10,000 threads, and timers that fire later
+// than a few milliseconds hold up a backup's apply windows (20 ms), its
+// heartbeats and its own shutdown.
+const (
+	maxProcs      = 256
+	maxTimerSlack = 10 * time.Millisecond
+)
+
+// backupSchedule checks --procs and --timer-slack and returns the CPUs
+// --cpus names (none: any).
+func backupSchedule(c *cli.Context) (unix.CPUSet, error) {
+	if n := c.Int("procs"); n < 0 || n > maxProcs {
+		return unix.CPUSet{}, fmt.Errorf("--procs %d: want 0 (one per CPU) to %d", n, maxProcs)
+	}
+	if d := c.Duration("timer-slack"); d < 0 || d > maxTimerSlack {
+		return unix.CPUSet{}, fmt.Errorf("--timer-slack %v: want 0 (the kernel's default) to %v", d, maxTimerSlack)
+	}
 	if c.String("cpus") == "" {
 		return unix.CPUSet{}, nil
 	}
@@ -94,7 +110,7 @@ func backupCommand() *cli.Command {
 			if err := checkAdmin(c.String("admin"), token); err != nil {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}
-			cpus, err := backupCPUs(c)
+			cpus, err := backupSchedule(c)
 			if err != nil {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}

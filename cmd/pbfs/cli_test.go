@@ -112,6 +112,33 @@ func TestMountBarrierJournalReplay(t *testing.T) {
 	fstest.RequireEqual(t, want, fstest.Snapshot(t, start), "replayed copy vs volume")
 }
 
+// TestServedVolumeRefused: a backup, or a replay, into a volume a pbfs
+// mount serves would write behind its capture; both are refused and the
+// volume is left as it was.
+func TestServedVolumeRefused(t *testing.T) {
+	vol, _, jdir := layout(t)
+	startMount(t, nil, vol, jdir, "--seal-interval", "1h")
+	must(t, os.WriteFile(filepath.Join(vol, "a"), []byte("one"), 0o644))
+	if out, code := run(t, "barrier", "--journal", jdir); code != 0 {
+		t.Fatalf("barrier: exit %d\n%s", code, out)
+	}
+	want := fstest.Snapshot(t, vol)
+	other := t.TempDir()
+	out, code := run(t, "backup", "--listen", "127.0.0.1:0", "--token", "t", "--journal", filepath.Join(other, "bj"), vol)
+	if code == 0 || !strings.Contains(out, "lies on the pbfs mount") {
+		t.Errorf("backup into a served volume: exit %d:\n%s", code, out)
+	}
+	replayed := filepath.Join(other, "replayed")
+	must(t, os.Mkdir(replayed, 0o755))
+	if out, code := run(t, "journal", "replay", "--journal", jdir, vol); code != 2 || !strings.Contains(out, "lies on the pbfs mount") {
+		t.Errorf("replay into the served volume: exit %d, want 2:\n%s", code, out)
+	}
+	if out, code := run(t, "journal", "replay", "--journal", jdir, replayed); code != 0 {
+		t.Errorf("replay into a plain directory: exit %d:\n%s", code, out)
+	}
+	fstest.RequireEqual(t, want, fstest.Snapshot(t, vol), "the served volume after the refused commands")
+}
+
 // TestCorruptBatchIsReportedAndNeverApplied damages one stored batch:
 // verify names it, replay refuses the range and leaves the target alone.
 func TestCorruptBatchIsReportedAndNeverApplied(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -236,6 +237,11 @@ func journalReplay(c *cli.Context) error {
 	from, to := c.Uint64("from"), c.Uint64("to")
 	if to > 0 && to < from {
 		return cli.Exit(fmt.Sprintf("journal replay: --to %d is before --from %d", to, from), 2)
+	}
+	// Batches replayed into a served volume would be captured as new
+	// writes, behind the back of the service that owns it.
+	if point, err := pathcheck.ServedBy(c.Args().First()); err == nil && point != "" {
+		return cli.Exit(fmt.Sprintf("journal replay: TARGET %s lies on the pbfs mount at %s: replay into a directory no pbfs serves", c.Args().First(), point), 2)
 	}
 	return withSource(c, func(src source) error {
 		// Check the whole range before touching the target, so a corrupt

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
@@ -76,6 +78,12 @@ func mountConfig(c *cli.Context) (mount.Config, error) {
 	}
 	if c.Duration("monitor-slack") < 0 {
 		return mount.Config{}, errors.New("--monitor-slack must be 0 (the kernel's default) or positive")
+	}
+	if e := c.Uint64("epoch"); e >= replicate.MaxEpoch {
+		return mount.Config{}, fmt.Errorf("--epoch %d: want below %d, so that a promotion can start a term after it", e, uint64(replicate.MaxEpoch))
+	}
+	if err := journal.CheckReserve(c.String("journal"), c.Int64("journal-reserve")); err != nil {
+		return mount.Config{}, err
 	}
 	var token string
 	if len(c.StringSlice("backup")) > 0 {

@@ -62,7 +62,7 @@ func nodeCommand() *cli.Command {
 			if err := mount.Check(check); err != nil {
 				return cli.Exit("node: "+err.Error(), 2)
 			}
-			cpus, err := backupCPUs(c)
+			cpus, err := backupSchedule(c)
 			if err != nil {
 				return cli.Exit("node: "+err.Error(), 2)
 			}

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -25,6 +27,9 @@ func promoteCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("promote: want exactly one VOLUME argument", 2)
+			}
+			if _, err := os.Stat(filepath.Join(c.String("journal"), "MANIFEST")); err != nil {
+				return cli.Exit(fmt.Sprintf("promote: --journal %s holds no journal: promote takes the journal of a backup (pbfs backup --journal)", c.String("journal")), 2)
 			}
 			cfg, err := mountConfig(c)
 			if err != nil {

@@ -104,7 +104,7 @@ func TestBackupVolumeServedTwiceRefused(t *testing.T) {
 	c := fstest.NewCluster(t, 1, nil)
 	b := c.Backups[0]
 	out, code := run(t, "backup", "--listen", fstest.FreeAddr(t), "--journal", filepath.Join(c.Dir, "other-journal"), "--token", fstest.TestToken, b.Vol)
-	if code != 1 || !strings.Contains(out, "another pbfs backup serves this volume") {
+	if code != 1 || !strings.Contains(out, "another pbfs process serves this volume") {
 		t.Fatalf("second backup on one volume: exit %d:\n%s", code, out)
 	}
 	c.RequireConverged()

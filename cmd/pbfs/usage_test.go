@@ -33,6 +33,13 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"mount", "--journal", jdir, "--token", "t", "--backup", "nohost", vol}, "nohost"},
 		{[]string{"mount", "--journal", filepath.Join(vol, "j"), vol}, "outside the volume"},
 		{[]string{"backup", "--listen", "127.0.0.1:1", "--journal", jdir}, "VOLUME"},
+		{[]string{"backup", "--listen", "127.0.0.1:1", "--token", "t", "--journal", jdir, "--procs", "100000", vol}, "--procs 100000"},
+		{[]string{"backup", "--listen", "127.0.0.1:1", "--token", "t", "--journal", jdir, "--procs", "-1", vol}, "--procs -1"},
+		{[]string{"backup", "--listen", "127.0.0.1:1", "--token", "t", "--journal", jdir, "--timer-slack", "9999h", vol}, "--timer-slack 9999h"},
+		{[]string{"backup", "--listen", "127.0.0.1:1", "--token", "t", "--journal", jdir, "--timer-slack", "-1s", vol}, "--timer-slack -1s"},
+		{[]string{"mount", "--journal", jdir, "--epoch", "18446744073709551615", vol}, "--epoch 18446744073709551615"},
+		{[]string{"mount", "--journal", jdir, "--journal-reserve", "9223372036854775807", vol}, "--journal-reserve"},
+		{[]string{"promote", "--journal", jdir, vol}, "holds no journal"},
 		{[]string{"journal", "ls", "--bogus"}, "bogus"},
 		{[]string{"plugin", "check"}, "PATH"},
 	} {

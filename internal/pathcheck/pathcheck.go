@@ -79,3 +79,22 @@ func Resolve(p string) (string, error) {
 		p = parent
 	}
 }
+
+// ServedBy returns the point of the pbfs mount dir lies on, or "" when it
+// lies on none (or the mount table cannot be read). A second pbfs over a
+// served volume, a backup applying into it or a replay writing into it
+// would each write past the mount's capture.
+func ServedBy(dir string) (string, error) {
+	p, err := Resolve(dir)
+	if err != nil {
+		return "", err
+	}
+	tab, err := mountinfo.Read()
+	if err != nil {
+		return "", nil
+	}
+	if m, ok := tab.Lookup(p); ok && m.FSType == "fuse.pbfs" {
+		return m.Point, nil
+	}
+	return "", nil
+}
