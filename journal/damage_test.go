@@ -138,3 +138,50 @@ func TestNewJournalOpensAgain(t *testing.T) {
 		st.Close()
 	}
 }
+
+// TestTornAppendAndDamageTold: verify must tell a torn last append, which
+// a crash leaves, from a damaged batch with intact batches after it.
+func TestTornAppendAndDamageTold(t *testing.T) {
+	locate := func(dir string, seq uint64) (string, int64, uint32) {
+		l, err := openBatchLog(filepath.Join(dir, batchDir), true, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.close()
+		loc := l.index[seq-l.first]
+		return loc.seg.path, loc.off, loc.n
+	}
+	check := func(name string, dir string, last uint64, damaged bool) {
+		t.Helper()
+		st, err := OpenStore(dir, StoreOptions{ReadOnly: true})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		defer st.Close()
+		notes, d := st.Damage()
+		if st.Last().Seq != last || d != damaged || (len(notes) > 0) != (damaged || last < 5) {
+			t.Errorf("%s: last seq %d, damaged %v, notes %q; want last %d, damaged %v", name, st.Last().Seq, d, notes, last, damaged)
+		}
+	}
+	check("healthy", damagedJournal(t, func(string) {}), 5, false)
+	check("last batch cut short", damagedJournal(t, func(dir string) {
+		path, off, _ := locate(dir, 5)
+		if err := os.Truncate(path, off+3); err != nil {
+			t.Fatal(err)
+		}
+	}), 4, false)
+	check("a byte of batch 2 flipped", damagedJournal(t, func(dir string) {
+		path, off, n := locate(dir, 2)
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		b := []byte{0}
+		f.ReadAt(b, off+int64(n)/2)
+		b[0] ^= 0xff
+		if _, err := f.WriteAt(b, off+int64(n)/2); err != nil {
+			t.Fatal(err)
+		}
+	}), 1, true)
+}

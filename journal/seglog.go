@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -37,6 +38,11 @@ type batchLog struct {
 	kicked   int64      // offset in w up to which write-back was started
 	dirDirty bool       // a segment was named since dir was last synced
 
+	// notes says what the open found besides whole records, and damaged
+	// whether any of it is more than the torn append a crash leaves.
+	notes   []string
+	damaged bool
+
 	spare  *spare
 	direct *directTail // synced appends' O_DIRECT path (direct.go); nil: none
 	// rotations counts segments started (a new segment's preallocation
@@ -61,13 +67,27 @@ func openBatchLog(dir string, ro bool, log *slog.Logger, room func(int64) bool) 
 			// Segments before a gap are leftovers of a trim a crash
 			// interrupted (or damage): the log is the newest run.
 			log.Warn("journal: dropping segments before a gap in the batch log", "dropped_to", l.first+uint64(len(l.index))-1, "next", seg.first)
+			l.notes = append(l.notes, fmt.Sprintf("batches %d-%d are left out: the next segment starts at batch %d (a trim a crash cut short, or damage)",
+				l.first, l.first+uint64(len(l.index))-1, seg.first))
 			l.segs, l.index = nil, nil
+		}
+		if seg.tail != "" {
+			// Only the newest segment can end in a torn append: the log
+			// synced every other one before it moved on.
+			l.notes = append(l.notes, seg.tail)
+			l.damaged = l.damaged || seg.damaged || i < len(segs)-1
 		}
 		if len(l.index) == 0 {
 			l.first = seg.first
 		}
 		l.segs = append(l.segs, seg)
 		l.index = append(l.index, locs...)
+	}
+	if l.damaged && !ro {
+		// A power loss can tear one batch of a group appended in one write
+		// and keep the next; nothing told from that was ever acked, so
+		// the log is cut at the torn batch, as for any torn append.
+		log.Error("journal: the batch log is damaged or was torn by a power loss; cutting it at the first bad record", "found", strings.Join(l.notes, "; "))
 	}
 	if n := len(l.segs); n > 0 && l.segs[n-1].n == 0 && !ro {
 		// A crash right after the log moved on left the newest segment

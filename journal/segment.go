@@ -70,6 +70,10 @@ type segFile struct {
 	path  string
 	end   int64 // offset past its last record
 	n     int   // records in it
+	// tail describes what follows its last record when that is not a
+	// clean end (tail.go), damaged when it is no torn append.
+	tail    string
+	damaged bool
 }
 
 func segName(first uint64) string { return fmt.Sprintf("%016x%s", first, segSuffix) }
@@ -133,6 +137,7 @@ func scanSegment(seg *segFile, bodies bool) ([]recLoc, error) {
 		want++
 	}
 	seg.end, seg.n = off, len(locs)
+	seg.tail, seg.damaged = tailNote(f, st.Size(), seg, want)
 	return locs, nil
 }
 

@@ -209,6 +209,13 @@ func batchKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(append([]byte(nil), batchPrefix...), seq)
 }
 
+// Damage returns what opening the batch log found besides whole records
+// (a torn append, damage; tail.go, openBatchLog), and whether any of it
+// is more than the torn append a crash leaves at the end.
+func (s *Store) Damage() (notes []string, damaged bool) {
+	return s.bl.notes, s.bl.damaged
+}
+
 // Last returns the header of the newest batch; Seq is 0 when empty.
 func (s *Store) Last() Header {
 	s.mu.Lock()

@@ -216,15 +216,32 @@ func journalVerify(c *cli.Context) error {
 		if err != nil {
 			return cli.Exit("journal verify: "+err.Error(), 1)
 		}
+		// What the batch log holds besides whole records; through a running
+		// mount's control socket the mount opened it and said so in its log.
+		var notes []string
+		damaged := false
+		if d, ok := src.(interface{ Damage() ([]string, bool) }); ok {
+			notes, damaged = d.Damage()
+		}
+		p.finish()
+		for _, note := range notes {
+			fmt.Fprintf(c.App.ErrWriter, "batch log: %s\n", note)
+		}
 		if c.Bool("json") {
-			p.finish()
-			printJSON(c, map[string]any{"batches": n, "corrupt": corrupt, "ok": bad == 0})
+			printJSON(c, map[string]any{"batches": n, "corrupt": corrupt, "log": notes, "ok": bad == 0 && !damaged})
 		}
 		if bad > 0 {
 			return cli.Exit(fmt.Sprintf("journal verify: %d of %d batches are corrupt", bad, n), 1)
 		}
+		if damaged {
+			return cli.Exit(fmt.Sprintf("journal verify: %d batches intact, but the batch log is damaged past them (above); a mount or backup opening it cuts it there", n), 1)
+		}
 		if !c.Bool("json") {
-			fmt.Fprintf(c.App.Writer, "ok: %d batches, checksums and seq chain intact\n", n)
+			tail := ""
+			if len(notes) > 0 {
+				tail = ", then a torn append (above), which the next mount or backup cuts off"
+			}
+			fmt.Fprintf(c.App.Writer, "ok: %d batches, checksums and seq chain intact%s\n", n, tail)
 		}
 		return nil
 	})
