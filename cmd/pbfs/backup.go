@@ -98,6 +98,9 @@ func backupCommand() *cli.Command {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}
 			for _, f := range []string{"listen", "metrics-listen"} {
+				if c.IsSet(f) && c.String(f) == "" {
+					return cli.Exit(fmt.Sprintf("backup: --%s is empty: give an address, such as 127.0.0.1:7700", f), 2)
+				}
 				if a := c.String(f); a != "" {
 					if err := checkListen(a); err != nil {
 						return cli.Exit(fmt.Sprintf("backup: --%s: %v", f, err), 2)

@@ -26,6 +26,32 @@ func main() {
 	}
 }
 
+// commandNotFound refuses an unknown command or subcommand as the usage
+// error it is (urfave/cli's own answer exits 3).
+func commandNotFound(c *cli.Context, name string) {
+	if c.Command != nil && !hasSubcommands(c.Command) {
+		// Help for a command that has none (urfave/cli shows it before
+		// a required flag's error): that error says what is wrong.
+		return
+	}
+	where := "pbfs"
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != "pbfs" {
+		where += " " + c.Command.FullName()
+	}
+	fmt.Fprintf(c.App.ErrWriter, "%s: no command %q (%s --help lists them)\n", where, name, where)
+	cli.OsExiter(2)
+}
+
+// hasSubcommands reports whether cmd has subcommands besides help.
+func hasSubcommands(cmd *cli.Command) bool {
+	for _, sub := range cmd.Subcommands {
+		if !sub.HasName("help") {
+			return true
+		}
+	}
+	return false
+}
+
 // newApp builds the command line.
 func newApp() *cli.App {
 	return &cli.App{
@@ -36,6 +62,7 @@ func newApp() *cli.App {
 		DisableSliceFlagSeparator: true,
 		Version:                   appVersion(),
 		Before:                    checkGlobal,
+		CommandNotFound:           commandNotFound,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"PBFS_LOG_LEVEL"}},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},

@@ -40,6 +40,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"mount", "--journal", jdir, "--epoch", "18446744073709551615", vol}, "--epoch 18446744073709551615"},
 		{[]string{"mount", "--journal", jdir, "--journal-reserve", "9223372036854775807", vol}, "--journal-reserve"},
 		{[]string{"promote", "--journal", jdir, vol}, "holds no journal"},
+		{[]string{"backup", "--listen", "", "--token", "t", "--journal", jdir, vol}, "--listen is empty"},
+		{[]string{"bogus"}, `no command "bogus"`},
+		{[]string{"journal", "bogus"}, `no command "bogus"`},
 		{[]string{"journal", "ls", "--bogus"}, "bogus"},
 		{[]string{"plugin", "check"}, "PATH"},
 	} {
