@@ -20,7 +20,7 @@ func main() {
 	}
 	if err := app.Run(argv); err != nil {
 		if _, ok := err.(cli.ExitCoder); !ok {
-			fmt.Fprintln(os.Stderr, "pbfs:", err)
+			fmt.Fprintf(os.Stderr, "pbfs: %v%s\n", err, lateFlagHint(err, argv))
 		}
 		os.Exit(exitCode(err))
 	}

@@ -71,10 +71,55 @@ func usageErrors(app *cli.App) {
 		for _, c := range cmds {
 			name := prefix + " " + c.Name
 			c.OnUsageError = onUsage(name)
+			if c.Action != nil {
+				c.Action = checkArgs(name, c.ArgsUsage, c.Action)
+			}
 			walk(name, c.Subcommands)
 		}
 	}
 	walk("pbfs", app.Commands)
+}
+
+// checkArgs refuses, before action runs, what urfave/cli lets through: a
+// flag after the arguments (it stops parsing flags at the first argument,
+// so "mount VOLUME --journal J" read as if --journal were missing), and
+// more arguments than the command takes (one when argsUsage names one,
+// none when it is empty).
+func checkArgs(name, argsUsage string, action cli.ActionFunc) cli.ActionFunc {
+	max := 0
+	if argsUsage != "" {
+		max = 1
+	}
+	return func(c *cli.Context) error {
+		for _, a := range c.Args().Slice() {
+			if len(a) > 1 && a[0] == '-' {
+				return cli.Exit(fmt.Sprintf("%s: %q comes after the arguments: give flags before them (see %s --help)", name, a, name), 2)
+			}
+		}
+		if c.NArg() > max {
+			want := "no arguments"
+			if max == 1 {
+				want = "one argument, " + strings.Fields(argsUsage)[0]
+			}
+			return cli.Exit(fmt.Sprintf("%s: takes %s; got %q (see %s --help)", name, want, c.Args().Slice(), name), 2)
+		}
+		return action(c)
+	}
+}
+
+// lateFlagHint explains a missing required flag that argv does give, after
+// the arguments, where urfave/cli no longer reads flags.
+func lateFlagHint(err error, argv []string) string {
+	if !strings.HasPrefix(err.Error(), "Required flag") {
+		return ""
+	}
+	for _, a := range argv[1:] {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && strings.Contains(err.Error(), strconv.Quote(name)) {
+			return fmt.Sprintf(" (%s is given, but after an argument: give flags before the arguments)", a)
+		}
+	}
+	return ""
 }
 
 func onUsage(name string) cli.OnUsageErrorFunc {
