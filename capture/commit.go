@@ -120,12 +120,14 @@ func (c *Committer) commit(ctx context.Context, trigger string) (uint64, error) 
 				c.log.Error("journal append failed; the batch is kept and retried", "err", err, "ops", len(c.held.Ops), "failures", c.failed)
 				c.loggedAt = time.Now()
 			}
+			c.fs.Stuck(true)
 			c.fs.WakeWriters() // throttled writers may now be refused instead
 			return 0, err
 		}
 		if c.failed > 0 {
 			c.log.Info("journal append succeeded again", "failures", c.failed, "for", time.Since(c.at).Round(time.Millisecond))
 			c.failed = 0
+			c.fs.Stuck(false)
 		}
 		c.bytes.WithLabelValues("coalesced").Add(float64(raw))
 		c.bytes.WithLabelValues("stored").Add(float64(size))

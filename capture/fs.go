@@ -22,6 +22,16 @@ const (
 // ErrStale is returned for a node that no longer has a name or open file.
 var ErrStale = errors.New("stale file")
 
+// ErrJournalStuck fails a write that waited for room while the journal
+// refused every batch for longer than StuckLimit for a reason other than
+// space (an I/O error, no descriptors): it ends as EIO, where waiting on
+// would keep the service's thread in an uninterruptible FUSE request.
+var ErrJournalStuck = errors.New("the journal refuses every batch")
+
+// StuckLimit is how long writes wait for room while the journal refuses
+// every batch before they fail with ErrJournalStuck.
+var StuckLimit = 30 * time.Second
+
 // Options configure an FS.
 type Options struct {
 	// Capture records ops; with it off the FS is a plain passthrough
@@ -75,6 +85,7 @@ type FS struct {
 	noACL      atomic.Bool           // the backing file system has no POSIX ACLs
 	backingLog logLimiter            // "backing filesystem error" lines, per op and errno
 	stopping   atomic.Pointer[error] // set by Refuse: throttled writers fail with it
+	stuckSince atomic.Int64          // unix ns since the journal refused every batch (Stuck); 0: it takes them
 }
 
 // New serves the backing directory open as rootFd (the FS takes it over).
@@ -251,6 +262,13 @@ func (f *FS) waitRoom(op string) error {
 		} else if f.opts.Space != nil && f.opts.Space(f.Unjournaled()) != nil {
 			return nil
 		}
+		if since := f.stuckSince.Load(); since != 0 && time.Since(time.Unix(0, since)) > StuckLimit {
+			if op == "" {
+				return nil // a metadata op, small: let it through
+			}
+			f.m.Refused.Inc()
+			return fmt.Errorf("%s: %w since %s", op, ErrJournalStuck, time.Unix(0, since).UTC().Format(time.RFC3339))
+		}
 		f.m.Throttled.Inc()
 		f.flowCond.Wait()
 	}
@@ -263,6 +281,16 @@ func (f *FS) waitRoom(op string) error {
 func (f *FS) Refuse(err error) {
 	f.stopping.Store(&err)
 	f.WakeWriters()
+}
+
+// Stuck records whether the journal has been refusing batches (the
+// committer holds one it keeps retrying), for waitRoom.
+func (f *FS) Stuck(stuck bool) {
+	if !stuck {
+		f.stuckSince.Store(0)
+		return
+	}
+	f.stuckSince.CompareAndSwap(0, time.Now().UnixNano())
 }
 
 // WakeWriters lets throttled writers look again at whether they may go

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"syscall"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/sys/unix"
@@ -88,5 +89,71 @@ func TestSpaceCountsUnjournaled(t *testing.T) {
 	}
 	if u := f.Unjournaled(); u < 4096 || u >= held {
 		t.Fatalf("Unjournaled %d after one more page into a new batch", u)
+	}
+}
+
+// TestStuckJournalFailsWaitingWrites: while the journal refuses every
+// batch (for a reason other than space), a write waiting for room fails
+// with ErrJournalStuck after StuckLimit, rather than keep the service's
+// thread in a FUSE request it cannot be killed out of; once the journal
+// takes batches again, writes wait (and then go) as before.
+func TestStuckJournalFailsWaitingWrites(t *testing.T) {
+	fd, err := unix.Open(t.TempDir(), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(fd, Options{Capture: true, MaxBatchBytes: 4096, Metrics: NewMetrics(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, h, _, err := f.Create(f.Root(), "data", unix.O_RDWR, 0o644, Caller{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Release(h)
+	for i := 0; f.pending.Load() <= 2*4096; i++ {
+		if _, err := f.Write(h, int64(i)*4096, page, nil); err != nil {
+			t.Fatalf("write %d below the throttle: %v", i, err)
+		}
+	}
+	old := StuckLimit
+	StuckLimit = 50 * time.Millisecond
+	defer func() { StuckLimit = old }()
+	f.Stuck(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Write(h, 1<<20, page, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a throttled write returned at once: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	f.WakeWriters() // the committer's next failed retry
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrJournalStuck) {
+			t.Fatalf("throttled write on a stuck journal: %v, want ErrJournalStuck", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a throttled write still waits on a journal stuck past StuckLimit")
+	}
+	f.Stuck(false)
+	go func() {
+		_, err := f.Write(h, 2<<20, page, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a write on a journal taking batches again was not throttled: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	s := f.Seal()
+	s.Release()
+	f.WakeWriters()
+	if err := <-done; err != nil {
+		t.Fatalf("write once the batch was sealed: %v", err)
 	}
 }

@@ -355,7 +355,7 @@ func (l *batchLog) rotate(first uint64) error {
 	}
 	limit := l.segSize
 	if f == nil {
-		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+		if f, err = createSegment(path); err != nil {
 			return fmt.Errorf("start segment %d: %w", first, err)
 		}
 		if len(l.segs) == 0 {
@@ -375,6 +375,20 @@ func (l *batchLog) rotate(first uint64) error {
 	l.direct.open(path, 0)
 	l.rotations.Add(1)
 	return nil
+}
+
+// createSegment creates the segment file path. A file already there is
+// the leftover of a rotation to the same seq that failed after naming it
+// (the log holds no segment by that name), and is replaced.
+func createSegment(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	}
+	return f, err
 }
 
 // sync makes every record appended so far durable.

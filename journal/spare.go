@@ -70,14 +70,26 @@ func (s *spare) take(path string) (*os.File, error) {
 	if !s.ready {
 		return nil, nil
 	}
-	s.ready = false
+	// Opened before it is renamed: an open that fails (EMFILE) leaves the
+	// spare where it was, not a segment file a retry's O_EXCL trips on.
+	f, err := os.OpenFile(s.path(), os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		s.ready = false
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	if err := os.Rename(s.path(), path); err != nil {
+		f.Close()
 		if errors.Is(err, os.ErrNotExist) {
+			s.ready = false
 			return nil, nil
 		}
 		return nil, err
 	}
-	return os.OpenFile(path, os.O_RDWR, 0)
+	s.ready = false
+	return f, nil
 }
 
 // make starts filling a spare of size bytes in the background unless one
