@@ -68,7 +68,8 @@ func (s *Store) CollectGarbage() (int, error) {
 }
 
 // Retention trims a journal on a schedule: batches at or below SafeSeq()
-// (what every backup holds) and older than Window, and, to bound the disk
+// (what every backup holds) and older than Window, or of any age while
+// the journal is short of space (Store.Tight), and, to bound the disk
 // when a backup is gone for good, any batch older than MaxAge.
 type Retention struct {
 	Store   *Store
@@ -99,7 +100,16 @@ func (r *Retention) Run(ctx context.Context) {
 }
 
 func (r *Retention) pass(now time.Time) {
-	n, err := r.Store.Trim(r.SafeSeq(), now.Add(-r.Window))
+	window := r.Window
+	if r.Store.Tight() {
+		// Short of space: what every backup holds goes now, rather than
+		// have the journal refuse batches until the window passes.
+		window = 0
+	}
+	n, err := r.Store.Trim(r.SafeSeq(), now.Add(-window))
+	if window == 0 && n > 0 && r.Window > 0 {
+		r.Logger.Warn("journal short of space: trimmed batches every backup holds before their retention window", "batches", n, "window", r.Window)
+	}
 	if err == nil && r.MaxAge > 0 {
 		var m int
 		m, err = r.Store.Trim(^uint64(0), now.Add(-r.MaxAge))

@@ -225,6 +225,15 @@ func CheckReserve(dir string, reserve int64) error {
 // Badger's first memtable and value log.
 const minJournalRoom = 16 << 20
 
+// Tight reports whether the journal is short of space: its last append was
+// refused, or the room left above the reserve (read now) is below a
+// quarter of the reserve. Retention then trims what every backup holds
+// without waiting for its window.
+func (s *Store) Tight() bool {
+	free, reserve, ok := s.space.read()
+	return s.space.refused.Load() || ok && free-reserve < max(reserve/4, 8<<20)
+}
+
 // ReserveBytes is the reserve in bytes as of the last free-space read.
 func (s *Store) ReserveBytes() int64 { return s.space.reserveNow.Load() }
 

@@ -1,8 +1,11 @@
 package journal
 
 import (
+	"log/slog"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestTrimKeepsTheSafeSeqAndTheNewest: the batch a backup holds last is
@@ -85,5 +88,44 @@ func TestLazyAppendsSyncOnDemand(t *testing.T) {
 	defer s.Close()
 	if last, epoch := s.Last(), s.Epoch(); last.Seq != 4 || epoch != 2 || last.Epoch != 2 {
 		t.Fatalf("reopened: last seq %d (epoch %d), store epoch %d; want 4, 2, 2", last.Seq, last.Epoch, epoch)
+	}
+}
+
+// TestRetentionTrimsEarlyWhenTight: a journal short of space trims what
+// every backup holds at once, not after its retention window; with room
+// it waits for the window.
+func TestRetentionTrimsEarlyWhenTight(t *testing.T) {
+	dir := t.TempDir()
+	st, err := OpenStore(dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		if _, _, err := st.Append([]Op{{Kind: KindMkdir, Path: "d", Mode: 0o755}}, time.Now(), 0, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &Retention{Store: st, Window: time.Hour, SafeSeq: func() uint64 { return 8 }, Logger: slog.New(slog.DiscardHandler)}
+	r.pass(time.Now())
+	if st.First() != 1 {
+		t.Fatalf("with room, a pass inside the window trimmed to %d", st.First())
+	}
+	st.Close()
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	st, err = OpenStore(dir, StoreOptions{Reserve: int64(fs.Bavail) * fs.Bsize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if !st.Tight() {
+		t.Fatal("a journal whose reserve is all the free space is not Tight")
+	}
+	r.Store = st
+	r.pass(time.Now())
+	if st.First() != 8 || st.Last().Seq != 10 {
+		t.Fatalf("tight: the journal holds %d-%d, want 8-10 (what every backup holds trimmed, the safe seq kept)", st.First(), st.Last().Seq)
 	}
 }
