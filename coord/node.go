@@ -230,11 +230,31 @@ func (n *Node) Abort() {
 // keepMember holds the lease the member record is attached to, renewing
 // it, and granting a new one if etcd lost it.
 func (n *Node) keepMember(ctx context.Context) {
+	var down time.Time // since when etcd has refused a member lease
+	var logged time.Time
 	for ctx.Err() == nil {
-		g, err := n.cli.Grant(ctx, int64(n.cfg.TTL/time.Second)+1)
+		// Bounded: with no endpoint answering, the client retries until
+		// its context ends, and the node would wait without a word.
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		g, err := n.cli.Grant(gctx, int64(n.cfg.TTL/time.Second)+1)
+		cancel()
 		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if down.IsZero() {
+				down = time.Now()
+			}
+			if time.Since(logged) >= 30*time.Second {
+				n.log.Warn("coordinator unreachable: this node cannot join the cluster; retrying", "endpoints", n.cfg.Endpoints, "for", time.Since(down).Round(time.Second), "err", err)
+				logged = time.Now()
+			}
 			sleep(ctx, time.Second)
 			continue
+		}
+		if !down.IsZero() {
+			n.log.Info("coordinator reached", "after", time.Since(down).Round(time.Second))
+			down, logged = time.Time{}, time.Time{}
 		}
 		n.mu.Lock()
 		n.memberLease = g.ID

@@ -446,3 +446,22 @@ func TestNodeCPUsFollowTheRole(t *testing.T) {
 	c.converge(third)
 	requireRoles(third)
 }
+
+// TestNodeSaysCoordinatorUnreachable: a node whose etcd does not answer
+// says so in its log, rather than wait in silence.
+func TestNodeSaysCoordinatorUnreachable(t *testing.T) {
+	fstest.RequireFUSE(t)
+	dir := t.TempDir()
+	vol := filepath.Join(dir, "vol")
+	must(t, os.Mkdir(vol, 0o755))
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pbfsBin, "node", "--coordinator", "etcd://127.0.0.1:1", "--name", "a", "--listen", "127.0.0.1:0",
+		"--advertise", "127.0.0.1:9", "--token", "t", "--journal", filepath.Join(dir, "j"), vol)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "coordinator unreachable") {
+		t.Fatalf("no word of the unreachable coordinator in 12 s:\n%s", out)
+	}
+}
