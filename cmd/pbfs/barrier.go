@@ -15,7 +15,7 @@ func barrierCommand() *cli.Command {
 		Usage: "seal everything written so far into the journal and print the seq that covers it",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "journal directory of the running mount"},
-			&cli.DurationFlag{Name: "timeout", Value: 60e9, Usage: "give up after this long"},
+			&cli.DurationFlag{Name: "timeout", Value: 60e9, Usage: "give up after this long", Action: positive("barrier", "timeout")},
 		},
 		Action: func(c *cli.Context) error {
 			cl, err := control.Dial(c.String("journal"))

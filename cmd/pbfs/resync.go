@@ -18,7 +18,7 @@ func resyncCommand() *cli.Command {
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "journal directory of the running mount"},
 			&cli.StringSliceFlag{Name: "backup", Usage: "resync only the backup at this address (as pbfs status names it; repeatable)"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait until every backup is resynced and up, showing progress"},
-			&cli.DurationFlag{Name: "timeout", Value: time.Hour, Usage: "with --wait: give up after this long"},
+			&cli.DurationFlag{Name: "timeout", Value: time.Hour, Usage: "with --wait: give up after this long", Action: positive("resync", "timeout")},
 		},
 		Action: func(c *cli.Context) error {
 			cl, err := control.Dial(c.String("journal"))

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -120,6 +121,20 @@ func lateFlagHint(err error, argv []string) string {
 		}
 	}
 	return ""
+}
+
+// positive is a duration flag's check that it is above 0, run before the
+// command does anything.
+func positive(cmd, flag string) func(*cli.Context, time.Duration) error {
+	return func(c *cli.Context, d time.Duration) error {
+		if d <= 0 {
+			// Printed here: urfave/cli does not print an error a flag's
+			// action returns.
+			fmt.Fprintf(c.App.ErrWriter, "pbfs %s: --%s %v: want a positive duration\n", cmd, flag, d)
+			return cli.Exit("", 2)
+		}
+		return nil
+	}
 }
 
 func onUsage(name string) cli.OnUsageErrorFunc {

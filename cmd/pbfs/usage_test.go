@@ -42,6 +42,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"promote", "--journal", jdir, vol}, "holds no journal"},
 		{[]string{"backup", "--listen", "", "--token", "t", "--journal", jdir, vol}, "--listen is empty"},
 		{[]string{"bogus"}, `no command "bogus"`},
+		{[]string{"barrier", "--journal", jdir, "--timeout", "0"}, "--timeout 0s: want a positive duration"},
+		{[]string{"resync", "--journal", jdir, "--wait", "--timeout", "-1s"}, "--timeout -1s: want a positive duration"},
 		{[]string{"mount", vol, "--journal", jdir}, "after an argument"},
 		{[]string{"journal", "replay", "--journal", jdir, vol, "--from", "2"}, `"--from" comes after the arguments`},
 		{[]string{"status", "--journal", jdir, "extra"}, "takes no arguments"},
