@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -24,7 +25,17 @@ func (f TLSFiles) Enabled() bool { return f.Cert != "" || f.Key != "" || f.CA !=
 
 func (f TLSFiles) load() (tls.Certificate, *x509.CertPool, error) {
 	if f.Cert == "" || f.Key == "" || f.CA == "" {
-		return tls.Certificate{}, nil, fmt.Errorf("mutual TLS needs a certificate, a key and a CA")
+		var missing []string
+		for _, m := range []struct{ v, name string }{{f.Cert, "certificate"}, {f.Key, "key"}, {f.CA, "CA"}} {
+			if m.v == "" {
+				missing = append(missing, m.name)
+			}
+		}
+		verb := "is"
+		if len(missing) > 1 {
+			verb = "are"
+		}
+		return tls.Certificate{}, nil, fmt.Errorf("mutual TLS needs a certificate, a key and a CA (--tls-cert, --tls-key, --tls-ca); the %s %s missing", strings.Join(missing, " and "), verb)
 	}
 	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 	if err != nil {

@@ -113,6 +113,15 @@ func backupCommand() *cli.Command {
 			if err := checkAdmin(c.String("admin"), token); err != nil {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}
+			if err := tlsFiles(c).Check(); err != nil {
+				return cli.Exit("backup: "+err.Error(), 2)
+			}
+			if fi, err := os.Stat(c.Args().First()); err != nil || !fi.IsDir() {
+				if err == nil {
+					err = errors.New("not a directory")
+				}
+				return cli.Exit(fmt.Sprintf("backup: VOLUME %s: %v", c.Args().First(), err), 2)
+			}
 			cpus, err := backupSchedule(c)
 			if err != nil {
 				return cli.Exit("backup: "+err.Error(), 2)
@@ -128,6 +137,13 @@ func backupCommand() *cli.Command {
 			sig := make(chan os.Signal, 2)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 			defer signal.Stop(sig)
+			// Bound before the journal is opened: a port in use must not leave
+			// a new journal behind.
+			ln, err := net.Listen("tcp", c.String("listen"))
+			if err != nil {
+				return cli.Exit("backup: "+err.Error(), 1)
+			}
+			defer ln.Close()
 			reg := prometheus.NewRegistry()
 			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: c.Duration("retain"),
 				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Registry: reg, Adopt: c.Bool("adopt")})
@@ -159,11 +175,6 @@ func backupCommand() *cli.Command {
 					return cli.Exit("backup: "+err.Error(), 1)
 				}
 				defer stop()
-			}
-			ln, err := net.Listen("tcp", c.String("listen"))
-			if err != nil {
-				b.Close()
-				return cli.Exit("backup: "+err.Error(), 1)
 			}
 			served := make(chan error, 1)
 			go func() { served <- b.Serve(ln) }()

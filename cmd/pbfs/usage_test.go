@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -55,6 +56,31 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		out, code := run(t, c.args...)
 		if code != 2 || !strings.Contains(out, c.want) {
 			t.Errorf("pbfs %s: exit %d, want 2 and %q in:\n%s", strings.Join(c.args, " "), code, c.want, out)
+		}
+	}
+	// Refused after the usage checks, by what the machine says: still no journal.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"backup", "--listen", busy.Addr().String(), "--token", "t", "--journal", jdir, vol}, 1, "address already in use"},
+		{[]string{"backup", "--listen", "127.0.0.1:0", "--token", "t", "--journal", jdir, file}, 2, "not a directory"},
+		{[]string{"backup", "--listen", "127.0.0.1:0", "--token", "t", "--journal", jdir, "--tls-cert", file, vol}, 2, "the key and CA are missing"},
+		{[]string{"verify", "--journal", jdir, "--tls-ca", file}, 2, "the certificate and key are missing"},
+	} {
+		out, code := run(t, c.args...)
+		if code != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("pbfs %s: exit %d, want %d and %q in:\n%s", strings.Join(c.args, " "), code, c.code, c.want, out)
 		}
 	}
 	if _, err := os.Stat(jdir); err == nil {

@@ -57,6 +57,9 @@ func verify(c *cli.Context) error {
 	if c.Int64("max-paused-file") < 0 {
 		return cli.Exit("verify: --max-paused-file must not be negative", 2)
 	}
+	if err := tlsFiles(c).Check(); err != nil {
+		return cli.Exit("verify: "+err.Error(), 2)
+	}
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
 	cl, err := control.Dial(c.String("journal"))
