@@ -200,7 +200,10 @@ func (c *Client) Metrics(ctx context.Context) (string, error) {
 func (c *Client) Get(seq uint64) ([]byte, error) {
 	resp, err := c.do(context.Background(), http.MethodGet, fmt.Sprintf("/v1/batches/%d", seq))
 	if err != nil {
-		return nil, fmt.Errorf("get batch %d: %w", seq, err)
+		if what := fmt.Sprintf("get batch %d", seq); !strings.Contains(err.Error(), what) {
+			err = fmt.Errorf("%s: %w", what, err) // the mount's answer names it already
+		}
+		return nil, err
 	}
 	defer resp.Body.Close()
 	return io.ReadAll(resp.Body)

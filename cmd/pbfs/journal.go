@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -47,6 +48,9 @@ func openSource(c *cli.Context) (source, func(), error) {
 	dir := c.String("journal")
 	if _, err := os.Stat(dir); err != nil {
 		return nil, nil, fmt.Errorf("open journal: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); errors.Is(err, os.ErrNotExist) {
+		return nil, nil, fmt.Errorf("open journal: %s is no pbfs journal (it has no MANIFEST)", dir)
 	}
 	st, err := journal.OpenStore(dir, journal.StoreOptions{ReadOnly: true})
 	if errors.Is(err, journal.ErrNeedsRecovery) {
@@ -310,7 +314,11 @@ func journalReplay(c *cli.Context) error {
 		for i, b := range batches {
 			p.set(int64(i))
 			if err := a.Apply(b); err != nil {
-				return cli.Exit(fmt.Sprintf("journal replay: %v (batches before %d are applied)", err, b.Seq), 1)
+				done := "none of the range was applied"
+				if i > 0 {
+					done = fmt.Sprintf("batches %d-%d were applied", batches[0].Seq, batches[i-1].Seq)
+				}
+				return cli.Exit(fmt.Sprintf("journal replay: batch %d: %v (%s)", b.Seq, err, done), 1)
 			}
 		}
 		if c.Bool("json") {
