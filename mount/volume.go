@@ -79,13 +79,17 @@ func (cfg *Config) check() error {
 			return fmt.Errorf("ack level %q: want disk or memory", cfg.AckLevel)
 		}
 	}
-	for _, dir := range []string{cfg.Mountpoint, cfg.Backing} {
+	for i, dir := range []string{cfg.Mountpoint, cfg.Backing} {
+		what := "volume"
+		if cfg.Backing != cfg.Mountpoint {
+			what = []string{"mount point", "backing directory (--backing)"}[i]
+		}
 		fi, err := os.Stat(dir)
 		if err != nil {
-			return fmt.Errorf("volume: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("volume %s: not a directory", dir)
+			return fmt.Errorf("%s %s: not a directory", what, dir)
 		}
 	}
 	if err := pathcheck.Outside(cfg.Journal, cfg.Backing); err != nil {

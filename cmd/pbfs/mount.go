@@ -10,7 +10,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
@@ -81,9 +80,6 @@ func mountConfig(c *cli.Context) (mount.Config, error) {
 	}
 	if e := c.Uint64("epoch"); e >= replicate.MaxEpoch {
 		return mount.Config{}, fmt.Errorf("--epoch %d: want below %d, so that a promotion can start a term after it", e, uint64(replicate.MaxEpoch))
-	}
-	if err := journal.CheckReserve(c.String("journal"), c.Int64("journal-reserve")); err != nil {
-		return mount.Config{}, err
 	}
 	var token string
 	if len(c.StringSlice("backup")) > 0 {
