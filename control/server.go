@@ -72,6 +72,9 @@ type BackupSide struct {
 	DurableSeq uint64 `json:"durable_seq"` // in its journal, synced
 	AppliedSeq uint64 `json:"applied_seq"` // applied to its volume
 	Stalled    bool   `json:"stalled"`     // cannot apply what it holds: needs a resync
+	// JournalFull: its journal refused the last batch for want of space,
+	// so it acks nothing until it has room.
+	JournalFull bool `json:"journal_full,omitempty"`
 }
 
 // Backend is what the socket exposes.

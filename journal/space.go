@@ -169,6 +169,10 @@ func (s *Store) Writable(unjournaled int64) error { return s.space.writable(unjo
 // free space and what the batch log holds preallocated and unwritten.
 func (s *Store) FreeBytes() int64 { return s.space.free.Load() }
 
+// Refusing reports whether the journal refused its last append for want
+// of space (ErrJournalFull): it takes nothing more until there is room.
+func (s *Store) Refusing() bool { return s.space.refused.Load() }
+
 // Refusals counts appends refused for want of space.
 func (s *Store) Refusals() uint64 { return s.space.refusals.Load() }
 

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -122,6 +123,9 @@ func TestRetentionTrimsEarlyWhenTight(t *testing.T) {
 	defer st.Close()
 	if !st.Tight() {
 		t.Fatal("a journal whose reserve is all the free space is not Tight")
+	}
+	if _, _, err := st.Append([]Op{{Kind: KindMkdir, Path: "d", Mode: 0o755}}, time.Now(), 0, false); !errors.Is(err, ErrJournalFull) || !st.Refusing() {
+		t.Fatalf("append into the reserve: %v, refusing %v; want ErrJournalFull and Refusing", err, st.Refusing())
 	}
 	r.Store = st
 	r.pass(time.Now())

@@ -36,6 +36,8 @@ func localStatus(c *cli.Context) error {
 		switch {
 		case b.Stalled:
 			state = "stalled: cannot apply what it holds; the primary resyncs it"
+		case b.JournalFull:
+			state = "journal full: refusing the primary's batches until its file system has room above the reserve"
 		case b.AppliedSeq >= b.DurableSeq:
 			state = "caught up"
 		}
