@@ -8,6 +8,7 @@ type backupMetrics struct {
 	rejected      *prometheus.CounterVec
 	authFailures  prometheus.Counter
 	applyFailures prometheus.Counter
+	resyncFails   prometheus.Counter
 	applyRetries  prometheus.Counter
 	accepts       prometheus.Counter
 	store         prometheus.Histogram
@@ -22,6 +23,7 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 		}, []string{"reason"}),
 		authFailures:  prometheus.NewCounter(prometheus.CounterOpts{Name: "pbfs_backup_auth_failures_total", Help: "Connections refused for a wrong or missing token."}),
 		applyFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "pbfs_backup_apply_failures_total", Help: "Batches that failed to apply."}),
+		resyncFails:   prometheus.NewCounter(prometheus.CounterOpts{Name: "pbfs_backup_resync_failures_total", Help: "Resyncs of this backup's volume that failed (it stays stalled until the next)."}),
 		applyRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pbfs_backup_apply_retries_total", Help: "Times a batch that failed for want of a resource (ENOSPC, EDQUOT, EMFILE, ENFILE, ENOMEM) was retried.",
 		}),
@@ -35,7 +37,7 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.durable, m.applied, m.rejected, m.authFailures, m.applyFailures, m.applyRetries, m.accepts, m.store)
+		reg.MustRegister(m.durable, m.applied, m.rejected, m.authFailures, m.applyFailures, m.resyncFails, m.applyRetries, m.accepts, m.store)
 	}
 	return m
 }

@@ -231,7 +231,7 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 
 func (b *Backup) resyncFailed(err error) error {
 	b.log.Error("resync failed; the backup stays stalled until the next one", "err", err)
-	b.m.applyFailures.Inc()
+	b.m.resyncFails.Inc()
 	return fmt.Errorf("resync: %w", err)
 }
 
