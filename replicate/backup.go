@@ -252,6 +252,17 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 			return nil, err
 		}
 	}
+	if last := st.Last().Seq; b.applied.Load() > last {
+		// The journal always keeps its newest batch and a backup applies
+		// only what it holds: a journal that ends before what was applied
+		// lost batches (a segment deleted or damaged), and what it asks
+		// for next would be applied twice. Only a resync is sure.
+		b.log.Error("the journal ends before what the volume applied: it lost batches; the volume waits for a resync", "journal_last", last, "applied", b.applied.Load())
+		if err := st.SetMetaUint("stalled", last+1); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
 	if stalled, _ := st.MetaUint("stalled"); stalled > 0 {
 		b.stalled.Store(true)
 		b.log.Error("this backup stalled applying a batch in an earlier run; its volume needs a resync", "seq", stalled)

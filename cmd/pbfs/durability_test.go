@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,5 +60,47 @@ func TestBarrierFlushesWhenNoBackupHoldsIt(t *testing.T) {
 	none.Barrier()
 	if n := syncs(none.Primary); n < 1 {
 		t.Fatalf("%v journal flushes on a primary with --ack none, want 1", n)
+	}
+}
+
+// TestBackupJournalLostBatches: a backup whose journal lost its last
+// batches (cut off while it was stopped) ends before what its volume
+// applied; it must wait for a resync rather than take those batches
+// again, and end equal to the primary.
+func TestBackupJournalLostBatches(t *testing.T) {
+	c := fstest.NewCluster(t, 1, nil)
+	for i := 0; i < 20; i++ {
+		must(t, os.WriteFile(filepath.Join(c.Vol, fmt.Sprintf("f%02d", i)), []byte(strings.Repeat("x", i*100)), 0o644))
+		if i%5 == 4 {
+			must(t, os.Rename(filepath.Join(c.Vol, fmt.Sprintf("f%02d", i)), filepath.Join(c.Vol, fmt.Sprintf("g%02d", i))))
+		}
+		if out, code := run(t, "barrier", "--journal", c.Jdir); code != 0 {
+			t.Fatalf("barrier: %s", out)
+		}
+	}
+	c.RequireConverged()
+	b := c.Backups[0]
+	b.Cmd.Process.Signal(syscall.SIGINT)
+	b.Cmd.Wait()
+	segs, _ := filepath.Glob(filepath.Join(b.Jdir, "batches", "*.seg"))
+	if len(segs) == 0 {
+		t.Fatal("no segment files in the backup's journal")
+	}
+	// Cut the newest segment's records in half (past them it is
+	// preallocated zeros): the journal then ends well before what the
+	// volume applied, and the primary still holds every batch after it.
+	newest := segs[len(segs)-1]
+	data, err := os.ReadFile(newest)
+	must(t, err)
+	end := len(data)
+	for end > 0 && data[end-1] == 0 {
+		end--
+	}
+	must(t, os.Truncate(newest, int64(end/2)))
+	c.StartBackup(b)
+	must(t, os.WriteFile(filepath.Join(c.Vol, "after"), []byte("after"), 0o644))
+	c.RequireConverged()
+	if !strings.Contains(b.Out.String(), "it lost batches") {
+		t.Fatalf("the backup did not say its journal lost batches:\n%s", b.Out)
 	}
 }
