@@ -69,6 +69,11 @@ func pluginCommand() *cli.Command {
 }
 
 func checkPlugin(c *cli.Context, path string) error {
+	// Parsed before the plugin starts, and blamed on the flag given.
+	specs, err := host.ParseSpecs([]string{"p=" + path}, []string{"p:" + c.String("config")})
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("plugin check: --config %q: want key=value,key=value", c.String("config")), 2)
+	}
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
 	// go-plugin's own lifecycle lines would drown the verdict; show them
@@ -94,10 +99,6 @@ func checkPlugin(c *cli.Context, path string) error {
 		info.Protocol, sdk.ProtocolVersion, strings.Join(info.Kinds, ", "), info.MTLS)
 	if !info.Serves("hint") {
 		return nil
-	}
-	specs, err := host.ParseSpecs([]string{"p=" + path}, []string{"p:" + c.String("config")})
-	if err != nil {
-		return cli.Exit("plugin check: "+err.Error(), 2)
 	}
 	rules, err := p.Remote().Rules(ctx, "check", c.String("volume"), specs[0].Config)
 	if err != nil {

@@ -52,6 +52,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"journal", "bogus"}, `no command "bogus"`},
 		{[]string{"journal", "ls", "--bogus"}, "bogus"},
 		{[]string{"plugin", "check"}, "PATH"},
+		{[]string{"plugin", "check", "--config", "garbage", "/nonexistent"}, `--config "garbage": want key=value`},
 	} {
 		out, code := run(t, c.args...)
 		if code != 2 || !strings.Contains(out, c.want) {
