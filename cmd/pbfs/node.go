@@ -109,8 +109,14 @@ func coordinatorEndpoints(s string) ([]string, error) {
 	var out []string
 	for _, ep := range strings.Split(rest, ",") {
 		if ep = strings.TrimSpace(ep); ep != "" {
+			if err := checkListen(ep); err != nil || strings.HasSuffix(ep, ":0") {
+				return nil, fmt.Errorf("coordinator %q: endpoint %q: want HOST:PORT, the port from 1 to 65535", s, ep)
+			}
 			out = append(out, ep)
 		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("coordinator %q: names no endpoint: want etcd://HOST:PORT[,HOST:PORT...]", s)
 	}
 	return out, nil
 }
