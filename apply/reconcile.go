@@ -43,7 +43,8 @@ type Reconciler struct {
 	claimed map[uint64]string // inode -> the name that owns it in this resync
 	fresh   map[string]bool   // files this resync created
 	dirs    []Spec
-	Changed int // paths created, replaced or whose data differed
+	open    []string // directories whose entries are still coming (sweep.go)
+	Changed int      // paths created, replaced or whose data differed
 	Removed int
 	Foreign int // directories left alone: not the volume's (guard.go)
 }
@@ -51,7 +52,7 @@ type Reconciler struct {
 // Reconciler starts a resync of the target.
 func (a *Applier) Reconciler() *Reconciler {
 	a.files.drop() // the resync changes names under the applier
-	return &Reconciler{a: a, seen: map[string]bool{".": true}, claimed: map[uint64]string{}, fresh: map[string]bool{}}
+	return &Reconciler{a: a, seen: map[string]bool{".": true}, claimed: map[uint64]string{}, fresh: map[string]bool{}, open: []string{"."}}
 }
 
 // BlockSum is the checksum resyncs compare blocks by.
@@ -88,6 +89,12 @@ func (r *Reconciler) Ensure(s *Spec) (bool, error) {
 		return false, fmt.Errorf("resync path %q: %w", s.Path, ErrInvalidOp)
 	}
 	r.seen[s.Path] = true
+	if err := r.closeDirs(s.Path); err != nil {
+		return false, err
+	}
+	if s.typ() == unix.S_IFDIR && s.LinkTo == "" {
+		r.open = append(r.open, s.Path)
+	}
 	root := r.a.root
 	fi, err := root.Lstat(s.Path)
 	exists := err == nil
