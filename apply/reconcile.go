@@ -77,6 +77,14 @@ func IsHole(sum []byte) bool { return len(sum) == 0 }
 // metadata, see Finish). It reports whether the path is a regular file
 // whose data must be compared.
 func (r *Reconciler) Ensure(s *Spec) (bool, error) {
+	compare, err := r.ensure(s)
+	if outOfRoom(err) && r.sweepOpen() {
+		compare, err = r.ensure(s)
+	}
+	return compare, err
+}
+
+func (r *Reconciler) ensure(s *Spec) (bool, error) {
 	if s.Path == "." {
 		// The root: only its metadata, set last (Done).
 		if s.typ() != unix.S_IFDIR || s.LinkTo != "" {
@@ -253,6 +261,9 @@ func (r *Reconciler) WriteBlock(p string, off int64, data []byte) error {
 	}
 	defer f.Close()
 	_, err = f.WriteAt(data, off)
+	if outOfRoom(err) && r.sweepOpen() {
+		_, err = f.WriteAt(data, off)
+	}
 	return err
 }
 

@@ -17,6 +17,31 @@ import (
 // ever come in another order, a directory swept too early only makes the
 // resync recreate what arrives in it later.
 
+// When the volume has no room (ENOSPC, EDQUOT) for an entry or a block,
+// the directories still being listed are swept too, and the step is tried
+// once more: what they hold unlisted so far is either gone on the primary
+// or listed later, and then made again (its data sent in full). A resync
+// then ends whenever the primary's tree fits, whatever the backup held.
+
+// sweepOpen sweeps every directory still being listed, deepest first, and
+// reports whether it removed anything.
+func (r *Reconciler) sweepOpen() bool {
+	before := r.Removed
+	for i := len(r.open) - 1; i >= 0; i-- {
+		if err := r.sweep(r.open[i]); err != nil {
+			r.a.log.Warn("resync: sweep for room", "dir", r.open[i], "err", err)
+		}
+	}
+	if r.Removed > before {
+		r.a.log.Warn("resync: the volume is out of room; removed what it holds unlisted so far", "removed", r.Removed-before)
+	}
+	return r.Removed > before
+}
+
+func outOfRoom(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
 // closeDirs sweeps every open directory that p is not inside of, deepest
 // first; the caller then opens p if it is a directory.
 func (r *Reconciler) closeDirs(p string) error {

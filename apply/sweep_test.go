@@ -1,9 +1,14 @@
 package apply
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestResyncSweepsListedDirectories: what a backup holds in a directory the
@@ -61,5 +66,64 @@ func TestResyncSweepsListedDirectories(t *testing.T) {
 	}
 	if exists("b/extra") || exists("gone") || !exists("a/late") || !exists("b") {
 		t.Fatal("Done left an extra or removed a listed path")
+	}
+}
+
+// TestResyncMakesRoomOnAFullVolume: a backup whose volume ran out of
+// inodes, holding files the primary no longer has in the very directory
+// the primary's files go to, still completes a resync of a tree that fits.
+func TestResyncMakesRoomOnAFullVolume(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs")
+	}
+	target := t.TempDir()
+	if err := unix.Mount("tmpfs", target, "tmpfs", 0, "size=4m,nr_inodes=40"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(target, unix.MNT_DETACH) })
+	n := 0
+	for ; ; n++ {
+		if err := os.WriteFile(filepath.Join(target, fmt.Sprintf("old%02d", n)), []byte("old"), 0o644); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if n < 20 {
+		t.Fatalf("the volume filled after %d files", n)
+	}
+	a, err := New(target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	rc := a.Reconciler()
+	for i := 0; i < n-5; i++ {
+		s := &Spec{Path: fmt.Sprintf("new%02d", i), Mode: 0o100644, Size: 3}
+		if _, err := rc.Ensure(s); err != nil {
+			t.Fatalf("ensure %s on the full volume: %v", s.Path, err)
+		}
+		if err := rc.WriteBlock(s.Path, 0, []byte("new")); err != nil {
+			t.Fatalf("write %s: %v", s.Path, err)
+		}
+		if err := rc.Finish(s); err != nil {
+			t.Fatalf("finish %s: %v", s.Path, err)
+		}
+	}
+	if err := rc.Done(); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != n-5 {
+		t.Fatalf("%d entries after the resync, want %d", len(ents), n-5)
+	}
+	for _, e := range ents {
+		if data, err := os.ReadFile(filepath.Join(target, e.Name())); err != nil || string(data) != "new" || e.Name()[:3] != "new" {
+			t.Fatalf("%s: %q, %v", e.Name(), data, err)
+		}
 	}
 }
