@@ -11,6 +11,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// oneFile makes an FS with opts over a fresh directory (dir, its
+// descriptor) and creates one file, "data", in it, open read-write; both
+// go at the test's end.
+func oneFile(t *testing.T, opts Options) (f *FS, h *Handle, dir int) {
+	t.Helper()
+	fd, err := unix.Open(t.TempDir(), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = New(fd, opts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if _, h, _, err = f.Create(f.Root(), "data", unix.O_RDWR, 0o644, Caller{}, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Release(h) })
+	return f, h, fd
+}
+
 // TestSpaceCountsUnjournaled: Options.Space is asked with every byte
 // captured and not yet through the journal, the open batch and the sealed
 // batch in flight alike, so the mount can refuse writes before they add up
@@ -19,11 +39,7 @@ import (
 func TestSpaceCountsUnjournaled(t *testing.T) {
 	const limit = 16 * 4096
 	var asked int64
-	fd, err := unix.Open(t.TempDir(), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(fd, Options{Capture: true, MaxBatchBytes: 64 << 20, Metrics: NewMetrics(nil),
+	f, h, fd := oneFile(t, Options{Capture: true, MaxBatchBytes: 64 << 20, Metrics: NewMetrics(nil),
 		Space: func(unjournaled int64) error {
 			asked = unjournaled
 			if unjournaled >= limit {
@@ -31,15 +47,6 @@ func TestSpaceCountsUnjournaled(t *testing.T) {
 			}
 			return nil
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	_, h, _, err := f.Create(f.Root(), "data", unix.O_RDWR, 0o644, Caller{}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Release(h)
 
 	write := func(i int) error {
 		_, err := f.Write(h, int64(i)*4096, page, nil)
@@ -98,20 +105,7 @@ func TestSpaceCountsUnjournaled(t *testing.T) {
 // thread in a FUSE request it cannot be killed out of; once the journal
 // takes batches again, writes wait (and then go) as before.
 func TestStuckJournalFailsWaitingWrites(t *testing.T) {
-	fd, err := unix.Open(t.TempDir(), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(fd, Options{Capture: true, MaxBatchBytes: 4096, Metrics: NewMetrics(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	_, h, _, err := f.Create(f.Root(), "data", unix.O_RDWR, 0o644, Caller{}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Release(h)
+	f, h, _ := oneFile(t, Options{Capture: true, MaxBatchBytes: 4096, Metrics: NewMetrics(nil)})
 	for i := 0; f.pending.Load() <= 2*4096; i++ {
 		if _, err := f.Write(h, int64(i)*4096, page, nil); err != nil {
 			t.Fatalf("write %d below the throttle: %v", i, err)
