@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/pb"
 	"github.com/dgraph-io/badger/v4/y"
 	"google.golang.org/protobuf/proto"
@@ -16,17 +19,51 @@ import (
 // footer without checking them, and a damaged footer panics in one of its
 // goroutines, where no recover reaches. A table whose footer points
 // outside the file, or whose index fails its checksum, is ErrDamaged.
-func checkTables(dir string) error {
+//
+// Badger also deletes every table its MANIFEST does not list, even when
+// opened read-only. A read-write open may: a crash inside a compaction or
+// a flush leaves such tables, and Badger's cleanup is what recovers from
+// it. A read-only open (pbfs journal ...) must change nothing, so there a
+// table the MANIFEST does not list (a damaged MANIFEST, say) is ErrDamaged.
+func checkTables(opts badger.Options) error {
+	dir := opts.Dir
 	ssts, err := filepath.Glob(filepath.Join(dir, "*.sst"))
-	if err != nil {
+	if err != nil || len(ssts) == 0 {
 		return err
 	}
+	var listed map[uint64]bool
+	if opts.ReadOnly {
+		if listed, err = manifestTables(opts); err != nil {
+			return fmt.Errorf("badger MANIFEST: %w: %w", err, ErrDamaged)
+		}
+	}
 	for _, p := range ssts {
+		if id, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(p), ".sst"), 10, 64); err == nil && listed != nil && !listed[id] {
+			return fmt.Errorf("badger table %s is not in the MANIFEST (Badger would delete it; a read-write open, by pbfs mount or backup, lets it): %w", filepath.Base(p), ErrDamaged)
+		}
 		if err := checkTable(p); err != nil {
 			return fmt.Errorf("badger table %s: %w: %w", filepath.Base(p), err, ErrDamaged)
 		}
 	}
 	return nil
+}
+
+// manifestTables returns the ids of the tables Badger's MANIFEST lists.
+func manifestTables(opts badger.Options) (map[uint64]bool, error) {
+	f, err := os.Open(filepath.Join(opts.Dir, badger.ManifestFilename))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	m, _, err := badger.ReplayManifestFile(f, opts.ExternalMagicVersion, opts)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[uint64]bool{}
+	for id := range m.Tables {
+		ids[id] = true
+	}
+	return ids, nil
 }
 
 // checkTable does what Badger's table.initIndex does up to the index's

@@ -249,3 +249,28 @@ func TestRotationAfterEMFILE(t *testing.T) {
 		t.Fatalf("the leftover's %d bytes are still there", st.Size())
 	}
 }
+
+// TestReadOnlyOpenDeletesNoTable: Badger deletes the tables its MANIFEST
+// does not list even when opened read-only; a read-only open of a journal
+// whose MANIFEST lost them refuses instead, and the table stays.
+func TestReadOnlyOpenDeletesNoTable(t *testing.T) {
+	var ssts []string
+	dir := damagedJournal(t, func(dir string) {
+		ssts, _ = filepath.Glob(filepath.Join(dir, "*.sst"))
+		if err := os.Truncate(filepath.Join(dir, "MANIFEST"), 10); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if len(ssts) == 0 {
+		t.Skip("Badger wrote no table file")
+	}
+	_, err := OpenStore(dir, StoreOptions{ReadOnly: true})
+	if !errors.Is(err, ErrDamaged) {
+		t.Fatalf("read-only open: %v, want ErrDamaged", err)
+	}
+	for _, p := range ssts {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("a read-only open removed %s", p)
+		}
+	}
+}

@@ -160,7 +160,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 // caller's goroutine (Badger panics on some damaged files) returned as
 // ErrDamaged.
 func openBadger(opts badger.Options) (db *badger.DB, err error) {
-	if err := checkTables(opts.Dir); err != nil {
+	if err := checkTables(opts); err != nil {
 		return nil, err
 	}
 	defer func() {
