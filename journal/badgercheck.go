@@ -11,6 +11,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/pb"
 	"github.com/dgraph-io/badger/v4/y"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -46,6 +47,17 @@ func checkTables(opts badger.Options) error {
 		}
 	}
 	return nil
+}
+
+// inUse reports whether another process holds dir as Badger does, with
+// an exclusive flock on the directory.
+func inUse(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) != nil
 }
 
 // manifestTables returns the ids of the tables Badger's MANIFEST lists.

@@ -160,8 +160,12 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 // caller's goroutine (Badger panics on some damaged files) returned as
 // ErrDamaged.
 func openBadger(opts badger.Options) (db *badger.DB, err error) {
-	if err := checkTables(opts); err != nil {
-		return nil, err
+	if !inUse(opts.Dir) {
+		// A process that holds the journal may be writing a table right
+		// now; Badger refuses the open anyway (ErrLocked).
+		if err := checkTables(opts); err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
 		if r := recover(); r != nil {
