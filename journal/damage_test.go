@@ -1,9 +1,12 @@
 package journal
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,7 +156,7 @@ func TestTornAppendAndDamageTold(t *testing.T) {
 		loc := l.index[seq-l.first]
 		return loc.seg.path, loc.off, loc.n
 	}
-	check := func(name string, dir string, last uint64, damaged bool) {
+	check := func(name string, dir string, last uint64, damaged bool, say ...string) {
 		t.Helper()
 		st, err := OpenStore(dir, StoreOptions{ReadOnly: true})
 		if err != nil {
@@ -163,6 +166,11 @@ func TestTornAppendAndDamageTold(t *testing.T) {
 		notes, d := st.Damage()
 		if st.Last().Seq != last || d != damaged || (len(notes) > 0) != (damaged || last < 5) {
 			t.Errorf("%s: last seq %d, damaged %v, notes %q; want last %d, damaged %v", name, st.Last().Seq, d, notes, last, damaged)
+		}
+		for _, w := range say {
+			if !strings.Contains(strings.Join(notes, "; "), w) {
+				t.Errorf("%s: notes %q do not say %q", name, notes, w)
+			}
 		}
 	}
 	check("healthy", damagedJournal(t, func(string) {}), 5, false)
@@ -185,7 +193,18 @@ func TestTornAppendAndDamageTold(t *testing.T) {
 		if _, err := f.WriteAt(b, off+int64(n)/2); err != nil {
 			t.Fatal(err)
 		}
-	}), 1, true)
+	}), 1, true, "batch 2 at offset", "batch 3 follows it intact")
+	check("batch 3's header flipped", damagedJournal(t, func(dir string) {
+		path, off, _ := locate(dir, 3)
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt([]byte{0xff}, off-recHdrSize+9); err != nil {
+			t.Fatal(err)
+		}
+	}), 2, true, "batch 4 follows intact")
 }
 
 // TestRotationAfterEMFILE: a rotation that failed for want of a
@@ -273,4 +292,61 @@ func TestReadOnlyOpenDeletesNoTable(t *testing.T) {
 			t.Fatalf("a read-only open removed %s", p)
 		}
 	}
+}
+
+// TestDamagedTailKeptAside: a read-write open cuts the log at a damaged
+// batch, as after a torn group append, but keeps what it cut in a file
+// beside the log, intact batches after the damage included.
+func TestDamagedTailKeptAside(t *testing.T) {
+	var segPath string
+	var cutFrom int64
+	dir := damagedJournal(t, func(dir string) {
+		l, err := openBatchLog(filepath.Join(dir, batchDir), true, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loc := l.index[2-l.first]
+		l.close()
+		segPath, cutFrom = loc.seg.path, loc.off-recHdrSize
+		f, err := os.OpenFile(segPath, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt([]byte{0xde, 0xad}, loc.off+int64(loc.n)/2); err != nil {
+			t.Fatal(err)
+		}
+	})
+	want, err := os.ReadFile(segPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := OpenStore(dir, StoreOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if st.Last().Seq != 1 {
+		t.Fatalf("last seq %d after the cut, want 1", st.Last().Seq)
+	}
+	cuts, _ := filepath.Glob(filepath.Join(dir, batchDir, "cut-*"))
+	if len(cuts) != 1 {
+		t.Fatalf("cut files %v, want one", cuts)
+	}
+	got, err := os.ReadFile(cuts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 || !bytes.Equal(got, want[cutFrom:cutFrom+int64(len(got))]) || !allZero(want[cutFrom+int64(len(got)):]) {
+		t.Fatalf("the cut file holds %d bytes that are not the segment's tail from %d", len(got), cutFrom)
+	}
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

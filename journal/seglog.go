@@ -122,6 +122,9 @@ func (l *batchLog) reopenTail() error {
 	}
 	st, err := f.Stat()
 	truncated := false
+	if err == nil && st.Size() > seg.end && seg.damaged {
+		err = l.keepCut(f, seg, st.Size())
+	}
 	if err == nil && st.Size() > seg.end {
 		err = f.Truncate(seg.end)
 		truncated = err == nil

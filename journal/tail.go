@@ -1,8 +1,11 @@
 package journal
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
+	"time"
 )
 
 // A segment's records end where the next one does not parse as the seq
@@ -33,7 +36,11 @@ func tailNote(f *os.File, size int64, seg *segFile, want uint64) (note string, d
 	case err != nil && zeros(f, off, recHdrSize):
 		return "", false
 	case err != nil:
-		return fmt.Sprintf("%s: the bytes at offset %d, where batch %d would start, are no record header", seg.path, off, want), true
+		note := fmt.Sprintf("%s: the bytes at offset %d, where batch %d would start, are no record header", seg.path, off, want)
+		if seq, at, ok := nextRecord(f, off+1, size, want); ok {
+			note += fmt.Sprintf("; batch %d follows intact at offset %d", seq, at)
+		}
+		return note, true
 	case rh.seq < want:
 		return "", false // a recycled segment's old record
 	case rh.seq > want:
@@ -48,6 +55,64 @@ func tailNote(f *os.File, size int64, seg *segFile, want uint64) (note string, d
 		}
 	}
 	return fmt.Sprintf("%s: batch %d at offset %d is cut short or fails its checksum, with nothing after it (a torn append)", seg.path, want, off), false
+}
+
+// keepCut copies what lies past seg's last record, up to its last byte
+// that is not zero, to a file beside the log ("cut-" + the segment's name
+// + the time) before a damaged tail is cut off: the records in it may be
+// intact, and an operator may want them.
+func (l *batchLog) keepCut(f *os.File, seg *segFile, size int64) error {
+	buf := make([]byte, size-seg.end)
+	if _, err := f.ReadAt(buf, seg.end); err != nil {
+		return fmt.Errorf("keep the cut tail of %s: %w", seg.path, err)
+	}
+	n := len(buf)
+	for n > 0 && buf[n-1] == 0 {
+		n--
+	}
+	path := filepath.Join(l.dir, "cut-"+filepath.Base(seg.path)+"-"+time.Now().UTC().Format("20060102T150405Z"))
+	if err := writeSynced(path, buf[:n]); err != nil {
+		return fmt.Errorf("keep the cut tail of %s: %w", seg.path, err)
+	}
+	if err := syncDir(l.dir); err != nil {
+		return fmt.Errorf("keep the cut tail of %s: %w", seg.path, err)
+	}
+	l.log.Error("journal: kept the damaged tail cut off the batch log", "file", path, "bytes", n, "from_offset", seg.end)
+	return nil
+}
+
+// nextRecord finds the first whole record header in f from off on whose
+// seq is at least want: what follows a damaged header, if anything.
+func nextRecord(f *os.File, off, size int64, want uint64) (uint64, int64, bool) {
+	buf := make([]byte, size-off)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return 0, 0, false
+	}
+	for i := 0; i+recHdrSize <= len(buf); i++ {
+		if binary.LittleEndian.Uint32(buf[i:]) != recMagic {
+			continue
+		}
+		if rh, err := parseRecordHeader(buf[i : i+recHdrSize]); err == nil && rh.seq >= want {
+			return rh.seq, off + int64(i), true
+		}
+	}
+	return 0, 0, false
+}
+
+// writeSynced writes data to a new file at path and syncs it.
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // zeros reports whether f holds only zero bytes in [off, off+n).
