@@ -262,7 +262,9 @@ func journalReplay(c *cli.Context) error {
 	// Batches replayed into a served volume would be captured as new
 	// writes, behind the back of the service that owns it.
 	if point, err := pathcheck.ServedBy(c.Args().First()); err == nil && point != "" {
-		return cli.Exit(fmt.Sprintf("journal replay: TARGET %s lies on the pbfs mount at %s: replay into a directory no pbfs serves", c.Args().First(), point), 2)
+		// 1, as mount and backup refuse a served volume: the state of the
+		// machine, not a mistake in the command.
+		return cli.Exit(fmt.Sprintf("journal replay: TARGET %s lies on the pbfs mount at %s: replay into a directory no pbfs serves", c.Args().First(), point), 1)
 	}
 	return withSource(c, func(src source) error {
 		// Check the whole range before touching the target, so a corrupt

@@ -56,6 +56,13 @@ func nodeCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit("node: "+err.Error(), 2)
 			}
+			for _, f := range []string{"listen", "advertise"} {
+				if a := c.String(f); a != "" {
+					if err := checkListen(a); err != nil {
+						return cli.Exit(fmt.Sprintf("node: --%s: %v", f, err), 2)
+					}
+				}
+			}
 			mount.ClearStaleMount(cfg.Mountpoint, cfg.Logger) // a killed primary's, before the checks
 			check := cfg
 			check.Dynamic = true

@@ -46,6 +46,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"status", "--coordinator", "etcd://[::1"}, `endpoint "[::1"`},
 		{[]string{"status", "--coordinator", "etcd://host:99999"}, `endpoint "host:99999"`},
 		{[]string{"status", "--coordinator", "etcd://,,"}, "names no endpoint"},
+		{[]string{"node", "--coordinator", "etcd://127.0.0.1:2379", "--name", "a", "--listen", "127.0.0.1:7700", "--advertise", "bogus", "--token", "t", "--journal", jdir, vol}, `--advertise: "bogus"`},
 		{[]string{"barrier", "--journal", jdir, "--timeout", "0"}, "--timeout 0s: want a positive duration"},
 		{[]string{"resync", "--journal", jdir, "--wait", "--timeout", "-1s"}, "--timeout -1s: want a positive duration"},
 		{[]string{"mount", vol, "--journal", jdir}, "after an argument"},
