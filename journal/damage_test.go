@@ -350,3 +350,64 @@ func allZero(b []byte) bool {
 	}
 	return true
 }
+
+// TestLostSinceCleanClose: a log that ends before the last seq of the
+// journal's last clean close lost batches; a read-only open says so, and
+// a reset of the log (a resync) forgets the old mark.
+func TestLostSinceCleanClose(t *testing.T) {
+	dir := t.TempDir()
+	st, err := OpenStore(dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, _, err := st.Append([]Op{{Kind: KindMkdir, Path: "d", Mode: 0o755}}, time.Now(), 0, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := st.MarkOpen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkClosed(); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	l, err := openBatchLog(filepath.Join(dir, batchDir), true, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc := l.index[4-l.first]
+	l.close()
+	if err := os.Truncate(loc.seg.path, loc.off-recHdrSize); err != nil {
+		t.Fatal(err)
+	}
+	st, err = OpenStore(dir, StoreOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes, damaged := st.Damage()
+	if st.LostFrom() != 4 || !damaged || !strings.Contains(strings.Join(notes, ";"), "batches 4-5 are lost") {
+		t.Fatalf("lost from %d, damaged %v, notes %q; want 4, true, batches 4-5 lost", st.LostFrom(), damaged, notes)
+	}
+	st.Close()
+	st, err = OpenStore(dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := st.Get(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Reset(enc); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	st, err = OpenStore(dir, StoreOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if st.LostFrom() != 0 {
+		t.Fatalf("after a reset the journal still counts batches from %d lost", st.LostFrom())
+	}
+}

@@ -40,6 +40,11 @@ func (s *Store) SetEpoch(e uint64) error {
 	return nil
 }
 
+// LostFrom returns the first batch the log lost since the journal was last
+// closed cleanly (MarkClosed recorded a last seq above the log's end now:
+// a segment deleted or damaged), or 0.
+func (s *Store) LostFrom() uint64 { return s.lostFrom }
+
 // MarkOpen durably records that a mount is using the journal. It returns
 // whether an earlier mount never marked it closed (a crash), and the last
 // seq at which that mount had opened it.
@@ -67,7 +72,13 @@ func (s *Store) MarkOpen() (unclean bool, since uint64, err error) {
 // MarkClosed records a clean unmount: every change the volume holds is in
 // the journal.
 func (s *Store) MarkClosed() error {
-	if err := s.update(func(txn *badger.Txn) error { return txn.Delete(openKey) }); err != nil {
+	err := s.update(func(txn *badger.Txn) error {
+		if err := txn.Delete(openKey); err != nil {
+			return err
+		}
+		return txn.Set(closedKey, binary.BigEndian.AppendUint64(nil, s.Last().Seq))
+	})
+	if err != nil {
 		return fmt.Errorf("mark journal closed: %w", err)
 	}
 	return nil

@@ -19,12 +19,15 @@ import (
 //	"m/epoch"                         -> epoch (8 bytes, big-endian)
 //	"m/open"                          -> seq (8 bytes) at which a mount opened the journal;
 //	                                     deleted by a clean unmount
+//	"m/closed"                        -> last seq (8 bytes) at the last clean unmount;
+//	                                     deleted when the log is rewritten (Reset, Put)
 //	"b/" + seq (8 bytes, big-endian)  -> encoded batch, in journals made before
 //	                                     the batch log (migrate.go)
 var (
 	batchPrefix = []byte("b/")
 	epochKey    = []byte("m/epoch")
 	openKey     = []byte("m/open")
+	closedKey   = []byte("m/closed")
 )
 
 // Store errors callers branch on.
@@ -83,6 +86,10 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// lostFrom is the first batch the log lost since the last clean close
+	// (its last seq then is above the log's end now), 0 if none (load).
+	lostFrom uint64
 
 	mu      sync.Mutex
 	last    Header // header of the newest batch (zero if none)
@@ -196,6 +203,13 @@ func (s *Store) load() error {
 		return err
 	}
 	_, last := s.bl.bounds()
+	if closed, err := s.MetaUint("closed"); err == nil && closed > last {
+		s.lostFrom = last + 1
+		note := fmt.Sprintf("the journal held batch %d when last closed cleanly, but its log ends at %d: batches %d-%d are lost", closed, last, last+1, closed)
+		s.bl.notes = append(s.bl.notes, note)
+		s.bl.damaged = true
+		s.log.Error("journal: " + note)
+	}
 	if last == 0 {
 		return nil
 	}
@@ -372,6 +386,12 @@ func (s *Store) Put(seq uint64, enc []byte) error {
 
 // rewrite replaces the batch log with what fill puts; the caller holds mu.
 func (s *Store) rewrite(fill func(put func(uint64, []byte) error) error) error {
+	// The log is replaced on purpose: what it held at the last clean
+	// close says nothing of the new one.
+	if err := s.update(func(txn *badger.Txn) error { return txn.Delete(closedKey) }); err != nil {
+		return err
+	}
+	s.lostFrom = 0
 	return s.bl.replace(fill)
 }
 

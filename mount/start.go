@@ -183,6 +183,10 @@ func (m *Mount) markOpen(rootFd int) error {
 	if err := m.checkBoot(unclean, m.skipsSync); err != nil {
 		return err
 	}
+	// A log that lost batches since its last clean close: the backups may
+	// hold batches it no longer has, under seqs it will number anew, and
+	// only a resync from the volume is sure.
+	lost := m.store.LostFrom()
 	switch {
 	case unclean:
 		// The volume may hold changes made after the last sealed batch
@@ -195,8 +199,11 @@ func (m *Mount) markOpen(rootFd int) error {
 		since = m.store.Last().Seq
 		m.log.Warn("the volume changed while pbfs was not mounted (or its last clean stop left no fingerprint); the journal lacks those changes",
 			"last_seq", since)
+	case lost > 0:
+		since = m.store.Last().Seq
+		m.log.Warn("the journal lost batches since its last clean close; backups are resynced from the volume", "lost_from", lost, "last_seq", since)
 	}
-	if unclean || changed {
+	if unclean || changed || lost > 0 {
 		if err := m.store.SetMetaUint("ahead", since+1); err != nil {
 			return err
 		}
