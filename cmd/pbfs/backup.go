@@ -214,11 +214,11 @@ var (
 	// when asked (replicate/adopt.go).
 	adoptFlag = &cli.BoolFlag{Name: "adopt", Usage: "let the first resync take a VOLUME that already holds files (a copy of the primary's, to shorten it): it becomes a copy of the primary's volume, and what the primary lacks is removed; without it that resync is refused"}
 	// timerSlackFlag: see internal/timerslack.
-	timerSlackFlag = &cli.DurationFlag{Name: "timer-slack", Value: time.Millisecond, Usage: "how late the kernel may fire this process's timers while it is a backup: Go's scheduler then wakes less often for each batch, which saves a third of a backup's CPU under small batches; 0 keeps the kernel's default (50µs). Needs CAP_SYS_NICE"}
+	timerSlackFlag = &cli.DurationFlag{Name: "timer-slack", Value: time.Millisecond, Usage: "how late the kernel may fire this process's timers while it is a backup: Go's scheduler then wakes less often for each batch, which saves a third of a backup's CPU under small batches; 0 keeps the kernel's default (50µs); at most 10ms. Needs CAP_SYS_NICE"}
 	// cpusFlag: see internal/procs (affinity.go).
 	cpusFlag = &cli.StringFlag{Name: "cpus", Usage: "the only CPUs this process runs on while it is a backup, as taskset writes them (1, 0,2 or 2-3): on a virtual machine one CPU keeps a batch's thread wake-ups off the costly path between vCPUs, which saved 12-31 % of a backup's CPU per small batch on a 2-vCPU test machine; empty (the default) leaves it to the kernel. Pin it to a CPU no busy process shares"}
 	// procsFlag: see internal/procs.
-	procsFlag = &cli.IntFlag{Name: "procs", Value: 1, Usage: "how many threads may run this process's Go code at once while it is a backup (GOMAXPROCS): one saves a fifth of a backup's CPU per small batch, at the same latency and throughput; 0 gives Go's default, one per CPU. A GOMAXPROCS environment variable wins"}
+	procsFlag = &cli.IntFlag{Name: "procs", Value: 1, Usage: "how many threads may run this process's Go code at once while it is a backup (GOMAXPROCS): one saves a fifth of a backup's CPU per small batch, at the same latency and throughput; 0 gives Go's default, one per CPU; at most 256. A GOMAXPROCS environment variable wins"}
 	// journalReserveFlag: Badger dies of SIGBUS when its disk fills, so the
 	// journal keeps this much free (journal/space.go).
 	journalReserveFlag = &cli.Int64Flag{Name: "journal-reserve", Usage: "bytes to keep free on the journal's file system: journal appends (and, on a mount, the service's writes) that would cut into it fail with ENOSPC (default: a quarter of the file system, between 48 and 256 MiB)"}
