@@ -13,11 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// damagedJournal makes a journal of five batches in a fresh directory,
-// closes it, runs damage on it and returns the directory.
-func damagedJournal(t *testing.T, damage func(dir string)) string {
+// fiveBatches opens a new journal in dir and appends five batches.
+func fiveBatches(t *testing.T, dir string) *Store {
 	t.Helper()
-	dir := t.TempDir()
 	st, err := OpenStore(dir, StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -27,6 +25,15 @@ func damagedJournal(t *testing.T, damage func(dir string)) string {
 			t.Fatal(err)
 		}
 	}
+	return st
+}
+
+// damagedJournal makes a journal of five batches in a fresh directory,
+// closes it, runs damage on it and returns the directory.
+func damagedJournal(t *testing.T, damage func(dir string)) string {
+	t.Helper()
+	dir := t.TempDir()
+	st := fiveBatches(t, dir)
 	if err := st.SetEpoch(7); err != nil {
 		t.Fatal(err)
 	}
@@ -356,15 +363,7 @@ func allZero(b []byte) bool {
 // a reset of the log (a resync) forgets the old mark.
 func TestLostSinceCleanClose(t *testing.T) {
 	dir := t.TempDir()
-	st, err := OpenStore(dir, StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 5; i++ {
-		if _, _, err := st.Append([]Op{{Kind: KindMkdir, Path: "d", Mode: 0o755}}, time.Now(), 0, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st := fiveBatches(t, dir)
 	if _, _, err := st.MarkOpen(); err != nil {
 		t.Fatal(err)
 	}
