@@ -188,7 +188,7 @@ func (c *nodes) converge(primary *node) {
 			st, _ := cl.Status(context.Background())
 			done := 0
 			for _, b := range st.Backups {
-				if b.AppliedSeq >= seq && !b.Stale && !b.Resyncing {
+				if b.Up && b.AppliedSeq >= seq && !b.Stale && !b.Resyncing {
 					done++
 				}
 			}
