@@ -80,29 +80,49 @@ func manifestTables(opts badger.Options) (map[uint64]bool, error) {
 
 // checkTable does what Badger's table.initIndex does up to the index's
 // checksum, with every offset checked.
+// Only the footer and the index are read, not the table's blocks.
 func checkTable(path string) error {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	pos := int64(len(b)) - 4
-	if pos < 0 {
-		return fmt.Errorf("%d bytes, too short for a footer", len(b))
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
 	}
-	sumLen := int64(binary.BigEndian.Uint32(b[pos:]))
+	read := func(off, n int64) ([]byte, error) {
+		b := make([]byte, n)
+		_, err := f.ReadAt(b, off)
+		return b, err
+	}
+	pos := st.Size() - 4
+	if pos < 0 {
+		return fmt.Errorf("%d bytes, too short for a footer", st.Size())
+	}
+	b, err := read(pos, 4)
+	if err != nil {
+		return err
+	}
+	sumLen := int64(binary.BigEndian.Uint32(b))
 	if pos -= sumLen; pos < 4 {
 		return fmt.Errorf("checksum length %d past the file's start", sumLen)
 	}
+	if b, err = read(pos-4, sumLen+4); err != nil {
+		return err
+	}
 	var sum pb.Checksum
-	if err := proto.Unmarshal(b[pos:pos+sumLen], &sum); err != nil {
+	if err := proto.Unmarshal(b[4:], &sum); err != nil {
 		return fmt.Errorf("index checksum: %v", err)
 	}
-	pos -= 4
-	idxLen := int64(binary.BigEndian.Uint32(b[pos:]))
-	if pos -= idxLen; pos < 0 {
+	idxLen := int64(binary.BigEndian.Uint32(b[:4]))
+	if pos -= 4 + idxLen; pos < 0 {
 		return fmt.Errorf("index length %d past the file's start", idxLen)
 	}
-	if err := y.VerifyChecksum(b[pos:pos+idxLen], &sum); err != nil {
+	if b, err = read(pos, idxLen); err != nil {
+		return err
+	}
+	if err := y.VerifyChecksum(b, &sum); err != nil {
 		return fmt.Errorf("index: %v", err)
 	}
 	return nil

@@ -212,6 +212,17 @@ func TestTornAppendAndDamageTold(t *testing.T) {
 			t.Fatal(err)
 		}
 	}), 2, true, "batch 4 follows intact")
+	check("the last batch's header torn", damagedJournal(t, func(dir string) {
+		path, off, _ := locate(dir, 5)
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt(make([]byte, 8), off-recHdrSize+12); err != nil {
+			t.Fatal(err)
+		}
+	}), 4, false, "a torn append")
 }
 
 // TestRotationAfterEMFILE: a rotation that failed for want of a

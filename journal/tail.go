@@ -12,9 +12,10 @@ import (
 // that follows. What lies there tells a crash's torn append from damage:
 // zeros, or an old record of a recycled segment (a lower seq), end it
 // cleanly; the header of the expected seq with its body cut short or not
-// matching its checksum is a torn append, unless the next seq's record
-// follows it intact, which no append ever wrote before the one it
-// follows; anything else is damage.
+// matching its checksum, or bytes that are no header at all, are a torn
+// append, unless an intact record of a later seq follows, which no append
+// ever wrote before the one it follows; a header of another seq where the
+// next belongs is damage too.
 
 // tailNote describes what follows the last record of seg (at seg.end,
 // whose seq would be want); "" for a clean end. damaged is false for a
@@ -36,11 +37,13 @@ func tailNote(f *os.File, size int64, seg *segFile, want uint64) (note string, d
 	case err != nil && zeros(f, off, recHdrSize):
 		return "", false
 	case err != nil:
+		// A header a power loss tore across a sector boundary looks like
+		// this too; only an intact record after it proves damage.
 		note := fmt.Sprintf("%s: the bytes at offset %d, where batch %d would start, are no record header", seg.path, off, want)
 		if seq, at, ok := nextRecord(f, off+1, size, want); ok {
-			note += fmt.Sprintf("; batch %d follows intact at offset %d", seq, at)
+			return note + fmt.Sprintf("; batch %d follows intact at offset %d", seq, at), true
 		}
-		return note, true
+		return note + ", with nothing after it (a torn append)", false
 	case rh.seq < want:
 		return "", false // a recycled segment's old record
 	case rh.seq > want:
