@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,6 +113,13 @@ func (s *Store) setLast(h Header) {
 	s.last = h
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+// Exists reports whether dir holds a journal (its Badger MANIFEST), for
+// commands that must not make one where none was.
+func Exists(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, badger.ManifestFilename))
+	return err == nil
 }
 
 // OpenStore opens (creating if needed) the journal in dir.

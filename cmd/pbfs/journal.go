@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -49,7 +48,7 @@ func openSource(c *cli.Context) (source, func(), error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, nil, fmt.Errorf("open journal: %w", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); errors.Is(err, os.ErrNotExist) {
+	if !journal.Exists(dir) {
 		return nil, nil, fmt.Errorf("open journal: %s is no pbfs journal (it has no MANIFEST)", dir)
 	}
 	st, err := journal.OpenStore(dir, journal.StoreOptions{ReadOnly: true})

@@ -3,11 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/replicate"
 )
@@ -28,7 +27,7 @@ func promoteCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return cli.Exit("promote: want exactly one VOLUME argument", 2)
 			}
-			if _, err := os.Stat(filepath.Join(c.String("journal"), "MANIFEST")); err != nil {
+			if !journal.Exists(c.String("journal")) {
 				return cli.Exit(fmt.Sprintf("promote: --journal %s holds no journal: promote takes the journal of a backup (pbfs backup --journal)", c.String("journal")), 2)
 			}
 			cfg, err := mountConfig(c)
