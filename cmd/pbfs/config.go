@@ -123,6 +123,11 @@ func applyConfig(argv []string, cmds []*cli.Command) ([]string, error) {
 			i++
 		}
 		if name == "config" {
+			if val == "" {
+				// A bare trailing --config used to fall through to the help
+				// text and exit 0, as if nothing were wrong.
+				return nil, errors.New("--config needs a FILE")
+			}
 			path = val
 		} else {
 			global = append(global, a)

@@ -25,6 +25,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	}{
 		{[]string{"--log-level", "loud", "barrier", "--journal", jdir}, `--log-level "loud"`},
 		{[]string{"--log-format", "xml", "barrier", "--journal", jdir}, `--log-format "xml"`},
+		{[]string{"--config"}, "--config needs a FILE"},
+		{[]string{"--config=", "mount", "--journal", jdir, vol}, "--config needs a FILE"},
 		{[]string{"mount", "--bogus", vol}, "bogus"},
 		{[]string{"mount", vol}, `"journal"`},
 		{[]string{"mount", "--journal", jdir, "--ack", "1", vol}, `"1"`},
