@@ -67,6 +67,9 @@ const (
 // ErrVolumeBusy refuses a volume another backup, or a pbfs mount, already serves.
 var ErrVolumeBusy = errors.New("another pbfs process serves this volume")
 
+// ErrClosed is Serve's answer once Close has begun.
+var ErrClosed = errors.New("backup closed")
+
 // Backup receives one primary's batches, makes them durable, acks them and
 // applies them in order to its volume.
 type Backup struct {
@@ -112,6 +115,10 @@ type Backup struct {
 	done     chan struct{}
 	stopOnce sync.Once
 	srv      *grpc.Server // guarded by mu
+	// closed is set, under mu, once Close has begun: a Serve that starts
+	// after it (a goroutine Close overtook) refuses instead of serving a
+	// closed journal on a port nobody would stop.
+	closed bool
 	// raws are the raw streams' connections (rawlisten.go), guarded by
 	// mu; nil once the backup is closing.
 	raws  map[net.Conn]struct{}
@@ -338,6 +345,11 @@ func (b *Backup) Serve(ln net.Listener) error {
 	)...)
 	replpb.RegisterReplicationServer(srv0, b)
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		ln.Close()
+		return ErrClosed
+	}
 	b.srv = srv0
 	srv := srv0
 	b.mu.Unlock()
@@ -370,6 +382,7 @@ func (b *Backup) refusedCaller(reason string) {
 func (b *Backup) Close() error {
 	b.stopOnce.Do(func() {
 		b.mu.Lock()
+		b.closed = true
 		srv := b.srv
 		b.mu.Unlock()
 		if srv != nil {

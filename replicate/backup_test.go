@@ -326,3 +326,36 @@ func FuzzResyncMsg(f *testing.F) {
 		}
 	})
 }
+
+// A Serve that Close overtook (pbfs node starts Serve on a goroutine and
+// may close the backup at once on a stop signal) refuses and closes its
+// listener: nothing may answer for a closed journal.
+func TestServeAfterClose(t *testing.T) {
+	dir := t.TempDir()
+	vol := filepath.Join(dir, "vol")
+	os.Mkdir(vol, 0o755)
+	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(dir, "j"), Token: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Serve(ln) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("Serve after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		ln.Close()
+		t.Fatal("Serve after Close is serving")
+	}
+	if c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+		c.Close()
+		t.Fatal("the listener of a closed backup still accepts")
+	}
+}
