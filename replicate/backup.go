@@ -2,7 +2,6 @@ package replicate
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,8 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/internal/pathcheck"
@@ -322,84 +319,6 @@ func (b *Backup) stall(seq uint64, err error) {
 	close(b.progress) // tell the primary
 	b.progress = make(chan struct{})
 	b.progressMu.Unlock()
-}
-
-// Serve answers primaries on ln until Close.
-func (b *Backup) Serve(ln net.Listener) error {
-	opts := []grpc.ServerOption{}
-	var tlsCfg *tls.Config
-	if b.cfg.TLS.Enabled() {
-		var err error
-		if tlsCfg, err = b.cfg.TLS.ServerConfig(); err != nil {
-			return err
-		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg.Clone())))
-	}
-	srv0 := grpc.NewServer(append(opts,
-		grpc.StreamInterceptor(checkToken(b.cfg.Token, b.refusedCaller)),
-		grpc.UnaryInterceptor(checkTokenUnary(b.cfg.Token, b.refusedCaller)),
-		grpc.MaxRecvMsgSize(journal.HeaderSize+journal.MaxBodySize+1024),
-		grpc.MaxConcurrentStreams(4),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
-	)...)
-	replpb.RegisterReplicationServer(srv0, b)
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		ln.Close()
-		return ErrClosed
-	}
-	b.srv = srv0
-	srv := srv0
-	b.mu.Unlock()
-	b.log.Info("backup serving", "addr", ln.Addr().String(), "volume", b.cfg.Volume,
-		"durable_seq", b.store.Last().Seq, "applied_seq", b.applied.Load(), "epoch", b.store.Epoch())
-	if b.grpcOnly {
-		return srv.Serve(ln)
-	}
-	return srv.Serve(newSplitListener(ln, func(c net.Conn) { b.serveRaw(c, tlsCfg) }, b.acceptFailed))
-}
-
-// acceptFailed counts a connection the port could not accept and logs
-// it, once every 10 s while it goes on: gRPC's Serve pauses (5 ms,
-// doubling to 1 s) before it accepts again, and the streams already up
-// carry on.
-func (b *Backup) acceptFailed(err error) {
-	b.m.accepts.Inc()
-	now := time.Now().UnixNano()
-	if last := b.acceptLogged.Load(); now-last >= int64(10*time.Second) && b.acceptLogged.CompareAndSwap(last, now) {
-		b.log.Error("cannot accept connections; retrying after a pause", "err", err)
-	}
-}
-
-func (b *Backup) refusedCaller(reason string) {
-	b.m.authFailures.Inc()
-	b.log.Warn("refused a caller", "reason", reason)
-}
-
-// Close stops serving and applying.
-func (b *Backup) Close() error {
-	b.stopOnce.Do(func() {
-		b.mu.Lock()
-		b.closed = true
-		srv := b.srv
-		b.mu.Unlock()
-		if srv != nil {
-			srv.Stop()
-		}
-		b.closeRaws()
-		close(b.done)
-	})
-	// The store and the volume stay open until the loops that use them end.
-	b.loops.Wait()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.applier.Close()
-	b.mark.close()
-	b.prog.close()
-	b.lock.Close()
-	return b.store.Close()
 }
 
 // Status is what a backup holds.

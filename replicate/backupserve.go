@@ -1,0 +1,97 @@
+package replicate
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/replpb"
+)
+
+// A backup's port: gRPC and the raw stream (rawlisten.go) share it, and
+// Close stops both.
+
+// Serve answers primaries on ln until Close.
+func (b *Backup) Serve(ln net.Listener) error {
+	opts := []grpc.ServerOption{}
+	var tlsCfg *tls.Config
+	if b.cfg.TLS.Enabled() {
+		var err error
+		if tlsCfg, err = b.cfg.TLS.ServerConfig(); err != nil {
+			ln.Close() // no port left open that nothing answers
+			return fmt.Errorf("serve: %w", err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg.Clone())))
+	}
+	srv0 := grpc.NewServer(append(opts,
+		grpc.StreamInterceptor(checkToken(b.cfg.Token, b.refusedCaller)),
+		grpc.UnaryInterceptor(checkTokenUnary(b.cfg.Token, b.refusedCaller)),
+		grpc.MaxRecvMsgSize(journal.HeaderSize+journal.MaxBodySize+1024),
+		grpc.MaxConcurrentStreams(4),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+	)...)
+	replpb.RegisterReplicationServer(srv0, b)
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		ln.Close()
+		return ErrClosed
+	}
+	b.srv = srv0
+	srv := srv0
+	b.mu.Unlock()
+	b.log.Info("backup serving", "addr", ln.Addr().String(), "volume", b.cfg.Volume,
+		"durable_seq", b.store.Last().Seq, "applied_seq", b.applied.Load(), "epoch", b.store.Epoch())
+	if b.grpcOnly {
+		return srv.Serve(ln)
+	}
+	return srv.Serve(newSplitListener(ln, func(c net.Conn) { b.serveRaw(c, tlsCfg) }, b.acceptFailed))
+}
+
+// acceptFailed counts a connection the port could not accept and logs
+// it, once every 10 s while it goes on: gRPC's Serve pauses (5 ms,
+// doubling to 1 s) before it accepts again, and the streams already up
+// carry on.
+func (b *Backup) acceptFailed(err error) {
+	b.m.accepts.Inc()
+	now := time.Now().UnixNano()
+	if last := b.acceptLogged.Load(); now-last >= int64(10*time.Second) && b.acceptLogged.CompareAndSwap(last, now) {
+		b.log.Error("cannot accept connections; retrying after a pause", "err", err)
+	}
+}
+
+func (b *Backup) refusedCaller(reason string) {
+	b.m.authFailures.Inc()
+	b.log.Warn("refused a caller", "reason", reason)
+}
+
+// Close stops serving and applying.
+func (b *Backup) Close() error {
+	b.stopOnce.Do(func() {
+		b.mu.Lock()
+		b.closed = true
+		srv := b.srv
+		b.mu.Unlock()
+		if srv != nil {
+			srv.Stop()
+		}
+		b.closeRaws()
+		close(b.done)
+	})
+	// The store and the volume stay open until the loops that use them end.
+	b.loops.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.applier.Close()
+	b.mark.close()
+	b.prog.close()
+	b.lock.Close()
+	return b.store.Close()
+}
