@@ -1,10 +1,6 @@
 package capture
 
-import (
-	"os"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // maxFindEntries bounds the tree walk findName makes.
 const maxFindEntries = 1 << 20
@@ -55,9 +51,12 @@ func (f *FS) findName(n *Node) {
 		return false
 	}
 	if !walk(f.table.root, ".") {
+		f.table.mapMu.Lock()
+		if len(n.links) == 0 && len(n.handles) == 0 {
+			f.table.dropInoLocked(n) // as unlink would have
+		}
+		f.table.mapMu.Unlock()
 		f.log.Warn("no surviving name found for a hard-linked file; its later writes are not captured", "fid", n.id, "ino", n.ino)
 		f.m.LostNames.Inc()
 	}
 }
-
-var _ = os.ErrNotExist

@@ -294,7 +294,8 @@ func (f *FS) Remove(parent *Node, name string, dir bool) error {
 	var fid uint64
 	if n := f.table.lookupName(parent, name); n != nil {
 		fid = n.id
-		if !f.table.unlink(n, parent, name) && st.Nlink > 1 && !dir {
+		survives := st.Nlink > 1 && !dir
+		if !f.table.unlink(n, parent, name, survives) && survives {
 			f.findName(n)
 		}
 	}
@@ -365,7 +366,8 @@ func (f *FS) Rename(oldParent *Node, oldName string, newParent *Node, newName st
 	default:
 		if dest != nil {
 			rec.Fid2 = dest.id
-			if !f.table.unlink(dest, newParent, newName) && dst.Nlink > 1 && dest.typ != sIFDIR {
+			survives := dst.Nlink > 1 && dest.typ != sIFDIR
+			if !f.table.unlink(dest, newParent, newName, survives) && survives {
 				f.findName(dest)
 			}
 		}

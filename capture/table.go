@@ -140,7 +140,7 @@ func (t *table) bind(parent *Node, name string, ino uint64, typ uint32, lookups 
 	}
 	if old := t.names[key]; old != n {
 		if old != nil {
-			t.unlinkLocked(old, parent, name)
+			t.unlinkLocked(old, parent, name, false)
 		}
 		t.names[key] = n
 		n.links = append(n.links, dentry{parent, name})
@@ -174,15 +174,18 @@ func (t *table) lookupName(parent *Node, name string) *Node {
 }
 
 // unlink forgets that name in parent is n. It reports whether n still has
-// a known name.
-func (t *table) unlink(n, parent *Node, name string) bool {
+// a known name. With survives (the inode keeps links the table does not
+// know of), a node left without a known name keeps its inode number, so
+// that findName binds the surviving name to this node, with its pending
+// ops: writes made through the removed name changed the surviving one.
+func (t *table) unlink(n, parent *Node, name string, survives bool) bool {
 	t.mapMu.Lock()
 	defer t.mapMu.Unlock()
-	t.unlinkLocked(n, parent, name)
+	t.unlinkLocked(n, parent, name, survives)
 	return len(n.links) > 0
 }
 
-func (t *table) unlinkLocked(n, parent *Node, name string) {
+func (t *table) unlinkLocked(n, parent *Node, name string, survives bool) {
 	delete(t.names, dentryKey{parent.id, name})
 	for i, l := range n.links {
 		if l.parent == parent && l.name == name {
@@ -192,9 +195,10 @@ func (t *table) unlinkLocked(n, parent *Node, name string) {
 		}
 	}
 	if len(n.links) == 0 && n.typ != sIFDIR {
-		// Keep byIno while handles are open; a later inode with the same
-		// number must still get a new node once this one is gone.
-		if len(n.handles) == 0 {
+		// Keep byIno while handles are open or the inode lives on; a later
+		// inode with the same number must still get a new node once this
+		// one is gone.
+		if len(n.handles) == 0 && !survives {
 			t.dropInoLocked(n)
 		}
 	}

@@ -162,3 +162,50 @@ func TestDeepPaths(t *testing.T) {
 		}
 	}
 }
+
+// A file with a second name the table never learned of (the seed's
+// prelinks, made before the mount) is written through the name it knows,
+// closed, and that name then goes, removed or renamed over, in the same
+// batch. The writes changed the surviving name, so the batch must carry
+// them under it. The node lost its inode number with its last known name
+// before: findName bound the surviving name to a new node, and the seal
+// dropped the writes with the old one (found by TestFrozenIsExact).
+func TestWritesOutliveTheLastKnownName(t *testing.T) {
+	k, vol, start := seeded(t, capture.Options{Capture: true})
+	s := &sealer{fs: k.fs}
+	write := func(p, data string) {
+		t.Helper()
+		h, err := k.open(p, unix.O_RDWR, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.fs.Write(h, 3, []byte(data), nil); err != nil {
+			t.Fatal(err)
+		}
+		k.fs.Release(h) // no handle left when the name goes
+	}
+	write("d1/prelink", "WRITTEN-BEFORE-UNLINK")
+	d1, _, err := k.parent("d1/prelink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.fs.Remove(d1, "prelink", false); err != nil {
+		t.Fatal(err)
+	}
+	write("d0/e/prelink", "WRITTEN-BEFORE-RENAME-OVER")
+	e, _, err := k.parent("d0/e/prelink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, h, _, err := k.fs.Create(e, "new", unix.O_RDWR, 0o644, k.caller, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.fs.Release(h)
+	if err := k.fs.Rename(e, "new", e, "prelink", 0); err != nil {
+		t.Fatal(err)
+	}
+	s.seal(t)
+	s.replay(t, start)
+	fstest.RequireEqual(t, fstest.Snapshot(t, vol), fstest.Snapshot(t, start), "replay vs volume")
+}

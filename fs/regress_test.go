@@ -124,6 +124,39 @@ func TestUnlinkOpenFileWithOtherLink(t *testing.T) {
 	})
 }
 
+// TestWriteCloseUnlinkWithOtherLink: as above, but the file is written
+// and closed before its known name is removed (or renamed over), in the
+// same batch, as `echo x >> a; rm a` does. The writes were dropped: the
+// surviving name got a node of its own, and the seal found no name for
+// the one the writes were pending on.
+func TestWriteCloseUnlinkWithOtherLink(t *testing.T) {
+	eachMount(t, mount.Config{}, func(t *testing.T, cfg mount.Config) {
+		e := fstest.Setup(t, cfg, func(vol string) {
+			os.Mkdir(filepath.Join(vol, "deep"), 0o755)
+			for _, n := range []string{"a", "c"} {
+				os.WriteFile(filepath.Join(vol, n), []byte("0123456789"), 0o644)
+				os.Link(filepath.Join(vol, n), filepath.Join(vol, "deep", n+"2"))
+			}
+		})
+		for _, n := range []string{"a", "c"} {
+			f, err := os.OpenFile(filepath.Join(e.Vol, n), os.O_RDWR, 0)
+			must(t, err)
+			_, err = f.WriteAt([]byte("-WRITTEN-"+n), 5)
+			must(t, err)
+			must(t, f.Close())
+		}
+		must(t, os.Remove(filepath.Join(e.Vol, "a")))
+		must(t, os.WriteFile(filepath.Join(e.Vol, "new"), []byte("new"), 0o644))
+		must(t, os.Rename(filepath.Join(e.Vol, "new"), filepath.Join(e.Vol, "c")))
+		e.CheckReplay()
+		for _, n := range []string{"a", "c"} {
+			if got, _ := os.ReadFile(filepath.Join(e.Start, "deep", n+"2")); string(got) != "01234-WRITTEN-"+n {
+				t.Fatalf("replica deep/%s2 = %q", n, got)
+			}
+		}
+	})
+}
+
 // TestWriteAfterUnlinkIsDropped: writes to a file with no names left are
 // invisible and must not resurrect it on the replica.
 func TestWriteAfterUnlinkIsDropped(t *testing.T) {
