@@ -169,9 +169,6 @@ func (s *Shipper) session(parent context.Context) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	s.cancel.Store(&cancel)
-	if s.force.Load() {
-		return errors.New("resync requested")
-	}
 	stream, transport, err := s.openStream(ctx)
 	if err != nil {
 		return err
@@ -195,6 +192,13 @@ func (s *Shipper) session(parent context.Context) error {
 	}
 	s.sparseSums.Store(w.SparseSums)
 	s.rootEntry.Store(w.RootEntry)
+	if s.force.Load() {
+		// After the Welcome, not before the Hello: the resync needs what
+		// the backup takes. Without it a mount's first resync left out
+		// the root entry, and the backup kept its own root's mtime,
+		// mode, owner and xattrs.
+		return errors.New("resync requested")
+	}
 	if err := s.checkHistory(w); err != nil {
 		s.setStale(true)
 		return err
