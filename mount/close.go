@@ -21,8 +21,11 @@ var ErrAborted = errors.New("mount aborted: the journal stays marked open and th
 // with EIO first: they would otherwise wait forever, and so would Close.
 func (m *Mount) Close() error {
 	m.stopPlugins()
+	var fp stopPrint
 	if m.committer.Holding() {
 		m.fs.Refuse(syscall.EIO)
+	} else {
+		fp = m.printBeforeStop()
 	}
 	done := make(chan error, 1)
 	go func() { done <- m.srv.Unmount() }()
@@ -48,7 +51,7 @@ func (m *Mount) Close() error {
 	case m.aborted.Load():
 		err = errors.Join(err, ErrAborted)
 	case err == nil:
-		err = m.closeClean()
+		err = m.closeClean(fp)
 	}
 	if cerr := <-m.ctlDone; cerr != nil {
 		m.log.Warn("control socket", "err", cerr)
@@ -64,14 +67,14 @@ func (m *Mount) Close() error {
 
 // closeClean records a clean stop: the fingerprint of the volume as pbfs
 // leaves it (offline.go), then the journal marked closed.
-func (m *Mount) closeClean() error {
+func (m *Mount) closeClean(fp stopPrint) error {
 	// What the service's fsyncs sent only to the backups (the replicated
 	// policy) reaches this disk now, before the journal says clean.
 	if err := unix.Syncfs(m.fs.RootFd()); err != nil {
 		m.log.Warn("could not sync the volume's file system; the next mount resyncs the backups", "err", err)
 		return fmt.Errorf("sync the volume: %w", err)
 	}
-	if err := m.recordOffline(); err != nil {
+	if err := m.recordOffline(fp); err != nil {
 		m.log.Warn("could not fingerprint the volume; the next mount resyncs the backups", "err", err)
 	}
 	return m.store.MarkClosed()
