@@ -96,16 +96,13 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	for {
 		if !s.pool.acquire(r.Context(), time.Until(deadline)) {
 			if r.Context().Err() != nil {
-				return // the client left
+				clientLeft()
 			}
 			s.shed(w, "queue-timeout", "pbfs proxy: the service is busy, retry later")
 			return
 		}
-		var once sync.Once
-		rs := &reqState{dur: dur, release: func() { once.Do(s.pool.release) }, deadline: deadline}
-		s.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rs)))
+		rs := s.forward(w, r, dur, deadline)
 		if rs.redial == "" {
-			rs.release()
 			return
 		}
 		// The machine could not give the pool another connection, and
@@ -119,6 +116,33 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			rs.release()
 		}()
 	}
+}
+
+// forward sends r upstream on the pool slot acquired for it. The slot is
+// given back however the reverse proxy returns, a panic included (it
+// aborts a streamed response whose copy fails with one): a slot lost
+// there was lost for good, and after as many as the pool holds every
+// request was shed. A request to dial again keeps its slot, for the
+// caller to park.
+func (s *state) forward(w http.ResponseWriter, r *http.Request, dur durability, deadline time.Time) *reqState {
+	var once sync.Once
+	rs := &reqState{dur: dur, release: func() { once.Do(s.pool.release) }, deadline: deadline}
+	defer func() {
+		if rs.redial == "" {
+			rs.release()
+		}
+	}()
+	s.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rs)))
+	return rs
+}
+
+// clientLeft ends a request whose client is gone (or half-closed its
+// side, which Go's server takes for gone) without an answer. Returning
+// from the handler instead let net/http send an empty 200 OK in place of
+// a held response: a client that half-closed after its request was told
+// its write had succeeded before any barrier covered it.
+func clientLeft() {
+	panic(http.ErrAbortHandler)
 }
 
 // parkFor is how long a slot whose dial failed for want of fds or ports
@@ -176,7 +200,7 @@ func (s *state) hold(resp *http.Response) error {
 // the upstream may already have acted on it.
 func (s *state) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return // the client left; nobody to answer
+		clientLeft() // nobody to answer; never an implicit 200
 	}
 	var held *errHeld
 	var dial *dialError

@@ -528,3 +528,68 @@ func TestHeldResponsesKeepTheirFraming(t *testing.T) {
 		t.Fatalf("%d barriers for 3 held responses", r.host.Barriers())
 	}
 }
+
+// A client that half-closes its side after its request (nc -N, socat,
+// some HTTP/1.0 clients) is taken for gone by Go's server. While its
+// response was held, that made the handler return with nothing written,
+// and net/http sent an empty 200 OK at once: a write acknowledged before
+// any barrier covered it. It must get the held response or nothing.
+func TestHalfClosedClientGetsNoUnheldAnswer(t *testing.T) {
+	r := start(t, "", nil)
+	r.host.SetDelay(time.Hour)
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "POST /kv/h HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+	c.(*net.TCPConn).CloseWrite()
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	got, _ := io.ReadAll(c)
+	if len(got) > 0 {
+		t.Fatalf("a half-closed client got %q while its barrier had not returned", got)
+	}
+	if n := r.svc.Posts.Load(); n > 1 {
+		t.Fatalf("service saw %d posts; the proxy must not retry", n)
+	}
+}
+
+// A streamed (durability none) response whose copy to the client fails
+// ends in a panic inside the reverse proxy. Its upstream slot was never
+// given back: after as many as the pool holds, every request was shed.
+func TestAbortedStreamsGiveTheirSlotsBack(t *testing.T) {
+	big := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/big" {
+			w.WriteHeader(http.StatusCreated)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(64<<20))
+		chunk := make([]byte, 64<<10)
+		for i := 0; i < 1024; i++ {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	r := start(t, "pool=2,queue-timeout=2s,none=GET:/big", big)
+	for i := 0; i < 6; i++ {
+		c, err := net.Dial("tcp", r.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprint(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+		buf := make([]byte, 64<<10)
+		io.ReadFull(c, buf) // the stream has begun
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close() // and breaks off
+	}
+	time.Sleep(200 * time.Millisecond)
+	resp, err := http.Post("http://"+r.addr+"/kv/after", "text/plain", strings.NewReader("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("after 6 aborted streams on a pool of 2: status %d", resp.StatusCode)
+	}
+}
