@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net/http"
+	"path"
 	"strings"
 )
 
@@ -61,13 +62,24 @@ func parseRoutes(def durability, lists map[durability]string) (routes, error) {
 	return rs, nil
 }
 
+// of matches the path as the service will likely read it, with dot
+// segments and repeated slashes resolved (nginx, Apache and most routers
+// do): matched raw, "/healthz/../kv/x" took a none route past the hold
+// to a write. A none entry matches whole segments of the cleaned path
+// only ("/healthz" is not "/healthzx"); a sync entry matches the raw
+// path or the cleaned one. Either way a doubtful request is held.
 func (rs routes) of(r *http.Request) durability {
+	raw := r.URL.Path
+	clean := cleanPath(raw)
 	best, bestLen, bestMethod := rs.def, -1, false
 	for _, e := range rs.entries {
 		if e.method != "" && e.method != r.Method {
 			continue
 		}
-		if !strings.HasPrefix(r.URL.Path, e.prefix) {
+		if e.dur == durNone && !segmentPrefix(clean, e.prefix) {
+			continue
+		}
+		if e.dur != durNone && !strings.HasPrefix(raw, e.prefix) && !strings.HasPrefix(clean, e.prefix) {
 			continue
 		}
 		n := len(e.prefix)
@@ -76,4 +88,26 @@ func (rs routes) of(r *http.Request) durability {
 		}
 	}
 	return best
+}
+
+// cleanPath resolves dot segments and repeated slashes, keeping a
+// trailing slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	c := path.Clean("/" + p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}
+
+// segmentPrefix reports whether prefix is p or names a run of p's whole
+// segments.
+func segmentPrefix(p, prefix string) bool {
+	if !strings.HasPrefix(p, prefix) {
+		return false
+	}
+	return len(p) == len(prefix) || strings.HasSuffix(prefix, "/") || p[len(prefix)] == '/'
 }

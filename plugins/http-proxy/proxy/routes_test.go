@@ -20,6 +20,15 @@ func TestRoutes(t *testing.T) {
 		{"POST", "/healthz", durNone},
 		{"HEAD", "/anything", durNone},
 		{"GET", "/wp-admin", durSync},
+		// What the service reads after resolving dot segments decides.
+		{"POST", "/healthz/../kv/x", durSync},
+		{"POST", "/healthz/%2e%2e/kv/x", durSync},
+		{"GET", "/static/../wp-admin/", durSync},
+		{"GET", "//static/a.css", durNone},
+		{"GET", "/static/./private/x", durSync},
+		// A none prefix names whole segments.
+		{"POST", "/healthzx", durSync},
+		{"POST", "/healthz/", durNone},
 	} {
 		if got := rs.of(httptest.NewRequest(c.method, c.path, nil)); got != c.want {
 			t.Errorf("%s %s: %v, want %v", c.method, c.path, got, c.want)
