@@ -116,7 +116,7 @@ func (a *Applier) ops(b *journal.Batch, start int, redo bool) error {
 		if redo && alreadyDone(op.Kind, err) {
 			continue
 		}
-		if capsGone(op, err) {
+		if capsGone(op, err) || aclGone(op, err) {
 			continue
 		}
 		if err != nil {
@@ -135,6 +135,16 @@ func (a *Applier) ops(b *journal.Batch, start int, redo bool) error {
 // this for every such write before.
 func capsGone(op *journal.Op, err error) bool {
 	return op.Kind == journal.KindRemovexattr && op.Name == "security.capability" && errors.Is(err, unix.ENODATA)
+}
+
+// aclGone: the removal of an inheritable ACL the target's new entry never
+// got. The primary records one when the entry's parent lost its default
+// ACL earlier in the batch, since this target applies that removal only
+// after the create, whose entry then inherited the old ACL; where the
+// target's entry holds none, the removal has nothing to do.
+func aclGone(op *journal.Op, err error) bool {
+	return op.Kind == journal.KindRemovexattr && errors.Is(err, unix.ENODATA) &&
+		(op.Name == "system.posix_acl_access" || op.Name == "system.posix_acl_default")
 }
 
 func alreadyDone(k journal.Kind, err error) bool {

@@ -52,15 +52,31 @@ func (f *FS) createMode(pp string, mode uint32, c Caller) (uint32, bool) {
 	return mode &^ (c.Umask & 0o777), false
 }
 
+// aclChanged notes that directory n's default ACL changed in the open
+// batch.
+func (f *FS) aclChanged(n *Node) { n.aclBatch.Store(f.batch.Load() + 1) }
+
+// staleDefaultACL reports whether a backup may hold another default ACL
+// on parent than the primary does now, at the point of the batch where a
+// create in it is applied: the change came earlier in the open batch, and
+// attribute ops are applied after the namespace ops. A new entry then
+// records which inheritable ACLs it lacks, too.
+func (f *FS) staleDefaultACL(parent *Node) bool {
+	return !f.noACL.Load() && parent.aclBatch.Load() == f.batch.Load()+1
+}
+
 // inheritedACLs reads the ACLs the backing file system gave a new entry
 // from its parent's default ACL, as setxattr ops to record after its
 // create. The inheritance happens inside the backing file system, so no op
 // says it; a backup that created the file before its parent's default ACL
 // reached it (a batch puts namespace ops before attribute ops) would hold
 // the file without them. Recorded explicitly, the ACLs are the primary's
-// whatever the order the backup applies in. p is its path. A backing file
-// system without ACLs has none.
-func (f *FS) inheritedACLs(kind journal.Kind, p string) ([]journal.Op, error) {
+// whatever the order the backup applies in. p is its path. With
+// removeMissing, an ACL the entry lacks is recorded as removed: the
+// backup, whose parent still had the default ACL the batch removed later,
+// gave the entry one (staleDefaultACL). A backing file system without
+// ACLs has none.
+func (f *FS) inheritedACLs(kind journal.Kind, p string, removeMissing bool) ([]journal.Op, error) {
 	if kind == journal.KindSymlink || f.noACL.Load() {
 		return nil, nil
 	}
@@ -80,6 +96,9 @@ func (f *FS) inheritedACLs(kind journal.Kind, p string) ([]journal.Op, error) {
 			f.noACL.Store(true)
 			return nil, nil
 		case errors.Is(err, unix.ENODATA):
+			if removeMissing {
+				ops = append(ops, journal.Op{Kind: journal.KindRemovexattr, Name: name})
+			}
 			continue
 		case err != nil:
 			return nil, err

@@ -78,6 +78,8 @@ type FS struct {
 	// mutations counts the mutations begun (begin, beginGrow): a clean
 	// stop's fingerprint holds only if none began after it (Mutations).
 	mutations atomic.Uint64
+	// batch numbers the open batch, counting seals (Node.aclBatch).
+	batch atomic.Uint64
 
 	handles    sync.Map // uint64 -> *Handle
 	nextH      atomic.Uint64

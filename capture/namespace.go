@@ -65,8 +65,10 @@ func (f *FS) created(kind journal.Kind, parent *Node, pp, name string, fd int, c
 		st.Mode = st.Mode&^0o7777 | want
 	}
 	var acls []journal.Op
-	if err == nil && inherit { // only a parent's default ACL gives a new entry ACLs
-		acls, err = f.inheritedACLs(kind, p)
+	// Only a parent's default ACL gives a new entry ACLs, here or, while
+	// a removed one has not reached it yet, on a backup.
+	if stale := f.staleDefaultACL(parent); err == nil && (inherit || stale) {
+		acls, err = f.inheritedACLs(kind, p, stale)
 	}
 	if err != nil {
 		// Undo, so the volume never holds a file the journal does not.

@@ -64,6 +64,7 @@ func (f *FS) swapLocked() (b swapped) {
 	reread := f.reread
 	f.reread = nil
 	f.nsCount.Store(0)
+	f.batch.Add(1)
 	f.dirtyMu.Lock()
 	b.dirty = f.dirty
 	f.dirty = nil

@@ -30,6 +30,9 @@ type Node struct {
 	// local: the file is local-only (local.go); set when the node is
 	// made, never changed (renames do not cross classes).
 	local atomic.Bool
+	// aclBatch is 1 + the open batch's number (FS.batch) when this
+	// directory's default ACL was set or removed during it (acl.go).
+	aclBatch atomic.Uint64
 
 	// Guarded by table.mapMu.
 	links     []dentry

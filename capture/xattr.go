@@ -93,6 +93,9 @@ func (f *FS) xattrOp(n *Node, op journal.Op, killSGID bool) error {
 	if f.captures(n) {
 		f.metaLog(n, op)
 	}
+	if op.Name == aclDefault {
+		f.aclChanged(n)
+	}
 	if killSGID {
 		return f.clearSetgid(n, p)
 	}
