@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -33,7 +34,10 @@ type round struct {
 }
 
 // wait returns once a barrier that started after the call has returned,
-// with its seq or its error, or when ctx ends.
+// with its seq or its error, when ctx ends, or after the barrier timeout
+// (with context.DeadlineExceeded). A response that joins the next round
+// while every barrier runs would otherwise wait for one to end first, and
+// then for its own: up to twice the timeout, or longer.
 func (c *committer) wait(ctx context.Context) (uint64, error) {
 	c.mu.Lock()
 	if c.next == nil {
@@ -45,11 +49,15 @@ func (c *committer) wait(ctx context.Context) (uint64, error) {
 		c.launch()
 	}
 	c.mu.Unlock()
+	t := time.NewTimer(c.timeout)
+	defer t.Stop()
 	select {
 	case <-r.done:
 		return r.seq, r.err
 	case <-ctx.Done():
 		return 0, ctx.Err()
+	case <-t.C:
+		return 0, fmt.Errorf("no barrier within %v: %w", c.timeout, context.DeadlineExceeded)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"strconv"
 	"sync"
@@ -47,7 +48,8 @@ type reqState struct {
 	dur      durability
 	release  func() // gives the upstream slot back; safe to call twice
 	deadline time.Time
-	redial   string // why the dial failed, when the request may wait for another slot
+	redial   string   // why the dial failed, when the request may wait for another slot
+	conn     net.Conn // the upstream connection the request got (httptrace)
 }
 
 // statusWriter records the status code for the requests metric.
@@ -57,7 +59,9 @@ type statusWriter struct {
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
+	// An informational answer (100 Continue, 103 Early Hints) precedes
+	// the final one, which is what the metric counts; 101 is final.
+	if w.code == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.code = code
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -79,6 +83,16 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			s.m.requests.WithLabelValues(strconv.Itoa(w.code/100) + "xx").Inc()
 		}
 	}()
+	switch {
+	case r.Method == http.MethodConnect:
+		// A 200 to CONNECT means a tunnel is open; this proxy opens none.
+		http.Error(w, "pbfs proxy: CONNECT is not supported", http.StatusMethodNotAllowed)
+		return
+	case r.ProtoMajor != 1:
+		// HTTP/2 with prior knowledge ("PRI * HTTP/2.0"): not offered.
+		http.Error(w, "pbfs proxy: HTTP/1.x only", http.StatusHTTPVersionNotSupported)
+		return
+	}
 	if !s.admit.acquire(r.Context(), 0) {
 		s.shed(w, "overloaded", "pbfs proxy: too many requests in flight, retry later")
 		return
@@ -132,7 +146,9 @@ func (s *state) forward(w http.ResponseWriter, r *http.Request, dur durability, 
 			rs.release()
 		}
 	}()
-	s.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, rs)))
+	ctx := context.WithValue(r.Context(), ctxKey{}, rs)
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { rs.conn = info.Conn }})
+	s.rp.ServeHTTP(w, r.WithContext(ctx))
 	return rs
 }
 
@@ -166,7 +182,17 @@ func (e *errHeld) Unwrap() error { return e.err }
 // the response go to the client. Routes with durability none pass.
 func (s *state) hold(resp *http.Response) error {
 	rs, _ := resp.Request.Context().Value(ctxKey{}).(*reqState)
-	if rs == nil || rs.dur == durNone || resp.StatusCode == http.StatusSwitchingProtocols {
+	if rs != nil && resp.StatusCode == http.StatusSwitchingProtocols {
+		// A tunnel (WebSocket) is no request in the pool's sense and may
+		// stay open for hours: each held a slot and a socket of the bound,
+		// and as many as the pool holds shed every other request.
+		if c, ok := rs.conn.(*countedConn); ok {
+			c.leave()
+		}
+		rs.release()
+		return nil
+	}
+	if rs == nil || rs.dur == durNone {
 		return nil
 	}
 	body, n, err := spool(resp.Body, s.cfg.SpoolMemory)

@@ -593,3 +593,76 @@ func TestAbortedStreamsGiveTheirSlotsBack(t *testing.T) {
 		t.Fatalf("after 6 aborted streams on a pool of 2: status %d", resp.StatusCode)
 	}
 }
+
+// barrier-timeout bounds how long any response is held. A response that
+// joined the next round while the only barrier ran waited for that one
+// to time out first, then for its own: twice the timeout.
+func TestHoldIsBoundedByBarrierTimeout(t *testing.T) {
+	r := start(t, "barrier-timeout=1s,barriers=1", nil)
+	r.host.SetDelay(time.Hour)
+	first := make(chan int, 1)
+	go func() {
+		resp, err := http.Post("http://"+r.addr+"/kv/a", "text/plain", strings.NewReader("v"))
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	time.Sleep(300 * time.Millisecond) // the first barrier runs
+	began := time.Now()
+	resp := post(t, http.DefaultClient, r.addr, "b", "v")
+	if took := time.Since(began); resp.StatusCode != http.StatusServiceUnavailable || took > 1500*time.Millisecond {
+		t.Fatalf("second response: status %d after %v; barrier-timeout is 1s", resp.StatusCode, took)
+	}
+	if code := <-first; code != http.StatusServiceUnavailable {
+		t.Fatalf("first response: status %d", code)
+	}
+}
+
+// A tunnel (101 Switching Protocols) gives its pool slot back: as many
+// open WebSockets as the pool holds shed every other request before.
+// CONNECT, which this proxy does not tunnel, is refused, not answered 200.
+func TestTunnelsLeaveThePool(t *testing.T) {
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			w.WriteHeader(http.StatusCreated)
+			return
+		}
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		io.Copy(io.Discard, c) // held open until the client goes
+	})
+	r := start(t, "pool=2,queue-timeout=1s", up)
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", r.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprint(c, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil || !strings.Contains(line, "101") {
+			t.Fatalf("tunnel %d: %q %v", i, line, err)
+		}
+	}
+	if resp := post(t, http.DefaultClient, r.addr, "k", "v"); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("with 3 tunnels open on a pool of 2: status %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodConnect, "http://"+r.addr, nil)
+	req.Host = "example.com:443"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("CONNECT: status %d", resp.StatusCode)
+	}
+}

@@ -39,7 +39,8 @@ func newTransport(pool int, headerTimeout time.Duration, m *metrics, log *logLim
 			m.upstreamConns.Inc()
 			return &countedConn{Conn: c, m: m, open: open}, nil
 		},
-		MaxConnsPerHost:       pool,
+		// No MaxConnsPerHost: open bounds the sockets, and a tunnel
+		// (leave) must be able to go past it.
 		MaxIdleConnsPerHost:   pool,
 		MaxIdleConns:          pool,
 		IdleConnTimeout:       90 * time.Second,
@@ -68,11 +69,19 @@ type countedConn struct {
 
 func (c *countedConn) Close() error {
 	err := c.Conn.Close()
+	c.leave()
+	return err
+}
+
+// leave takes the connection out of the bound on open connections, for
+// good: at its close, or when it became a tunnel (101 Switching
+// Protocols), which may stay open for hours and is no request of the
+// pool's. As many tunnels as the pool holds kept every request out.
+func (c *countedConn) leave() {
 	c.once.Do(func() {
 		c.m.upstreamConns.Dec()
 		<-c.open
 	})
-	return err
 }
 
 // slots bounds the requests using upstream connections: a request waits
