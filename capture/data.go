@@ -18,6 +18,16 @@ import (
 // as a local filesystem would; pbfs writes as root, so the backing file
 // never does.
 func (f *FS) Write(h *Handle, off int64, data []byte, kill *Caller) (int, error) {
+	return f.WriteAs(h, off, data, kill, h.append)
+}
+
+// WriteAs is Write with the open file's append mode as of this write
+// (appending), which the FUSE binding takes from the request: fcntl
+// F_SETFL may have set or cleared O_APPEND since the open, and the
+// kernel's write-back of cached pages is never an append. The mode the
+// file had when opened used to decide, so a write after F_SETFL cleared
+// O_APPEND still went to the end of the file.
+func (f *FS) WriteAs(h *Handle, off int64, data []byte, kill *Caller, appending bool) (int, error) {
 	n := h.node
 	if n.localNode() {
 		f.begin() // nothing for the journal to take
@@ -36,7 +46,7 @@ func (f *FS) Write(h *Handle, off int64, data []byte, kill *Caller) (int, error)
 			h.cleared.Store(true)
 		}
 	}
-	if h.append {
+	if appending {
 		// The kernel's idea of the end of file can be stale (the file may
 		// have grown through another name); the backing file's is not.
 		var st unix.Stat_t

@@ -50,7 +50,8 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 		if h == nil {
 			return syscall.EBADF
 		}
-		k, err := s.fs.Write(h, r.Offset, r.Data, killer(&r.Header, r.Flags&fuse.WriteKillSUIDGID != 0))
+		appending := r.FileFlags&fuse.OpenAppend != 0 && r.Flags&fuse.WriteCache == 0
+		k, err := s.fs.WriteAs(h, r.Offset, r.Data, killer(&r.Header, r.Flags&fuse.WriteKillSUIDGID != 0), appending)
 		if err != nil {
 			return err
 		}
