@@ -50,6 +50,7 @@ type reqState struct {
 	deadline time.Time
 	redial   string   // why the dial failed, when the request may wait for another slot
 	conn     net.Conn // the upstream connection the request got (httptrace)
+	body     *keepBody
 }
 
 // statusWriter records the status code for the requests metric.
@@ -102,8 +103,10 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	defer s.m.inflight.Dec()
 	// The body must survive a dial that failed for want of descriptors
 	// or ports: the transport closes it, but read nothing of it.
+	var body *keepBody
 	if r.Body != nil {
-		r.Body = keepBody{r.Body}
+		body = &keepBody{ReadCloser: r.Body}
+		r.Body = body
 	}
 	deadline := time.Now().Add(s.cfg.QueueTimeout)
 	dur := s.cfg.Routes.of(r)
@@ -115,7 +118,7 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			s.shed(w, "queue-timeout", "pbfs proxy: the service is busy, retry later")
 			return
 		}
-		rs := s.forward(w, r, dur, deadline)
+		rs := s.forward(w, r, body, dur, deadline)
 		if rs.redial == "" {
 			return
 		}
@@ -138,9 +141,9 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 // there was lost for good, and after as many as the pool holds every
 // request was shed. A request to dial again keeps its slot, for the
 // caller to park.
-func (s *state) forward(w http.ResponseWriter, r *http.Request, dur durability, deadline time.Time) *reqState {
+func (s *state) forward(w http.ResponseWriter, r *http.Request, body *keepBody, dur durability, deadline time.Time) *reqState {
 	var once sync.Once
-	rs := &reqState{dur: dur, release: func() { once.Do(s.pool.release) }, deadline: deadline}
+	rs := &reqState{dur: dur, release: func() { once.Do(s.pool.release) }, deadline: deadline, body: body}
 	defer func() {
 		if rs.redial == "" {
 			rs.release()
@@ -166,10 +169,22 @@ func clientLeft() {
 const parkFor = time.Second
 
 // keepBody ignores the transport's Close, so a request whose dial failed
-// can be sent again; the server closes the real body.
-type keepBody struct{ io.ReadCloser }
+// can be sent again; the server closes the real body. It keeps the first
+// error reading the client's body returned, to answer that with 400.
+type keepBody struct {
+	io.ReadCloser
+	err error
+}
 
-func (keepBody) Close() error { return nil }
+func (b *keepBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
+}
+
+func (*keepBody) Close() error { return nil }
 
 // errHeld is a response withheld because its barrier failed.
 type errHeld struct{ err error }
@@ -230,7 +245,19 @@ func (s *state) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	var held *errHeld
 	var dial *dialError
+	var spooled *spoolError
+	rs, _ := r.Context().Value(ctxKey{}).(*reqState)
 	switch {
+	case rs != nil && rs.body != nil && rs.body.err != nil:
+		// The client's fault (a bad chunk size, a body cut short), not
+		// the service's: the service got the request cut short, if at all.
+		s.limited.warn("client-body", "request body unreadable", "method", r.Method, "path", r.URL.Path, "err", rs.body.err)
+		http.Error(w, "pbfs proxy: the request body could not be read: "+rs.body.err.Error(), http.StatusBadRequest)
+	case errors.As(err, &spooled):
+		s.m.shed.WithLabelValues("spool").Inc()
+		s.limited.warn("spool", "response withheld: cannot spool it", "method", r.Method, "path", r.URL.Path, "err", spooled.err)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("pbfs proxy: the service handled this request, but the proxy could not keep its response to hold it (%v); the response is withheld. Check the result before retrying.", spooled.err), http.StatusServiceUnavailable)
 	case errors.As(err, &held):
 		s.limited.warn("barrier", "response withheld: barrier failed", "method", r.Method, "path", r.URL.Path, "err", held.err)
 		w.Header().Set("Retry-After", "1")

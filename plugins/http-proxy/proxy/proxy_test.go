@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -664,5 +665,37 @@ func TestTunnelsLeaveThePool(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("CONNECT: status %d", resp.StatusCode)
+	}
+}
+
+// Failures that are not the service's are not answered as if they were
+// (502, "the service did not answer"): a client's unreadable body is its
+// own mistake (400), and a response the proxy cannot spool to hold it is
+// this machine's trouble (503, withheld: the service did act on it).
+func TestLocalFailuresAreNotBadGateway(t *testing.T) {
+	r := start(t, "spool-memory=16", nil)
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "POST /kv/c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.Contains(line, " 400 ") {
+		t.Fatalf("a bad chunk size: %q %v, want 400", line, err)
+	}
+	post(t, http.DefaultClient, r.addr, "big", strings.Repeat("x", 4096))
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	resp, err := http.Get("http://" + r.addr + "/kv/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "could not keep its response") {
+		t.Fatalf("a response that cannot be spooled: %d %q", resp.StatusCode, body)
+	}
+	if n := r.metric(t, "pbfs_proxy_shed_total", `reason="spool"`); n != 1 {
+		t.Fatalf("shed{spool} = %v", n)
 	}
 }

@@ -20,21 +20,49 @@ func spool(r io.Reader, memLimit int64) (io.ReadCloser, int64, error) {
 	}
 	f, err := os.CreateTemp("", "pbfs-proxy-spool-")
 	if err != nil {
-		return nil, 0, fmt.Errorf("spool upstream body: %w", err)
+		return nil, 0, &spoolError{err}
 	}
 	os.Remove(f.Name()) // gone once closed, whatever happens
-	n, err := f.Write(buf)
+	w := &recordingWriter{w: f}
+	n, err := w.Write(buf)
 	if err == nil {
 		var m int64
-		m, err = io.Copy(f, r)
+		m, err = io.Copy(w, r)
 		n += int(m)
 	}
 	if err == nil {
-		_, err = f.Seek(0, io.SeekStart)
+		if _, serr := f.Seek(0, io.SeekStart); serr != nil {
+			w.err, err = serr, serr
+		}
 	}
 	if err != nil {
 		f.Close()
-		return nil, 0, fmt.Errorf("spool upstream body: %w", err)
+		if w.err != nil {
+			return nil, 0, &spoolError{w.err}
+		}
+		return nil, 0, fmt.Errorf("read upstream body: %w", err)
 	}
 	return f, int64(n), nil
+}
+
+// spoolError is a failure of this machine's (a full or unwritable temp
+// directory), not the service's: the service answered.
+type spoolError struct{ err error }
+
+func (e *spoolError) Error() string { return "spool the response: " + e.err.Error() }
+func (e *spoolError) Unwrap() error { return e.err }
+
+// recordingWriter keeps the first error of the writes, to tell them from
+// the reads in an io.Copy.
+type recordingWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (r *recordingWriter) Write(p []byte) (int, error) {
+	n, err := r.w.Write(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
