@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
@@ -180,16 +181,52 @@ func (p *Plugin) Info() Info { return p.remote.info }
 // Pid is the plugin process's id.
 func (p *Plugin) Pid() int { return p.pid }
 
+// Ping asks the plugin whether it is alive (go-plugin's health check),
+// waiting at most until ctx ends: a stopped process accepts the call and
+// never answers.
+func (p *Plugin) Ping(ctx context.Context) error {
+	rpc, err := p.client.Client()
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- rpc.Ping() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Exited reports whether the plugin process has exited.
 func (p *Plugin) Exited() bool { return p.client.Exited() }
 
 // Remote is the protocol view of the plugin.
 func (p *Plugin) Remote() *Remote { return p.remote }
 
+// killGrace is how long Kill waits for go-plugin's graceful stop.
+const killGrace = 5 * time.Second
+
 // Kill stops the process (gracefully first, as go-plugin does) and removes
-// its socket directory.
+// its socket directory. go-plugin's graceful stop is an RPC without a
+// deadline: a stopped or wedged plugin never answers it, and Kill (and a
+// mount's stop with it) waited forever. After killGrace the process is
+// killed, which fails the RPC.
 func (p *Plugin) Kill() {
-	p.client.Kill()
+	done := make(chan struct{})
+	go func() {
+		p.client.Kill()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(killGrace):
+		if p.pid > 0 {
+			syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+		<-done
+	}
 	if p.line != nil {
 		p.line.close()
 	}

@@ -160,6 +160,32 @@ func TestSupervisorKeepsRefusedPluginOutOfTheWay(t *testing.T) {
 	}
 }
 
+// A plugin that stops answering (SIGSTOP here; a deadlock alike) is
+// restarted. It stayed "running", with pbfs_plugin_up 1, while it served
+// nobody.
+func TestSupervisorRestartsUnresponsivePlugin(t *testing.T) {
+	s := host.Start(host.SupervisorConfig{
+		Specs: []host.Spec{{Name: "ex", Path: fstest.Build(t, mod+"example"), Config: map[string]string{"interval": "20ms"}}},
+		Host:  sdktest.NewHost(), PingEvery: 100 * time.Millisecond, Unresponsive: time.Second,
+		MinBackoff: 20 * time.Millisecond,
+	})
+	defer s.Close()
+	waitFor(t, "running", func() bool { return s.Status()[0].State == host.StateRunning })
+	time.Sleep(500 * time.Millisecond) // answering its health checks
+	if st := s.Status()[0]; st.Restarts != 0 {
+		t.Fatalf("a healthy plugin was restarted: %+v", st)
+	}
+	pid := s.Status()[0].Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, "a restart", func() bool {
+		st := s.Status()[0]
+		return st.Restarts >= 1 && st.State == host.StateRunning && st.Pid != pid
+	})
+}
+
 // Close stops frontends and their processes.
 func TestSupervisorCloseStopsPlugins(t *testing.T) {
 	h := sdktest.NewHost()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,6 +57,10 @@ type SupervisorConfig struct {
 	// means 250 ms and 30 s. A plugin that ran for a minute starts over
 	// at the minimum.
 	MinBackoff, MaxBackoff time.Duration
+	// PingEvery is how often a running plugin is asked whether it is
+	// alive (go-plugin's health check); one that has not answered for
+	// Unresponsive is restarted. Zero means 5 s and 30 s.
+	PingEvery, Unresponsive time.Duration
 }
 
 // Supervisor runs plugins, restarts them with backoff when they crash or
@@ -177,6 +182,7 @@ func (s *Supervisor) once(ctx context.Context, sp Spec, log *slog.Logger) error 
 	defer up.Set(0)
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	alive := s.watchAlive(ctx, p)
 	for {
 		select {
 		case <-ctx.Done():
@@ -192,8 +198,53 @@ func (s *Supervisor) once(ctx context.Context, sp Spec, log *slog.Logger) error 
 			if p.Exited() {
 				return errors.New("plugin process exited")
 			}
+		case err := <-alive:
+			// A stopped or wedged plugin kept its state "running" and
+			// pbfs_plugin_up 1 while it served nobody.
+			s.metrics.unresponsive.WithLabelValues(sp.Name).Inc()
+			log.Error("plugin unresponsive; killing and restarting it", "pid", p.Pid(), "err", err)
+			syscall.Kill(p.Pid(), syscall.SIGKILL) // it would not answer a graceful stop
+			return err
 		}
 	}
+}
+
+// watchAlive pings p every PingEvery, and sends an error once it has not
+// answered for Unresponsive.
+func (s *Supervisor) watchAlive(ctx context.Context, p *Plugin) <-chan error {
+	every, limit := s.cfg.PingEvery, s.cfg.Unresponsive
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	if limit <= 0 {
+		limit = 30 * time.Second
+	}
+	out := make(chan error, 1)
+	go func() {
+		last := time.Now()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			pctx, cancel := context.WithTimeout(ctx, every)
+			err := p.Ping(pctx)
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err == nil:
+				last = time.Now()
+			case time.Since(last) >= limit:
+				out <- fmt.Errorf("no answer to a health check for %v: %w", time.Since(last).Round(time.Second), err)
+				return
+			}
+		}
+	}()
+	return out
 }
 
 // countingHost counts and times a plugin's barriers.
