@@ -53,10 +53,15 @@ type reqState struct {
 	body     *keepBody
 }
 
-// statusWriter records the status code for the requests metric.
+// statusWriter records the status code for the requests metric, and
+// gives every write idle to complete: a client that stops reading is cut
+// off then, instead of holding its request, its admission and a spooled
+// body (up to the response's size, on disk) for as long as it stays
+// connected.
 type statusWriter struct {
 	http.ResponseWriter
 	code int
+	idle time.Duration
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -65,6 +70,7 @@ func (w *statusWriter) WriteHeader(code int) {
 	if w.code == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.code = code
 	}
+	w.extend()
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -72,13 +78,21 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.code == 0 {
 		w.code = http.StatusOK
 	}
+	w.extend()
 	return w.ResponseWriter.Write(b)
+}
+
+// extend moves the connection's write deadline idle ahead.
+func (w *statusWriter) extend() {
+	if w.idle > 0 {
+		http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.idle))
+	}
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	w := &statusWriter{ResponseWriter: rw}
+	w := &statusWriter{ResponseWriter: rw, idle: s.cfg.IdleTimeout}
 	defer func() {
 		if w.code != 0 {
 			s.m.requests.WithLabelValues(strconv.Itoa(w.code/100) + "xx").Inc()

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -697,5 +698,29 @@ func TestLocalFailuresAreNotBadGateway(t *testing.T) {
 	}
 	if n := r.metric(t, "pbfs_proxy_shed_total", `reason="spool"`); n != 1 {
 		t.Fatalf("shed{spool} = %v", n)
+	}
+}
+
+// A client that stops reading its response is cut off after idle-timeout
+// without progress: it held its request, its admission and the spooled
+// body (on disk past spool-memory) for as long as it stayed connected.
+func TestClientThatStopsReadingIsCutOff(t *testing.T) {
+	big := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(bytes.Repeat([]byte("x"), 64<<20))
+	})
+	r := start(t, "idle-timeout=1s,spool-memory=1024", big)
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprint(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+	deadline := time.Now().Add(20 * time.Second)
+	for r.metric(t, "pbfs_proxy_inflight_requests", "") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a client that reads nothing still holds its request after 20 s; idle-timeout is 1s")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
