@@ -50,7 +50,6 @@ type reqState struct {
 	deadline time.Time
 	redial   string   // why the dial failed, when the request may wait for another slot
 	conn     net.Conn // the upstream connection the request got (httptrace)
-	body     *keepBody
 }
 
 // statusWriter records the status code for the requests metric, and
@@ -115,12 +114,12 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	defer s.admit.release()
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
-	// The body must survive a dial that failed for want of descriptors
-	// or ports: the transport closes it, but read nothing of it.
-	var body *keepBody
-	if r.Body != nil {
-		body = &keepBody{ReadCloser: r.Body}
-		r.Body = body
+	body, ok := s.bufferBody(w, r)
+	if !ok {
+		return
+	}
+	if body != nil {
+		defer body.ReadCloser.Close()
 	}
 	deadline := time.Now().Add(s.cfg.QueueTimeout)
 	dur := s.cfg.Routes.of(r)
@@ -132,7 +131,7 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			s.shed(w, "queue-timeout", "pbfs proxy: the service is busy, retry later")
 			return
 		}
-		rs := s.forward(w, r, body, dur, deadline)
+		rs := s.forward(w, r, dur, deadline)
 		if rs.redial == "" {
 			return
 		}
@@ -155,9 +154,9 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 // there was lost for good, and after as many as the pool holds every
 // request was shed. A request to dial again keeps its slot, for the
 // caller to park.
-func (s *state) forward(w http.ResponseWriter, r *http.Request, body *keepBody, dur durability, deadline time.Time) *reqState {
+func (s *state) forward(w http.ResponseWriter, r *http.Request, dur durability, deadline time.Time) *reqState {
 	var once sync.Once
-	rs := &reqState{dur: dur, release: func() { once.Do(s.pool.release) }, deadline: deadline, body: body}
+	rs := &reqState{dur: dur, release: func() { once.Do(s.pool.release) }, deadline: deadline}
 	defer func() {
 		if rs.redial == "" {
 			rs.release()
@@ -182,21 +181,50 @@ func clientLeft() {
 // stays out of the pool.
 const parkFor = time.Second
 
-// keepBody ignores the transport's Close, so a request whose dial failed
-// can be sent again; the server closes the real body. It keeps the first
-// error reading the client's body returned, to answer that with 400.
-type keepBody struct {
-	io.ReadCloser
-	err error
+// bufferBody reads the client's whole request body before the request
+// takes an upstream slot, as nginx's proxy_request_buffering does, and
+// puts it back as a body of known length. Streamed as it arrived, a body
+// trickled at a byte a second held a slot for as long, and as many such
+// uploads as the pool holds kept every other request out. It answers the
+// request itself, and reports false, when the body cannot be had.
+func (s *state) bufferBody(w http.ResponseWriter, r *http.Request) (*keepBody, bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, true
+	}
+	data, n, err := spool(r.Body, s.cfg.SpoolMemory)
+	var spooled *spoolError
+	switch {
+	case err == nil:
+	case r.Context().Err() != nil:
+		clientLeft()
+	case errors.As(err, &spooled):
+		s.m.shed.WithLabelValues("spool").Inc()
+		s.limited.warn("spool", "request refused: cannot spool its body", "method", r.Method, "path", r.URL.Path, "err", spooled.err)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("pbfs proxy: cannot keep the request body (%v); nothing reached the service, retry later", spooled.err), http.StatusServiceUnavailable)
+		return nil, false
+	default:
+		s.limited.warn("client-body", "request body unreadable", "method", r.Method, "path", r.URL.Path, "err", err)
+		http.Error(w, "pbfs proxy: the request body could not be read: "+err.Error(), http.StatusBadRequest)
+		return nil, false
+	}
+	// The body must survive a dial that failed for want of descriptors
+	// or ports: the transport closes it, but read nothing of it.
+	body := &keepBody{ReadCloser: data}
+	r.Body, r.ContentLength = body, n
+	r.TransferEncoding = nil
+	if len(r.Trailer) > 0 { // trailers need the chunked encoding
+		r.ContentLength, r.TransferEncoding = -1, []string{"chunked"}
+	}
+	// The client has had its 100 Continue (Go's server sends it at the
+	// first read); the service's own would reach it as a second one.
+	r.Header.Del("Expect")
+	return body, true
 }
 
-func (b *keepBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && b.err == nil {
-		b.err = err
-	}
-	return n, err
-}
+// keepBody ignores the transport's Close, so a request whose dial failed
+// can be sent again; ServeHTTP closes the spooled body.
+type keepBody struct{ io.ReadCloser }
 
 func (*keepBody) Close() error { return nil }
 
@@ -260,13 +288,7 @@ func (s *state) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var held *errHeld
 	var dial *dialError
 	var spooled *spoolError
-	rs, _ := r.Context().Value(ctxKey{}).(*reqState)
 	switch {
-	case rs != nil && rs.body != nil && rs.body.err != nil:
-		// The client's fault (a bad chunk size, a body cut short), not
-		// the service's: the service got the request cut short, if at all.
-		s.limited.warn("client-body", "request body unreadable", "method", r.Method, "path", r.URL.Path, "err", rs.body.err)
-		http.Error(w, "pbfs proxy: the request body could not be read: "+rs.body.err.Error(), http.StatusBadRequest)
 	case errors.As(err, &spooled):
 		s.m.shed.WithLabelValues("spool").Inc()
 		s.limited.warn("spool", "response withheld: cannot spool it", "method", r.Method, "path", r.URL.Path, "err", spooled.err)

@@ -211,3 +211,52 @@ func TestClientThatStopsReadingIsCutOff(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A body trickled in holds no upstream slot while it arrives: the proxy
+// reads it whole first (nginx's request buffering). Streamed through, as
+// many slow uploads as the pool holds shed every other request. The
+// buffered body reaches the service whole, chunked or not.
+func TestSlowUploadsHoldNoSlot(t *testing.T) {
+	r := start(t, "pool=2,queue-timeout=2s", nil)
+	for i := 0; i < 4; i++ {
+		c, err := net.Dial("tcp", r.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /kv/slow%d HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nx", i)
+	}
+	time.Sleep(200 * time.Millisecond) // all four are sending their bodies
+	if resp := post(t, http.DefaultClient, r.addr, "k", "v"); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("with 4 uploads under way on a pool of 2: status %d", resp.StatusCode)
+	}
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "POST /kv/chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+	br := bufio.NewReader(c)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no final answer to a chunked upload: %v", err)
+		}
+		if strings.HasPrefix(line, "HTTP/1.1 1") || line == "\r\n" {
+			continue // 100 Continue, once
+		}
+		if !strings.Contains(line, " 201 ") {
+			t.Fatalf("a chunked upload: %q", line)
+		}
+		break
+	}
+	resp, err := http.Get("http://" + r.addr + "/kv/chunked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(got) != "hello world" {
+		t.Fatalf("the service got %q", got)
+	}
+}

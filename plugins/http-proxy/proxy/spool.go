@@ -7,13 +7,14 @@ import (
 	"os"
 )
 
-// spool reads a whole upstream response body, in memory up to memLimit
-// bytes and in an unlinked temporary file beyond, so the response can be
-// held while its barrier runs without holding an upstream connection.
+// spool reads a whole body, in memory up to memLimit bytes and in an
+// unlinked temporary file beyond: an upstream response, so it can be held
+// while its barrier runs without holding an upstream connection, and a
+// client's request body, before it takes one (bufferBody).
 func spool(r io.Reader, memLimit int64) (io.ReadCloser, int64, error) {
 	buf, err := io.ReadAll(io.LimitReader(r, memLimit+1))
 	if err != nil {
-		return nil, 0, fmt.Errorf("read upstream body: %w", err)
+		return nil, 0, fmt.Errorf("read body: %w", err)
 	}
 	if int64(len(buf)) <= memLimit {
 		return io.NopCloser(bytes.NewReader(buf)), int64(len(buf)), nil
@@ -40,7 +41,7 @@ func spool(r io.Reader, memLimit int64) (io.ReadCloser, int64, error) {
 		if w.err != nil {
 			return nil, 0, &spoolError{w.err}
 		}
-		return nil, 0, fmt.Errorf("read upstream body: %w", err)
+		return nil, 0, fmt.Errorf("read body: %w", err)
 	}
 	return f, int64(n), nil
 }
