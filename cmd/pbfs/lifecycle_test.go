@@ -149,18 +149,7 @@ func TestOfflineEditIsResynced(t *testing.T) {
 	// The root's own metadata too: the first resync of a mount left out
 	// the root entry (its Hello came after the resync began).
 	must(t, os.Chmod(c.Vol, 0o750))
-	c.Primary = startMount(t, nil, c.Vol, c.Jdir, "--backup", c.Backups[0].Addr)
-	if !strings.Contains(c.Primary.Out.String(), "changed while pbfs was not mounted") {
-		t.Fatalf("the offline edit went unnoticed:\n%s", c.Primary.Out)
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if out, code := run(t, "barrier", "--journal", c.Jdir); code == 0 {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("barriers never resumed: %s\n%s", out, c.Primary.Out)
-		}
-	}
-	c.RequireConverged()
+	restartResyncs(t, c, "the offline edit")
 }
 
 // TestEditDuringStopIsResynced: what the service writes straight to the
@@ -188,9 +177,17 @@ func TestEditDuringStopIsResynced(t *testing.T) {
 	if code := waitExit(t, c.Primary, 30*time.Second); code != 0 {
 		t.Fatalf("stop: exit %d:\n%s", code, c.Primary.Out)
 	}
+	restartResyncs(t, c, "the writes during the stop")
+}
+
+// restartResyncs starts c's primary again, which must find the volume
+// changed (what, unnoticed, fails the test) and resync its backup before
+// barriers succeed; the backup then equals the volume.
+func restartResyncs(t *testing.T, c *fstest.Cluster, what string) {
+	t.Helper()
 	c.Primary = startMount(t, nil, c.Vol, c.Jdir, "--backup", c.Backups[0].Addr)
 	if !strings.Contains(c.Primary.Out.String(), "changed while pbfs was not mounted") {
-		t.Fatalf("the writes during the stop went unnoticed:\n%s", c.Primary.Out)
+		t.Fatalf("%s went unnoticed:\n%s", what, c.Primary.Out)
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if out, code := run(t, "barrier", "--journal", c.Jdir); code == 0 {
