@@ -230,6 +230,9 @@ func newReverseProxy(s *state) *httputil.ReverseProxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(s.cfg.Upstream)
 			pr.SetXForwarded()
+			if pr.In.Host == "" { // HTTP/1.0 without Host: say nothing, not ""
+				pr.Out.Header.Del("X-Forwarded-Host")
+			}
 			pr.Out.Host = pr.In.Host
 		},
 		Transport:      s.transport,
