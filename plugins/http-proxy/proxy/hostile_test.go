@@ -260,3 +260,23 @@ func TestSlowUploadsHoldNoSlot(t *testing.T) {
 		t.Fatalf("the service got %q", got)
 	}
 }
+
+// An HTTP/1.0 request without Host reaches the service without an empty
+// X-Forwarded-Host, which some frameworks take for the host to link to.
+func TestNoEmptyForwardedHost(t *testing.T) {
+	seen := make(chan []string, 1)
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Values("X-Forwarded-Host")
+	})
+	r := start(t, "none=GET:", up)
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "GET / HTTP/1.0\r\n\r\n")
+	io.ReadAll(c)
+	if v := <-seen; len(v) != 0 {
+		t.Fatalf("X-Forwarded-Host %q", v)
+	}
+}
