@@ -295,8 +295,9 @@ func (m *Mount) commitWait(ctx context.Context) (uint64, error) {
 		}
 	}
 	if acks == 0 {
-		// No backup holds the batch (none configured, --ack none, or all
-		// degraded): a barrier still means durable somewhere, here.
+		// No backup holds the batch (none configured, --ack none, or the
+		// ack set only of backups still joining): a barrier still means
+		// durable somewhere, here.
 		start := time.Now()
 		if err := m.store.Sync(); err != nil {
 			return 0, fmt.Errorf("barrier %d: %w", seq, err)

@@ -244,8 +244,9 @@ func (p *Primary) needOf(n int) int {
 
 // watch implements the degrade policy: a backup that has been behind the
 // journal for degradeAfter leaves the ack set and is marked stale (it lacks
-// acknowledged batches, so it must not be promoted) until it has caught up.
-// Every degraded second is logged and counted.
+// acknowledged batches, so it must not be promoted) until it has caught up,
+// unless it is the last backup in the ack set (lastInAckSet). Every
+// degraded second is logged and counted.
 func (p *Primary) watch(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -270,7 +271,13 @@ func (p *Primary) watch(ctx context.Context) {
 				if lagSince[s].IsZero() {
 					lagSince[s] = now
 				}
-				if !s.degraded.Load() && now.Sub(lagSince[s]) >= p.degradeAfter {
+				if !s.degraded.Load() && now.Sub(lagSince[s]) >= p.degradeAfter && p.lastInAckSet(s) {
+					if now.Sub(lastLog[s]) >= 10*time.Second {
+						lastLog[s] = now
+						p.log.Warn("backup lags, but it is the last one in the ack set: barriers wait for it (--degrade-after never empties the ack set)",
+							"backup", s.addr, "behind_for", now.Sub(lagSince[s]).Round(time.Second), "acked_seq", s.acked.Load(), "last_seq", last)
+					}
+				} else if !s.degraded.Load() && now.Sub(lagSince[s]) >= p.degradeAfter {
 					s.degraded.Store(true)
 					s.degradedSince.Store(now.UnixNano())
 					p.log.Warn("backup dropped from the ack set: it is stale and must not be promoted without a resync",
@@ -288,6 +295,20 @@ func (p *Primary) watch(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// lastInAckSet reports whether s is the only backup left in the ack set.
+// The degrade policy never takes that one out: with no backup in the ack
+// set, barriers were acknowledged on the primary's disk alone, and a
+// promoted backup (none of them could know it had been dropped) silently
+// lacked them. Barriers wait for it instead, as without --degrade-after.
+func (p *Primary) lastInAckSet(s *Shipper) bool {
+	for _, o := range p.list() {
+		if o != s && o.counts() && !o.joining.Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // Resync makes the backups at addrs (none: every backup) resync at once

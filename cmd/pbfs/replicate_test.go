@@ -242,6 +242,44 @@ func TestDeadBackupDegrades(t *testing.T) {
 	}
 }
 
+// TestDegradeNeverEmptiesTheAckSet: with every backup dead, --degrade-after
+// drops all but one from the ack set, and barriers wait for that one. It
+// dropped them all before: barriers were acknowledged on the primary's
+// disk alone, and a promoted backup silently lacked them (a failover sweep
+// lost 1,310 acknowledged fsyncs so).
+func TestDegradeNeverEmptiesTheAckSet(t *testing.T) {
+	c := fstest.NewCluster(t, 2, nil, "--degrade-after", "300ms")
+	for _, b := range c.Backups {
+		b.Cmd.Process.Kill()
+		b.Cmd.Wait()
+	}
+	os.WriteFile(filepath.Join(c.Vol, "held"), []byte("must not be acknowledged on the primary alone"), 0o644)
+	cl, _ := control.Dial(c.Jdir)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if seq, err := cl.Barrier(ctx); err == nil {
+		t.Fatalf("barrier returned seq %d with every backup dead", seq)
+	}
+	st, _ := cl.Status(context.Background())
+	if n := btoi(st.Backups[0].Degraded) + btoi(st.Backups[1].Degraded); n != 1 {
+		t.Fatalf("%d backups degraded, want 1: %+v", n, st.Backups)
+	}
+	if !strings.Contains(c.Primary.Out.String(), "last one in the ack set") {
+		t.Fatalf("no log line for the backup kept in the ack set:\n%s", c.Primary.Out)
+	}
+	for _, b := range c.Backups {
+		c.StartBackup(b)
+	}
+	c.RequireConverged()
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // TestRetentionTrimsAckedBatches: batches every backup holds are trimmed
 // once older than --retain; the journal still verifies and the backup
 // still converges.
