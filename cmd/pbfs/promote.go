@@ -57,6 +57,10 @@ func promoteCommand() *cli.Command {
 			}
 			p, err := replicate.Promote(c.Context, replicate.PromoteConfig{Volume: volume, Journal: cfg.Journal, Peers: peers,
 				Token: cfg.Token, TLS: cfg.TLS, Force: c.Bool("force"), Logger: cfg.Logger})
+			if errors.Is(err, replicate.ErrPrimaryJournal) {
+				// --force does not make a primary's journal a backup's.
+				return cli.Exit("promote: "+err.Error(), 1)
+			}
 			if errors.Is(err, replicate.ErrNotPromotable) {
 				return cli.Exit("promote: "+err.Error()+" (--force overrides)", 1)
 			}

@@ -192,8 +192,12 @@ func TestPromoteRefusals(t *testing.T) {
 	stalledBefore, _ := st.MetaUint("stalled")
 	st.Close()
 	for _, force := range [][]string{nil, {"--force"}} {
-		if out, code := promote(b0, force...); code != 1 || !strings.Contains(out, "last served a primary (pbfs mount), not a backup") {
+		out, code := promote(b0, force...)
+		if code != 1 || !strings.Contains(out, "last served a primary (pbfs mount), not a backup") {
 			t.Fatalf("promoting a primary's journal %v: exit %d:\n%s", force, code, out)
+		}
+		if strings.Contains(out, "--force overrides") { // it does not
+			t.Fatalf("promoting a primary's journal %v offers --force:\n%s", force, out)
 		}
 	}
 	st, err = journal.OpenStore(b0.Jdir, journal.StoreOptions{ReadOnly: true})
