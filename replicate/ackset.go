@@ -200,13 +200,21 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 				have++
 			}
 		}
-		if have >= p.needOf(len(shippers)-degraded) {
+		need := p.needOf(len(shippers) - degraded)
+		if need == 0 && degraded > 0 && p.needOf(len(shippers)) > 0 {
+			// Every backup is out of the ack set, joining (the degrade
+			// policy keeps one otherwise): the first to catch up joins
+			// it. Acknowledged on the primary alone, the barrier was lost
+			// with it, as a degraded one was.
+			need = 1
+		}
+		if have >= need {
 			p.m.barriers.Observe(time.Since(start).Seconds())
 			return have, nil
 		}
 		select {
 		case <-ctx.Done():
-			return 0, p.missing(seq, have, p.needOf(len(shippers)-degraded), shippers, ctx.Err())
+			return 0, p.missing(seq, have, need, shippers, ctx.Err())
 		case <-ch:
 		}
 	}

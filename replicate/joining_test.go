@@ -1,0 +1,66 @@
+package replicate
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// A primary whose only backups are still joining (added while it runs, as
+// pbfs node adds members, and not caught up) acknowledges nothing on its
+// own disk: the barrier waits for the first of them to catch up. It was
+// acknowledged at once before, and lost with the primary.
+func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
+	st, err := journal.OpenStore(filepath.Join(t.TempDir(), "pj"), journal.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, _, err := st.Append([]journal.Op{{Kind: journal.KindCreate, Path: "f", Mode: 0o644}}, time.Now(), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	p, err := StartPrimary(PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// A backup address that answers nothing yet.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	if err := p.AddBackup(addr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if n, err := p.Wait(ctx, 1); err == nil {
+		t.Fatalf("barrier acknowledged by %d backups while the only one was joining and down", n)
+	}
+	// The backup comes up at that address and catches up: the barrier
+	// returns, held by it.
+	vol := filepath.Join(t.TempDir(), "vol")
+	os.Mkdir(vol, 0o755)
+	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	bl, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the address was taken meanwhile: %v", err)
+	}
+	go b.Serve(bl)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel2()
+	if n, err := p.Wait(ctx2, 1); err != nil || n != 1 {
+		t.Fatalf("after the backup came up: %d acks, %v", n, err)
+	}
+}
