@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,8 @@ import (
 	"github.com/pbfs/pbfs/capture"
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/fs"
+	"github.com/pbfs/pbfs/internal/openfiles"
+	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/plugins/sdk"
@@ -96,6 +99,7 @@ func (m *Mount) start() error {
 		}
 		m.onUndo(m.primary.Close)
 	}
+	m.warnOpenFiles()
 	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger, Registry: m.reg,
 		Barrier: m.fsyncBarrier})
 	if err != nil {
@@ -125,6 +129,32 @@ func (m *Mount) start() error {
 	m.log.Info("mounted", "mountpoint", cfg.Mountpoint, "backing", cfg.Backing, "journal", cfg.Journal,
 		"capture", !cfg.NoCapture, "last_seq", m.store.Last().Seq, "epoch", m.store.Epoch())
 	return nil
+}
+
+// warnOpenFiles names the processes that hold files open in the volume's
+// directory (or work in it) as the mount starts: their descriptors reach
+// the directory beneath the mount, so what they write through them
+// bypasses pbfs, reaches no backup, and is in the fingerprint of the next
+// clean stop too. Only pbfs verify would find it. A service started before
+// pbfs, or a shell left in the directory, does that.
+func (m *Mount) warnOpenFiles() {
+	dir := m.cfg.Backing
+	if dir == "" {
+		dir = m.cfg.Mountpoint
+	}
+	if r, err := pathcheck.Resolve(dir); err == nil {
+		dir = r
+	}
+	hs, err := openfiles.Under(dir, 10)
+	if err != nil || len(hs) == 0 {
+		return
+	}
+	names := make([]string, len(hs))
+	for i, h := range hs {
+		names[i] = h.String()
+	}
+	m.log.Error("processes hold files open in the volume's directory: what they write through those descriptors bypasses pbfs and never reaches the backups; restart them once pbfs is mounted (pbfs verify finds what differs, --repair mends it)",
+		"holders", strings.Join(names, "; "))
 }
 
 // onUndo registers f to run if the start fails.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -197,6 +198,25 @@ func restartResyncs(t *testing.T, c *fstest.Cluster, what string) {
 		}
 	}
 	c.RequireConverged()
+}
+
+// TestOpenFilesBeforeTheMountNamed: a process that holds a file open in
+// the volume's directory when pbfs mounts over it writes beneath the
+// mount, past capture, and no backup ever sees it. The start cannot stop
+// that, but it says so, naming the process.
+func TestOpenFilesBeforeTheMountNamed(t *testing.T) {
+	vol, _, jdir := layout(t)
+	must(t, os.WriteFile(filepath.Join(vol, "pre"), []byte("base\n"), 0o644))
+	holder := exec.Command("sh", "-c", "exec 3>>"+filepath.Join(vol, "pre")+"; sleep 60")
+	must(t, holder.Start())
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	time.Sleep(100 * time.Millisecond) // the shell has opened it
+	d := startMount(t, nil, vol, jdir)
+	defer d.Stop()
+	out := d.Out.String()
+	if !strings.Contains(out, "hold files open in the volume") || !strings.Contains(out, fmt.Sprintf("pid %d", holder.Process.Pid)) {
+		t.Fatalf("the start did not name the process holding vol/pre:\n%s", out)
+	}
 }
 
 // TestStopWhileJournalWedged: with the journal refusing every batch,
