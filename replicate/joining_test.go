@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/pbfs/pbfs/journal"
 )
 
 // A primary whose only backups are still joining (added while it runs, as
@@ -16,15 +14,7 @@ import (
 // own disk: the barrier waits for the first of them to catch up. It was
 // acknowledged at once before, and lost with the primary.
 func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
-	st, err := journal.OpenStore(filepath.Join(t.TempDir(), "pj"), journal.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, _, err := st.Append([]journal.Op{{Kind: journal.KindCreate, Path: "f", Mode: 0o644}}, time.Now(), 0, false); err != nil {
-		t.Fatal(err)
-	}
-	p, err := StartPrimary(PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: st})
+	p, err := StartPrimary(PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

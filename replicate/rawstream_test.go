@@ -26,14 +26,7 @@ import (
 // while the stream is still up.
 func replicateOnce(t *testing.T, addr string, up func(*Primary, *prometheus.Registry)) {
 	t.Helper()
-	st, err := journal.OpenStore(filepath.Join(t.TempDir(), "pj"), journal.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, _, err := st.Append([]journal.Op{{Kind: journal.KindCreate, Path: "f", Mode: 0o644}}, time.Now(), 0, false); err != nil {
-		t.Fatal(err)
-	}
+	st := storeWithOneBatch(t)
 	reg := prometheus.NewRegistry()
 	p, err := StartPrimary(PrimaryConfig{Backups: []string{addr}, Ack: "all", Token: "right", VolumeID: "v", Store: st, Registry: reg})
 	if err != nil {
@@ -46,6 +39,21 @@ func replicateOnce(t *testing.T, addr string, up func(*Primary, *prometheus.Regi
 		t.Fatalf("batch 1 not acked: %v (%s)", err, p.shippers[0].describe(1))
 	}
 	up(p, reg)
+}
+
+// storeWithOneBatch is a primary's journal holding batch 1, closed at
+// cleanup.
+func storeWithOneBatch(t *testing.T) *journal.Store {
+	t.Helper()
+	st, err := journal.OpenStore(filepath.Join(t.TempDir(), "pj"), journal.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, _, err := st.Append([]journal.Op{{Kind: journal.KindCreate, Path: "f", Mode: 0o644}}, time.Now(), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 func rawGauge(t *testing.T, reg *prometheus.Registry, addr string) float64 {
