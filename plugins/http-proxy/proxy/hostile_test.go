@@ -126,9 +126,28 @@ func TestTunnelsLeaveThePool(t *testing.T) {
 		defer c.Close()
 		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
 		brw.Flush()
-		io.Copy(io.Discard, c) // held open until the client goes
+		io.Copy(c, c) // an echo, open until the client goes
 	})
-	r := start(t, "pool=2,queue-timeout=1s", up)
+	r := start(t, "pool=2,queue-timeout=1s,idle-timeout=500ms", up)
+	// On a connection that served a response first, so a write deadline
+	// from it would be left over.
+	kept, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
+	fmt.Fprint(kept, "POST /kv/first HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nv")
+	kr := bufio.NewReader(kept)
+	if resp, err := http.ReadResponse(kr, nil); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("first request: %v %v", resp, err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	fmt.Fprint(kept, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	if resp, err := http.ReadResponse(kr, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade after a request: %v %v", resp, err)
+	}
 	for i := 0; i < 3; i++ {
 		c, err := net.Dial("tcp", r.addr)
 		if err != nil {
@@ -153,6 +172,14 @@ func TestTunnelsLeaveThePool(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("CONNECT: status %d", resp.StatusCode)
+	}
+	// A tunnel quiet for longer than idle-timeout still carries data.
+	time.Sleep(time.Second)
+	fmt.Fprint(kept, "ping")
+	kept.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(kr, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("a tunnel quiet past idle-timeout: %q %v", buf, err)
 	}
 }
 
