@@ -207,7 +207,7 @@ func restartResyncs(t *testing.T, c *fstest.Cluster, what string) {
 func TestOpenFilesBeforeTheMountNamed(t *testing.T) {
 	vol, _, jdir := layout(t)
 	must(t, os.WriteFile(filepath.Join(vol, "pre"), []byte("base\n"), 0o644))
-	holder := exec.Command("sh", "-c", "exec 3>>"+filepath.Join(vol, "pre")+"; sleep 60")
+	holder := exec.Command("sh", "-c", "exec 3>>"+filepath.Join(vol, "pre")+"; exec sleep 60")
 	must(t, holder.Start())
 	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
 	time.Sleep(100 * time.Millisecond) // the shell has opened it

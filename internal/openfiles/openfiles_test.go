@@ -23,7 +23,7 @@ func TestUnder(t *testing.T) {
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		return cmd.Process.Pid
 	}
-	held := start(exec.Command("sh", "-c", "exec 3<"+filepath.Join(inner, "f")+"; sleep 60"))
+	held := start(exec.Command("sh", "-c", "exec 3<"+filepath.Join(inner, "f")+"; exec sleep 60"))
 	cwd := exec.Command("sleep", "60")
 	cwd.Dir = inner
 	inCwd := start(cwd)
