@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/internal/sparse"
 )
 
 // Holes: a resync punches what the primary holds as zeros instead of
@@ -28,10 +30,10 @@ const zeroPage = 4096
 func writeSparse(f *os.File, off int64, data []byte) error {
 	for start := 0; start < len(data); {
 		end := min(start+zeroPage, len(data))
-		zero := allZero(data[start:end])
+		zero := sparse.AllZero(data[start:end])
 		for end < len(data) {
 			next := min(end+zeroPage, len(data))
-			if allZero(data[end:next]) != zero {
+			if sparse.AllZero(data[end:next]) != zero {
 				break
 			}
 			end = next
@@ -48,19 +50,4 @@ func writeSparse(f *os.File, off int64, data []byte) error {
 		start = end
 	}
 	return nil
-}
-
-func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/pbfs/pbfs/internal/sparse"
 )
 
 // A segment's records end where the next one does not parse as the seq
@@ -126,10 +128,8 @@ func zeros(f *os.File, off, n int64) bool {
 		if _, err := f.ReadAt(buf[:k], off); err != nil {
 			return false
 		}
-		for _, b := range buf[:k] {
-			if b != 0 {
-				return false
-			}
+		if !sparse.AllZero(buf[:k]) {
+			return false
 		}
 		off, n = off+k, n-k
 	}

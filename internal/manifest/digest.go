@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -37,7 +36,7 @@ func digest(ctx context.Context, f *os.File, size int64) (int64, []byte, error) 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !allZero(b) {
+		if !sparse.AllZero(b) {
 			binary.BigEndian.PutUint64(hdr[:], uint64(off))
 			h.Write(hdr[:])
 			h.Write(b)
@@ -52,10 +51,6 @@ func digest(ctx context.Context, f *os.File, size int64) (int64, []byte, error) 
 	h.Write(b[:])
 	return size, h.Sum(nil), nil
 }
-
-var zeros = make([]byte, digestBlock)
-
-func allZero(b []byte) bool { return bytes.Equal(b, zeros[:len(b)]) }
 
 // fileDigest opens p below root without following a symlink or blocking
 // on a FIFO swapped in, and digests it.

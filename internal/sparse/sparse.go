@@ -4,6 +4,7 @@
 package sparse
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -90,4 +91,20 @@ func ReadBlocks(f *os.File, size, block int64, fn func(off int64, b []byte) erro
 		}
 	}
 	return size, nil
+}
+
+// zeroPage is what AllZero compares against, a page at a time.
+var zeroPage [4096]byte
+
+// AllZero reports whether b holds only zero bytes: a block a reader cannot
+// tell from a hole.
+func AllZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeroPage))
+		if !bytes.Equal(b[:n], zeroPage[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }
