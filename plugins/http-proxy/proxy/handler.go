@@ -59,8 +59,9 @@ type reqState struct {
 // connected.
 type statusWriter struct {
 	http.ResponseWriter
-	code int
-	idle time.Duration
+	code  int
+	idle  time.Duration
+	until time.Time // the write deadline last set
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -81,11 +82,19 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// extend moves the connection's write deadline idle ahead.
+// extend moves the connection's write deadline idle ahead, once a
+// quarter of idle has passed since it last did: not a timer update on
+// every 32 KiB a response is copied in.
 func (w *statusWriter) extend() {
-	if w.idle > 0 {
-		http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.idle))
+	if w.idle <= 0 {
+		return
 	}
+	now := time.Now()
+	if w.until.Sub(now) > w.idle*3/4 {
+		return
+	}
+	w.until = now.Add(w.idle)
+	http.NewResponseController(w.ResponseWriter).SetWriteDeadline(w.until)
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -163,7 +172,11 @@ func (s *state) forward(w http.ResponseWriter, r *http.Request, dur durability, 
 		}
 	}()
 	ctx := context.WithValue(r.Context(), ctxKey{}, rs)
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { rs.conn = info.Conn }})
+	if r.Header.Get("Upgrade") != "" {
+		// Only a tunnel needs its connection (hold): no trace on the
+		// requests that make up the load.
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { rs.conn = info.Conn }})
+	}
 	s.rp.ServeHTTP(w, r.WithContext(ctx))
 	return rs
 }
