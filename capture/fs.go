@@ -75,9 +75,6 @@ type FS struct {
 	sealed  atomic.Int64 // payload bytes in sealed batches not yet released
 	written atomic.Int64 // bytes the service wrote into the open batch
 	nsCount atomic.Int64
-	// mutations counts the mutations begun (begin, beginGrow): a clean
-	// stop's fingerprint holds only if none began after it (Mutations).
-	mutations atomic.Uint64
 	// batch numbers the open batch, counting seals (Node.aclBatch).
 	batch atomic.Uint64
 
@@ -227,7 +224,6 @@ func (f *FS) roomFor(op string) error {
 func (f *FS) begin() {
 	f.waitRoom("")
 	f.sealMu.RLock()
-	f.mutations.Add(1)
 }
 
 // beginGrow is begin for a write or fallocate, op: it is refused
@@ -240,17 +236,7 @@ func (f *FS) beginGrow(op string) error {
 		return err
 	}
 	f.sealMu.RLock()
-	f.mutations.Add(1)
 	return nil
-}
-
-// Mutations returns how many mutations have begun, read while none is in
-// progress: the backing tree holds every one counted, and a later call
-// that returns the same count saw no change made through the mount.
-func (f *FS) Mutations() uint64 {
-	f.sealMu.Lock()
-	defer f.sealMu.Unlock()
-	return f.mutations.Load()
 }
 
 // waitRoom waits while twice MaxBatchBytes is pending, but not while the

@@ -30,35 +30,33 @@ import (
 const fingerprintKey = "fingerprint"
 
 // stopPrint is the volume's fingerprint taken as a stop begins, while
-// the volume is still mounted, with the count of mutations made through
-// the mount at that moment.
+// the volume is still mounted.
 type stopPrint struct {
-	sum       []byte
-	entries   int
-	mutations uint64
-	took      time.Duration
-	err       error
+	sum     []byte
+	entries int
+	took    time.Duration
+	err     error
 }
 
 // printBeforeStop fingerprints the volume before it is unmounted. Taken
 // after the unmount, as it was, the fingerprint took in what the service
 // wrote straight to the directory once the mount was detached (at once,
 // or while a lazy unmount waited for the service's open files), and the
-// next start found nothing to resync.
+// next start found nothing to resync. Taken before, any change after it,
+// through the mount or not, leaves the volume differing from it (every
+// change moves an inode's ctime), so the next start resyncs.
 func (m *Mount) printBeforeStop() stopPrint {
 	if m.cfg.NoCapture {
 		return stopPrint{}
 	}
 	start := time.Now()
-	p := stopPrint{mutations: m.fs.Mutations()}
+	var p stopPrint
 	p.sum, p.entries, p.err = m.fingerprint(m.fs.RootFd())
 	p.took = time.Since(start)
 	return p
 }
 
-// recordOffline stores p at a clean stop if no mutation went through the
-// mount since it was taken. Changes after it, through the mount or
-// straight to the directory, then make the next start resync the backups.
+// recordOffline stores p at a clean stop.
 func (m *Mount) recordOffline(p stopPrint) error {
 	if m.cfg.NoCapture {
 		return nil
@@ -66,11 +64,6 @@ func (m *Mount) recordOffline(p stopPrint) error {
 	if p.err != nil {
 		m.store.SetMeta(fingerprintKey, nil) // a stale one must not pass
 		return p.err
-	}
-	if n := m.fs.Mutations() - p.mutations; n > 0 {
-		m.store.SetMeta(fingerprintKey, nil)
-		m.log.Info("the service changed the volume while pbfs stopped; the next start resyncs the backups", "changes", n)
-		return nil
 	}
 	m.log.Info("volume fingerprinted for the next start", "entries", p.entries, "took", p.took.Round(time.Millisecond))
 	return m.store.SetMeta(fingerprintKey, p.sum)
