@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/pbfs/pbfs/replicate"
 )
 
 // aheadGate holds barriers while the volume is ahead of its journal (an
@@ -53,9 +55,10 @@ func (g *aheadGate) raised() bool {
 	return g.closed
 }
 
-// wait returns once the gate is clear, or fails when ctx ends or the
-// mount stops (stopped closed) first.
-func (g *aheadGate) wait(ctx context.Context, stopped <-chan struct{}) error {
+// wait returns once the gate is clear, or fails when ctx ends, the mount
+// stops (stopped closed) or the primary is deposed (deposed closed: the
+// resync will never end) first.
+func (g *aheadGate) wait(ctx context.Context, stopped, deposed <-chan struct{}) error {
 	g.mu.Lock()
 	open := g.open
 	g.mu.Unlock()
@@ -71,5 +74,7 @@ func (g *aheadGate) wait(ctx context.Context, stopped <-chan struct{}) error {
 		return fmt.Errorf("wait for the resync: %w (%w)", ErrVolumeAhead, ctx.Err())
 	case <-stopped:
 		return fmt.Errorf("wait for the resync: %w: the mount stopped", ErrVolumeAhead)
+	case <-deposed:
+		return fmt.Errorf("wait for the resync: %w", replicate.ErrDeposed)
 	}
 }

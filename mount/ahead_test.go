@@ -5,12 +5,14 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/pbfs/pbfs/replicate"
 )
 
 func TestAheadGate(t *testing.T) {
 	g := newAheadGate()
 	stopped := make(chan struct{})
-	if g.raised() || g.wait(context.Background(), stopped) != nil {
+	if g.raised() || g.wait(context.Background(), stopped, nil) != nil {
 		t.Fatal("a new gate holds barriers")
 	}
 	g.set()
@@ -19,11 +21,11 @@ func TestAheadGate(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := g.wait(ctx, stopped); !errors.Is(err, ErrVolumeAhead) || !errors.Is(err, context.DeadlineExceeded) {
+	if err := g.wait(ctx, stopped, nil); !errors.Is(err, ErrVolumeAhead) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a raised gate past the deadline: %v", err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- g.wait(context.Background(), stopped) }()
+	go func() { done <- g.wait(context.Background(), stopped, nil) }()
 	select {
 	case err := <-done:
 		t.Fatalf("passed a raised gate: %v", err)
@@ -35,7 +37,12 @@ func TestAheadGate(t *testing.T) {
 	}
 	g.set()
 	close(stopped)
-	if err := g.wait(context.Background(), stopped); !errors.Is(err, ErrVolumeAhead) {
+	if err := g.wait(context.Background(), stopped, nil); !errors.Is(err, ErrVolumeAhead) {
 		t.Fatalf("the mount stopped: %v", err)
+	}
+	deposed := make(chan struct{})
+	close(deposed)
+	if err := g.wait(context.Background(), make(chan struct{}), deposed); !errors.Is(err, replicate.ErrDeposed) {
+		t.Fatalf("the primary is deposed: %v", err)
 	}
 }

@@ -283,7 +283,11 @@ func (m *Mount) commit(ctx context.Context) (uint64, error) {
 func (m *Mount) commitWait(ctx context.Context) (uint64, error) {
 	seq, err := m.committer.Barrier(ctx)
 	if err == nil {
-		err = m.ahead.wait(ctx, m.runDone)
+		var deposed <-chan struct{}
+		if m.primary != nil {
+			deposed = m.primary.Deposed()
+		}
+		err = m.ahead.wait(ctx, m.runDone, deposed)
 	}
 	if err != nil {
 		return seq, err

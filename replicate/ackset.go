@@ -57,6 +57,10 @@ type Primary struct {
 
 	mu      sync.Mutex
 	changed chan struct{}
+	// deposed is closed once a backup has refused this primary for a
+	// higher epoch (notify closes it).
+	deposed   chan struct{}
+	deposeOne sync.Once
 }
 
 // PrimaryConfig configures the primary side.
@@ -129,7 +133,7 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Primary{need: need, policy: cfg.Ack, store: cfg.Store, log: cfg.Logger, degradeAfter: cfg.DegradeAfter, memory: cfg.AckLevel == AckMemory,
-		m: newShipMetrics(cfg.Registry), changed: make(chan struct{}), cfg: cfg}
+		m: newShipMetrics(cfg.Registry), changed: make(chan struct{}), deposed: make(chan struct{}), cfg: cfg}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel, p.ctx = cancel, ctx
 	for _, addr := range cfg.Backups {
@@ -173,7 +177,19 @@ func (p *Primary) notify() {
 	close(p.changed)
 	p.changed = make(chan struct{})
 	p.mu.Unlock()
+	for _, s := range p.list() {
+		if s.deposed.Load() {
+			p.deposeOne.Do(func() { close(p.deposed) })
+			break
+		}
+	}
 }
+
+// Deposed is closed once a backup has refused this primary because it has
+// seen a higher epoch: from then on no barrier can succeed, and whatever
+// waits for one (the resync of a volume ahead of its journal) can give
+// up with ErrDeposed.
+func (p *Primary) Deposed() <-chan struct{} { return p.deposed }
 
 // Wait returns once seq is durable on the ack set, with how many backups
 // hold it (0 when the policy needs none), or fails when this primary is

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/capture"
@@ -34,6 +36,17 @@ type Snapshotter interface {
 // batches after the snapshot (replayed by the backup as usual) correct: data
 // ops are idempotent, and the tree the batches apply to is the snapshot's.
 func (s *Shipper) resync(ctx context.Context) error {
+	err := s.resyncOnce(ctx)
+	if status.Code(err) == codes.PermissionDenied { // a backup's answer to a stale epoch (resync_backup.go)
+		s.deposed.Store(true)
+		s.notify()
+		s.log.Error("this primary is deposed: a backup refused its resync for a higher epoch", "err", err)
+		return fmt.Errorf("%v: %w", err, ErrDeposed)
+	}
+	return err
+}
+
+func (s *Shipper) resyncOnce(ctx context.Context) error {
 	if s.snaps == nil {
 		return fmt.Errorf("resync: not available: %w", ErrNeedsResync)
 	}

@@ -128,9 +128,21 @@ func (s *Shipper) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := s.session(ctx)
+		if s.deposed.Load() {
+			// Epochs only grow: no backup will take this primary's
+			// stream or resync again. Barriers fail with ErrDeposed.
+			s.up.Store(false)
+			s.streamDown(err)
+			s.m.state.WithLabelValues(s.addr).Set(0)
+			s.notify()
+			s.log.Error("stopped streaming to the backup: this primary is deposed; stop it, and rejoin it as a backup of the new primary (docs/FAILOVER.md)")
+			return
+		}
 		if (errors.Is(err, ErrNeedsResync) || s.force.Load()) && s.snaps != nil && ctx.Err() == nil {
 			forced := s.force.Swap(false)
-			if rerr := s.resync(ctx); rerr != nil {
+			if rerr := s.resync(ctx); s.deposed.Load() {
+				continue // refused for a higher epoch: stops above
+			} else if rerr != nil {
 				s.log.Error("resync failed", "err", rerr)
 				err = rerr
 				if forced {

@@ -401,6 +401,22 @@ func TestNewEpochFencesTheOldPrimary(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(c.Backups[0].Vol, "stale")); err == nil {
 		t.Fatal("the deposed primary's write reached the backup")
 	}
+	// Killed and restarted, the deposed primary finds its volume changed
+	// and resyncs: the backup refuses that too, and its barriers fail
+	// with "deposed" instead of waiting for an ack that never comes.
+	c.Primary.Kill()
+	c.Primary = startMount(t, nil, c.Vol, c.Jdir, "--backup", c.Backups[0].Addr)
+	os.WriteFile(filepath.Join(c.Vol, "stale2"), []byte("from the restarted deposed primary"), 0o644)
+	ctx3, cancel3 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel3()
+	if seq, err := c.Primary.Client().Barrier(ctx3); err == nil {
+		t.Fatalf("the restarted deposed primary completed a barrier (seq %d)", seq)
+	} else if !strings.Contains(err.Error(), "deposed") {
+		t.Fatalf("the restarted deposed primary's barrier: %v, want deposed\n%s", err, c.Primary.Out)
+	}
+	if _, err := os.Stat(filepath.Join(c.Backups[0].Vol, "stale2")); err == nil {
+		t.Fatal("the restarted deposed primary's write reached the backup")
+	}
 }
 
 // TestNewEmptyBackupJoinsUnderLoad: a backup that starts empty is resynced
