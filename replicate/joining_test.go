@@ -54,3 +54,38 @@ func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
 		t.Fatalf("after the backup came up: %d acks, %v", n, err)
 	}
 }
+
+// A joining backup that holds everything the journal has enters the ack
+// set at once, with no barrier to notice: an idle primary's status said
+// "joining" for a backup that had long caught up.
+func TestCaughtUpBackupJoinsWithoutABarrier(t *testing.T) {
+	p, err := StartPrimary(PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	vol := filepath.Join(t.TempDir(), "vol")
+	os.Mkdir(vol, 0o755)
+	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	bl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go b.Serve(bl)
+	if err := p.AddBackup(bl.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st := p.Status()
+		if len(st) == 1 && st[0].AckedSeq >= 1 && !st[0].Stale {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backup holds the journal but is still out of the ack set: %+v", st)
+		}
+	}
+}

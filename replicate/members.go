@@ -11,6 +11,16 @@ import (
 // hold every barrier meanwhile. Every session's Hello announces the ack
 // policy over the backups known then.
 
+// joinIfCaughtUp puts a joining backup in the ack set once it durably
+// holds every batch journaled so far, without waiting for a barrier to
+// notice (Primary.Wait also admits one that holds the seq it waits for):
+// an idle primary's status said "joining" for a backup long caught up.
+func (s *Shipper) joinIfCaughtUp() {
+	if s.joining.Load() && s.counts() && s.acked.Load() >= s.store.Last().Seq && s.joining.CompareAndSwap(true, false) {
+		s.log.Info("backup caught up; in the ack set", "seq", s.acked.Load())
+	}
+}
+
 // list returns the current backups.
 func (p *Primary) list() []*Shipper {
 	p.smu.Lock()

@@ -235,6 +235,7 @@ func (s *Shipper) session(parent context.Context) error {
 		defer rawUp.Set(0)
 	}
 	s.m.acked.WithLabelValues(s.addr).Set(float64(w.DurableSeq))
+	s.joinIfCaughtUp()
 	s.notify()
 	s.log.Info("replication stream up", "transport", transport, "backup_durable_seq", w.DurableSeq, "primary_last_seq", s.store.Last().Seq)
 
@@ -322,6 +323,7 @@ func (s *Shipper) receive(stream primaryStream) error {
 				s.applied.Store(ack.AppliedSeq)
 			}
 			s.setStalled(ack.Stalled)
+			s.joinIfCaughtUp()
 			s.notify()
 			if ack.Stalled {
 				return fmt.Errorf("backup stalled: %w", ErrNeedsResync)
