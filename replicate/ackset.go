@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +53,9 @@ type Primary struct {
 	wg           sync.WaitGroup
 	cfg          PrimaryConfig
 	smu          sync.Mutex // guards shippers once started (members.go)
+	// resyncLeft counts the backups still to be resynced for ResyncAll
+	// (0: none, or all done; members.go): -1 before the first is added.
+	resyncLeft int
 
 	mu      sync.Mutex
 	changed chan struct{}
@@ -148,15 +150,9 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 		p.shippers = append(p.shippers, s)
 	}
 	if cfg.ResyncAll {
-		var left atomic.Int32
-		left.Store(int32(len(p.shippers)))
+		p.resyncLeft = -1 // none resynced yet
 		for _, s := range p.shippers {
-			s.force.Store(true)
-			s.onResync = func() {
-				if left.Add(-1) == 0 && cfg.AllResynced != nil {
-					cfg.AllResynced()
-				}
-			}
+			p.mustResync(s)
 		}
 	}
 	p.announce()

@@ -21,6 +21,24 @@ func (s *Shipper) joinIfCaughtUp() {
 	}
 }
 
+// mustResync makes s resync before it streams, and counts it among the
+// backups ResyncAll waits for: AllResynced runs once every one counted
+// has been resynced. A primary that started with no backup waits for the
+// first one added. Called under smu, or before the shippers run.
+func (p *Primary) mustResync(s *Shipper) {
+	p.resyncLeft = max(p.resyncLeft, 0) + 1
+	s.force.Store(true)
+	s.onResync = func() {
+		p.smu.Lock()
+		p.resyncLeft--
+		done := p.resyncLeft == 0
+		p.smu.Unlock()
+		if done && p.cfg.AllResynced != nil {
+			p.cfg.AllResynced()
+		}
+	}
+}
+
 // list returns the current backups.
 func (p *Primary) list() []*Shipper {
 	p.smu.Lock()
@@ -72,6 +90,11 @@ func (p *Primary) AddBackup(addr string) error {
 	}
 	s.joining.Store(true)
 	p.shippers = append(p.shippers, s)
+	if p.resyncLeft != 0 {
+		// The volume is still ahead of the journal: streamed from the
+		// journal alone, the newcomer would lack what the journal lacks.
+		p.mustResync(s)
+	}
 	p.smu.Unlock()
 	p.announce()
 	p.log.Info("backup added; it joins the ack set once caught up", "backup", addr)
