@@ -36,6 +36,8 @@ type won struct {
 	lease  *lease
 	from   string    // the old primary, if known
 	lapsed time.Time // when this node saw the old term end
+	// first: no term was decided before this one (no epoch key existed)
+	first bool
 }
 
 // awaitElection waits while another node leads, and runs elections while
@@ -185,5 +187,5 @@ func (n *Node) takeTerm(ctx context.Context, st replicate.Status, oldLeader stri
 	}
 	l.renewed(sent)
 	n.log.Warn("took over as the primary", "epoch", epoch, "after", oldLeader, "durable_seq", st.CompleteSeq)
-	return &won{epoch: epoch, lease: l, from: oldLeader}, nil
+	return &won{epoch: epoch, lease: l, from: oldLeader, first: len(er.Kvs) == 0}, nil
 }

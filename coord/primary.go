@@ -32,16 +32,29 @@ func (n *Node) servePrimary(ctx context.Context) error {
 	}()
 
 	// Take over: everything the journal holds, applied; the new epoch.
+	// The first term is the one no other term preceded: a node whose
+	// backup role began before any term, and was elected later, is a
+	// promoted backup. Taken for the first term, its volume (never
+	// stopped cleanly by a mount) looked changed offline, and barriers
+	// waited for a resync of every backup even when there was none.
+	first := n.firstTerm && w.first
 	p, err := replicate.Promote(ctx, replicate.PromoteConfig{Volume: n.volume(), Journal: n.cfg.Mount.Journal,
-		Checked: true, Epoch: w.epoch, FirstTerm: n.firstTerm, Logger: n.log})
+		Checked: true, Epoch: w.epoch, FirstTerm: first, Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("take over: %w", err)
 	}
 	mcfg := n.cfg.Mount
 	// In the first term the journal may be a pbfs mount's: its own open
 	// marker and fingerprint say whether the volume is ahead of it.
-	promoted := !n.firstTerm
+	promoted := !first
 	mcfg.Backups, mcfg.Epoch, mcfg.Promoted, mcfg.Dynamic, mcfg.Lease = n.otherBackups(ctx), p.Epoch, promoted, true, w.lease.check
+	switch {
+	case len(mcfg.Backups) >= max(mcfg.MinBackups, 1):
+	case mcfg.MinBackups > 0:
+		n.log.Warn("too few other members are up: barriers wait until they join (--min-backups)", "up", len(mcfg.Backups), "min_backups", mcfg.MinBackups)
+	case mcfg.Ack != "none":
+		n.log.Warn("no other member is up: barriers are acknowledged on this node's disk alone until one joins, and are lost with it (--min-backups 0)")
+	}
 	m, err := mount.Start(mcfg)
 	if err != nil {
 		return fmt.Errorf("take over: %w", err)

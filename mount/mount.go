@@ -70,6 +70,9 @@ type Config struct {
 	// DegradeAfter drops a backup that has been behind this long from the
 	// ack set (marking it stale); zero makes barriers wait for it.
 	DegradeAfter time.Duration
+	// MinBackups: at least this many backups hold a batch before its
+	// barrier returns (replicate.PrimaryConfig.MinBackups).
+	MinBackups int
 
 	// Retain keeps batches every backup holds for this long before
 	// trimming them; RetainMax trims any batch older than that (a backup

@@ -55,9 +55,12 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("degrade-after %s: want a positive duration (0: never)", cfg.DegradeAfter)
 	}
 	if len(cfg.Backups) > 0 || cfg.Dynamic {
-		pc := replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token, TLS: cfg.TLS}
+		pc := replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token, TLS: cfg.TLS, MinBackups: cfg.MinBackups}
 		if err := pc.Check(); err != nil {
 			return err
+		}
+		if !cfg.Dynamic && cfg.MinBackups > len(cfg.Backups) {
+			return fmt.Errorf("min-backups %d: only %d backups given, so no barrier could return", cfg.MinBackups, len(cfg.Backups))
 		}
 		if cfg.Token == "" {
 			return replicate.ErrNoToken
@@ -70,6 +73,9 @@ func (cfg *Config) check() error {
 		}
 		if cfg.TLS.Enabled() {
 			return errors.New("TLS files given, but no backup to use them with")
+		}
+		if cfg.MinBackups != 0 {
+			return fmt.Errorf("min-backups %d needs backups: give --backup", cfg.MinBackups)
 		}
 		switch cfg.AckLevel {
 		case "", replicate.AckDisk:

@@ -76,6 +76,12 @@ type PrimaryConfig struct {
 	Logger   *slog.Logger
 	// DegradeAfter: see Primary.degradeAfter.
 	DegradeAfter time.Duration
+	// MinBackups is the fewest backups that must hold a batch before its
+	// barrier returns, however few are connected or known: a primary of
+	// `pbfs node` elected while the other members were down acknowledged
+	// on its own disk, and a member elected after its loss lacked what it
+	// had acknowledged. 0: the ack policy alone decides.
+	MinBackups int
 	// AckLevel is what a backup's ack means: "disk" (the default: durable
 	// in its journal) or "memory" (received and checksummed; DRBD's
 	// protocol B).
@@ -96,6 +102,12 @@ type PrimaryConfig struct {
 func (cfg *PrimaryConfig) Check() error {
 	if _, err := ParseAck(cfg.Ack, len(cfg.Backups)); err != nil {
 		return err
+	}
+	if cfg.MinBackups < 0 || cfg.MinBackups > maxMinBackups {
+		return fmt.Errorf("min-backups %d: want a number from 0 to %d", cfg.MinBackups, maxMinBackups)
+	}
+	if cfg.MinBackups > 0 && cfg.Ack == "none" {
+		return fmt.Errorf("min-backups %d contradicts ack policy none", cfg.MinBackups)
 	}
 	switch cfg.AckLevel {
 	case "", AckDisk, AckMemory:
@@ -237,7 +249,11 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 // others is in.
 func (p *Primary) missing(seq uint64, have, need int, shippers []*Shipper, cause error) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seq %d is on %d of %d backups, %d needed (--ack %s)", seq, have, len(shippers), need, p.policy)
+	fmt.Fprintf(&b, "seq %d is on %d of %d backups, %d needed (--ack %s", seq, have, len(shippers), need, p.policy)
+	if p.cfg.MinBackups > 0 {
+		fmt.Fprintf(&b, ", --min-backups %d", p.cfg.MinBackups)
+	}
+	b.WriteString(")")
 	for _, s := range shippers {
 		if s.holds(seq, p.memory) && s.counts() && !s.degraded.Load() && !s.joining.Load() {
 			continue
@@ -253,13 +269,18 @@ const (
 	AckMemory = "memory" // received and checksummed, in its memory
 )
 
-// needOf is how many acks a barrier needs when n backups are in the ack set.
+// maxMinBackups bounds MinBackups: more backups than anyone runs.
+const maxMinBackups = 64
+
+// needOf is how many acks a barrier needs when n backups are in the ack
+// set: what the ack policy asks of n, and never fewer than MinBackups
+// (more than n: the barrier waits for backups to join).
 func (p *Primary) needOf(n int) int {
 	k, err := ParseAck(p.policy, n)
 	if err != nil { // a number larger than the backups left
-		return n
+		k = n
 	}
-	return k
+	return max(k, p.cfg.MinBackups)
 }
 
 // Resync makes the backups at addrs (none: every backup) resync at once

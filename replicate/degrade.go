@@ -63,16 +63,18 @@ func (p *Primary) watch(ctx context.Context) {
 	}
 }
 
-// lastInAckSet reports whether s is the only backup left in the ack set.
-// The degrade policy never takes that one out: with no backup in the ack
-// set, barriers were acknowledged on the primary's disk alone, and a
-// promoted backup (none of them could know it had been dropped) silently
-// lacked them. Barriers wait for it instead, as without --degrade-after.
+// lastInAckSet reports whether dropping s would leave the ack set empty,
+// or smaller than MinBackups. The degrade policy never takes that one out:
+// with no backup in the ack set, barriers were acknowledged on the
+// primary's disk alone, and a promoted backup (none of them could know it
+// had been dropped) silently lacked them. Barriers wait for it instead,
+// as without --degrade-after.
 func (p *Primary) lastInAckSet(s *Shipper) bool {
+	others := 0
 	for _, o := range p.list() {
 		if o != s && o.counts() && !o.joining.Load() {
-			return false
+			others++
 		}
 	}
-	return true
+	return others < max(1, p.cfg.MinBackups)
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,6 +53,42 @@ func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
 	defer cancel2()
 	if n, err := p.Wait(ctx2, 1); err != nil || n != 1 {
 		t.Fatalf("after the backup came up: %d acks, %v", n, err)
+	}
+}
+
+// With MinBackups, a primary with no backup yet (pbfs node elected while
+// the other members were down) acknowledges nothing on its own disk; the
+// barrier returns once a backup joined and holds the batch.
+func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
+	p, err := StartPrimary(PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), MinBackups: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if n, err := p.Wait(ctx, 1); err == nil || !strings.Contains(err.Error(), "--min-backups 1") {
+		t.Fatalf("barrier with no backup and MinBackups 1: %d acks, %v", n, err)
+	}
+	vol := filepath.Join(t.TempDir(), "vol")
+	os.Mkdir(vol, 0o755)
+	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	bl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go b.Serve(bl)
+	if err := p.AddBackup(bl.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel2()
+	if n, err := p.Wait(ctx2, 1); err != nil || n != 1 {
+		t.Fatalf("after a backup joined: %d acks, %v", n, err)
 	}
 }
 

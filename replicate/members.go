@@ -51,7 +51,9 @@ func (p *Primary) announce() {
 	p.smu.Lock()
 	defer p.smu.Unlock()
 	n := len(p.shippers)
-	pol := AckPolicy{Need: uint32(p.needOf(n)), Of: uint32(n), Degrade: p.degradeAfter > 0}
+	// Need above Of (MinBackups not met) would tell an election nothing
+	// more: while it is, no barrier returns.
+	pol := AckPolicy{Need: uint32(min(p.needOf(n), n)), Of: uint32(n), Degrade: p.degradeAfter > 0}
 	for _, s := range p.shippers {
 		s.policy.Store(&pol)
 	}

@@ -53,6 +53,7 @@ func mountFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "retain-max", Usage: "trim any batch this old, acked or not (default with backups: 24h; 0 sets no age limit)"},
 		&cli.Uint64Flag{Name: "epoch", Usage: "start a new term: raise the journal's epoch to this before shipping (backups then refuse older primaries)"},
 		&cli.DurationFlag{Name: "degrade-after", Usage: "drop a backup that has been behind this long from the ack set, marking it stale (default: barriers wait for it)"},
+		&cli.IntFlag{Name: "min-backups", Usage: "at least this many backups must hold a batch before its barrier returns, however few are up (default: 0 for mount, 1 for node)"},
 		tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], pluginFlags[0], pluginFlags[1],
 		hintFlags[0], hintFlags[1], hintFlags[2], hintFlags[3], adminFlag, monitorSlackFlag,
 	}
@@ -97,7 +98,7 @@ func mountConfig(c *cli.Context) (mount.Config, error) {
 		retainMax = -1
 	}
 	return mount.Config{
-		Backups: c.StringSlice("backup"), Ack: c.String("ack"), Token: token, DegradeAfter: c.Duration("degrade-after"),
+		Backups: c.StringSlice("backup"), Ack: c.String("ack"), Token: token, DegradeAfter: c.Duration("degrade-after"), MinBackups: c.Int("min-backups"),
 		Retain: retain, RetainMax: retainMax, TLS: tlsFiles(c), Epoch: c.Uint64("epoch"),
 		Mountpoint: c.Args().First(), Backing: c.String("backing"), Journal: c.String("journal"),
 		AllowOther: c.Bool("allow-other"), NoCapture: c.Bool("no-capture"), WriteDiff: c.Bool("write-diff"),

@@ -52,6 +52,12 @@ func nodeCommand() *cli.Command {
 			if len(cfg.Backups) > 0 {
 				return cli.Exit("node: --backup is not for a node: its backups are the members the coordinator lists", 2)
 			}
+			if !c.IsSet("min-backups") && cfg.Ack != "none" {
+				// A node elected while every other member is down must not
+				// acknowledge on its own disk: if it is lost too, a member
+				// elected after it lacks what it acknowledged.
+				cfg.MinBackups = 1
+			}
 			endpoints, err := coordinatorEndpoints(c.String("coordinator"))
 			if err != nil {
 				return cli.Exit("node: "+err.Error(), 2)

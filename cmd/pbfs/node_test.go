@@ -340,6 +340,65 @@ func TestCoordinatorLoss(t *testing.T) {
 	w.requireLedger(t, next.vol)
 }
 
+// TestLoneSurvivorAcknowledgesNothing: a backup and then the primary are
+// killed; the remaining node takes the term, but with no other member up
+// it acknowledges nothing (--min-backups defaults to 1 for a node): had it
+// acknowledged on its own disk, and been lost in turn, the killed backup,
+// back first, would have been elected without those writes. Once a member
+// is back and has caught up, writes are acknowledged again, and held by
+// it.
+func TestLoneSurvivorAcknowledgesNothing(t *testing.T) {
+	c := startNodes(t, 1, 3)
+	primary, _ := c.leader(60 * time.Second)
+	w := &writer{acked: map[string]string{}, lastAck: map[string]time.Time{}}
+	for i := 0; i < 5; i++ {
+		w.write(primary, i)
+	}
+	var survivor, other *node
+	for _, nd := range c.nodes {
+		if nd != primary && survivor == nil {
+			survivor = nd
+		} else if nd != primary {
+			other = nd
+		}
+	}
+	c.kill(other)
+	// Its member record goes with its lease: the survivor is promoted
+	// knowing of no other member.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := c.cli.Get(context.Background(), "/pbfs/default/members/"+other.name)
+		if err == nil && len(resp.Kvs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's member record outlived it", other.name)
+		}
+	}
+	c.kill(primary)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(survivor.out.String(), "serving as the primary"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the survivor never took the term:\n%s", c.logs())
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if w.write(survivor, 100+i) {
+			t.Fatalf("the lone survivor acknowledged a write on its own disk:\n%s", survivor.out)
+		}
+	}
+	if !strings.Contains(survivor.out.String(), "too few other members are up") {
+		t.Fatalf("the survivor did not say why its barriers wait:\n%s", survivor.out)
+	}
+	c.start(other)
+	for i := 0; !w.write(survivor, 200+i); i++ {
+		if i > 20 {
+			t.Fatalf("no write acknowledged after %s rejoined:\n%s", other.name, c.logs())
+		}
+	}
+	c.start(primary)
+	c.converge(survivor)
+	w.requireLedger(t, other.vol)
+}
+
 // requireStatus checks what pbfs status says after a failover from old to
 // primary.
 func (c *nodes) requireStatus(primary, old *node) {
