@@ -1,0 +1,92 @@
+package replicate
+
+import (
+	"errors"
+	"time"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// What a primary reports of its backups: pbfs status, the control socket,
+// the coordinator's member records.
+
+// BackupStatus describes one backup as the primary sees it.
+type BackupStatus struct {
+	Addr       string `json:"addr"`
+	Up         bool   `json:"up"`
+	AckedSeq   uint64 `json:"acked_seq"`
+	AppliedSeq uint64 `json:"applied_seq"`
+	Stale      bool   `json:"stale"`
+	Degraded   bool   `json:"degraded"` // dropped from the ack set by the degrade policy
+	Stalled    bool   `json:"stalled"`  // the backup cannot apply what it holds
+	State      string `json:"state"`    // in words: "up, holds seq 12", "unreachable since 12:03:04 (...)", "resyncing 43 %"
+	// Resyncing: a resync is under way, ResyncPercent of the volume's
+	// bytes compared so far.
+	Resyncing     bool    `json:"resyncing,omitempty"`
+	ResyncPercent float64 `json:"resync_percent,omitempty"`
+	// Lag: batches the backup does not hold yet, their stored bytes
+	// (counted over at most lagScan batches; LagBytesAtLeast when more)
+	// and the age of the oldest of them.
+	LagBatches      uint64        `json:"lag_batches"`
+	LagBytes        int64         `json:"lag_bytes"`
+	LagBytesAtLeast bool          `json:"lag_bytes_at_least,omitempty"`
+	LagAge          time.Duration `json:"lag_age_ns"`
+	// DegradedFor: how long the degrade policy has kept it out of the ack
+	// set (0: it is in).
+	DegradedFor time.Duration `json:"degraded_for_ns,omitempty"`
+}
+
+// AddLag fills in each lagging backup's lag in bytes and age, which reads
+// the journal: for an operator's status, not for periodic callers.
+func (p *Primary) AddLag(sts []BackupStatus) {
+	for i := range sts {
+		_, sts[i].LagBytes, sts[i].LagBytesAtLeast, sts[i].LagAge = p.lag(sts[i].AckedSeq)
+	}
+}
+
+// lagScan bounds the batches a status reads to add up a backup's lag.
+const lagScan = 2000
+
+// lag adds up what a backup that holds acked lacks of the journal.
+func (p *Primary) lag(acked uint64) (n uint64, bytes int64, atLeast bool, age time.Duration) {
+	last := p.store.Last().Seq
+	if acked >= last {
+		return 0, 0, false, 0
+	}
+	n = last - acked
+	scanned := 0
+	p.store.Scan(acked+1, func(seq uint64, enc []byte) error {
+		if scanned == 0 {
+			if h, err := journal.DecodeHeader(enc); err == nil {
+				age = time.Since(h.Created)
+			}
+		}
+		bytes += int64(len(enc))
+		if scanned++; scanned >= lagScan {
+			atLeast = seq < last
+			return errStopScan
+		}
+		return nil
+	})
+	return n, bytes, atLeast, age
+}
+
+var errStopScan = errors.New("enough")
+
+// Status lists the backups.
+func (p *Primary) Status() []BackupStatus {
+	var out []BackupStatus
+	for _, s := range p.list() {
+		st := BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(),
+			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load() || s.joining.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load(),
+			State: s.describe(0), Resyncing: s.resyncing.Load(), ResyncPercent: float64(s.resyncPct.Load()) / 10}
+		if last := p.store.Last().Seq; last > st.AckedSeq {
+			st.LagBatches = last - st.AckedSeq
+		}
+		if since := s.degradedSince.Load(); since > 0 {
+			st.DegradedFor = time.Since(time.Unix(0, since))
+		}
+		out = append(out, st)
+	}
+	return out
+}
