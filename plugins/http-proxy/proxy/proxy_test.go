@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -313,72 +311,6 @@ func TestOverloadIsShed(t *testing.T) {
 	}
 }
 
-func TestConfigErrors(t *testing.T) {
-	for _, c := range []sdk.Config{
-		{"upstream": "http://127.0.0.1:1"},
-		{"listen": "127.0.0.1:0"},
-		{"listen": "127.0.0.1:0", "upstream": "ftp://x"},
-		{"listen": "127.0.0.1:0", "upstream": "http://x", "pool": "0"},
-		{"listen": "127.0.0.1:0", "upstream": "http://x", "durability": "maybe"},
-		{"listen": "127.0.0.1:0", "upstream": "http://x", "none": "static"},
-		{"listen": "127.0.0.1:0", "upstream": "http://x", "procs": "-1"},
-		{"listen": "127.0.0.1:0", "upstream": "http://x", "procs": "all"},
-		{"listen": "127.0.0.1:0", "upstream": "http://x", "monitor-slack": "-1ms"},
-		{"listen": "127.0.0.1:0", "upstream": "http://x", "monitor-slack": "soon"},
-	} {
-		if _, err := proxy.ParseConfig(c); err == nil {
-			t.Errorf("config %v accepted", c)
-		}
-	}
-}
-
-// parseWith parses a minimal configuration with key set to value, or
-// left out when value is "".
-func parseWith(key, value string) (proxy.Config, error) {
-	c := sdk.Config{"listen": "127.0.0.1:0", "upstream": "http://x"}
-	if value != "" {
-		c[key] = value
-	}
-	return proxy.ParseConfig(c)
-}
-
-func TestConfigMonitorSlack(t *testing.T) {
-	for set, want := range map[string]time.Duration{"": time.Millisecond, "0": 0, "250us": 250 * time.Microsecond} {
-		cfg, err := parseWith("monitor-slack", set)
-		if err != nil || cfg.MonitorSlack != want {
-			t.Errorf("monitor-slack=%q: got %v, %v; want %v", set, cfg.MonitorSlack, err, want)
-		}
-	}
-}
-
-func TestConfigProcs(t *testing.T) {
-	for set, want := range map[string]int{"": 1, "0": 0, "4": 4} {
-		cfg, err := parseWith("procs", set)
-		if err != nil || cfg.Procs != want {
-			t.Errorf("procs=%q: got %d, %v; want %d", set, cfg.Procs, err, want)
-		}
-	}
-}
-
-// recordingHost records every successful barrier's start and end.
-type recordingHost struct {
-	mu        sync.Mutex
-	intervals [][2]time.Time
-	seq       uint64
-}
-
-func (h *recordingHost) Barrier(ctx context.Context) (uint64, error) {
-	start := time.Now()
-	time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.seq++
-	h.intervals = append(h.intervals, [2]time.Time{start, time.Now()})
-	return h.seq, nil
-}
-
-func (h *recordingHost) Status(context.Context) (sdk.Status, error) { return sdk.Status{}, nil }
-
 // TestEveryResponseCoveredByALaterBarrier checks output commit as a
 // property: for every 2xx a client received, some barrier started after
 // the service had finished that request and ended before the client got
@@ -439,92 +371,4 @@ func TestEveryResponseCoveredByALaterBarrier(t *testing.T) {
 		}
 	}
 	t.Logf("300 responses, %d barriers", len(h.intervals))
-}
-
-// The client's own keep-alive preference decides, not the upstream's
-// "Connection: close": an HTTP/1.0 client that asks for keep-alive keeps
-// its connection, one that does not ask, or an HTTP/1.1 client that says
-// close, gets it closed.
-func TestClientKeepAlivePreference(t *testing.T) {
-	r := start(t, "", nil)
-	for _, c := range []struct {
-		req       string
-		keepAlive bool
-	}{
-		{"POST /kv/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nv", true},
-		{"POST /kv/b HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 1\r\n\r\nv", false},
-		{"POST /kv/c HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\nv", true},
-		{"POST /kv/d HTTP/1.0\r\nHost: x\r\nContent-Length: 1\r\n\r\nv", false},
-	} {
-		conn, err := net.Dial("tcp", r.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn.SetDeadline(time.Now().Add(5 * time.Second))
-		io.WriteString(conn, c.req)
-		br := bufio.NewReader(conn)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		// A kept connection answers a second request; a closed one is EOF.
-		io.WriteString(conn, "GET /kv/a HTTP/1.1\r\nHost: x\r\n\r\n")
-		_, err = http.ReadResponse(br, nil)
-		if kept := err == nil; kept != c.keepAlive || resp.StatusCode != http.StatusCreated {
-			t.Errorf("%q: status %d, connection kept %v (err %v), want kept %v", strings.SplitN(c.req, "\r\n", 2)[0], resp.StatusCode, kept, err, c.keepAlive)
-		}
-		conn.Close()
-	}
-}
-
-// Held responses keep their framing: a HEAD answer keeps the length of
-// the body it describes, a large body is spooled to disk and arrives
-// whole, and trailers survive.
-func TestHeldResponsesKeepTheirFraming(t *testing.T) {
-	big := strings.Repeat("0123456789", 300_000) // 3 MB: past spool-memory
-	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/big":
-			w.Header().Set("Content-Length", strconv.Itoa(len(big)))
-			if r.Method != http.MethodHead {
-				io.WriteString(w, big)
-			}
-		case "/trailer":
-			w.Header().Set("Trailer", "X-Checksum")
-			io.WriteString(w, "body")
-			w.Header().Set("X-Checksum", "abc")
-		}
-	})
-	r := start(t, "spool-memory=65536", up)
-	resp, err := http.Head("http://" + r.addr + "/big")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.ContentLength != int64(len(big)) {
-		t.Fatalf("HEAD: Content-Length %d, want %d", resp.ContentLength, len(big))
-	}
-	resp, err = http.Get("http://" + r.addr + "/big")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(got) != big {
-		t.Fatalf("GET: %d bytes, want %d", len(got), len(big))
-	}
-	resp, err = http.Get("http://" + r.addr + "/trailer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if string(got) != "body" || resp.Trailer.Get("X-Checksum") != "abc" {
-		t.Fatalf("trailer response: %q, trailer %v", got, resp.Trailer)
-	}
-	if r.host.Barriers() != 3 {
-		t.Fatalf("%d barriers for 3 held responses", r.host.Barriers())
-	}
 }
