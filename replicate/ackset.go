@@ -60,7 +60,7 @@ type Primary struct {
 	mu      sync.Mutex
 	changed chan struct{}
 	// deposed is closed once a backup has refused this primary for a
-	// higher epoch (notify closes it).
+	// higher epoch (depose).
 	deposed   chan struct{}
 	deposeOne sync.Once
 }
@@ -153,7 +153,7 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 	for _, addr := range cfg.Backups {
 		s, err := newShipper(addr, cfg.Token, cfg.TLS, cfg.VolumeID, cfg.Store, cfg.Snapshots, p.m, p.notify, cfg.Logger)
 		if s != nil {
-			s.memory = p.memory
+			s.memory, s.onDeposed = p.memory, p.depose
 		}
 		if err != nil {
 			cancel()
@@ -185,13 +185,10 @@ func (p *Primary) notify() {
 	close(p.changed)
 	p.changed = make(chan struct{})
 	p.mu.Unlock()
-	for _, s := range p.list() {
-		if s.deposed.Load() {
-			p.deposeOne.Do(func() { close(p.deposed) })
-			break
-		}
-	}
 }
+
+// depose closes Deposed, once.
+func (p *Primary) depose() { p.deposeOne.Do(func() { close(p.deposed) }) }
 
 // Deposed is closed once a backup has refused this primary because it has
 // seen a higher epoch: from then on no barrier can succeed, and whatever

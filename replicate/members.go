@@ -84,7 +84,7 @@ func (p *Primary) AddBackup(addr string) error {
 	cfg := p.cfg
 	s, err := newShipper(addr, cfg.Token, cfg.TLS, cfg.VolumeID, cfg.Store, cfg.Snapshots, p.m, p.notify, p.log)
 	if s != nil {
-		s.memory = p.memory
+		s.memory, s.onDeposed = p.memory, p.depose
 	}
 	if err != nil {
 		p.smu.Unlock()

@@ -38,8 +38,7 @@ type Snapshotter interface {
 func (s *Shipper) resync(ctx context.Context) error {
 	err := s.resyncOnce(ctx)
 	if status.Code(err) == codes.PermissionDenied { // a backup's answer to a stale epoch (resync_backup.go)
-		s.deposed.Store(true)
-		s.notify()
+		s.setDeposed()
 		s.log.Error("this primary is deposed: a backup refused its resync for a higher epoch", "err", err)
 		return fmt.Errorf("%v: %w", err, ErrDeposed)
 	}

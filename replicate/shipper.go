@@ -60,7 +60,9 @@ type Shipper struct {
 	joining atomic.Bool
 	force   atomic.Bool // resync at the next session, asked by an operator
 	// onResync, if set, runs once after the first resync completes.
-	onResync     func()
+	onResync func()
+	// onDeposed, if set, runs when the backup refuses this primary's epoch.
+	onDeposed    func()
 	cancel       atomic.Pointer[context.CancelFunc]
 	shipperState // in words, for operators (condition.go)
 }
@@ -332,6 +334,16 @@ func (s *Shipper) receive(stream primaryStream) error {
 	}
 }
 
+// setDeposed records that the backup refused this primary for a higher
+// epoch, and tells the primary (Primary.Deposed) and its waiters.
+func (s *Shipper) setDeposed() {
+	s.deposed.Store(true)
+	if s.onDeposed != nil {
+		s.onDeposed()
+	}
+	s.notify()
+}
+
 func (s *Shipper) setStalled(v bool) {
 	if v && !s.stalled.Swap(true) {
 		s.log.Error("backup reports it stalled applying batches: it needs a resync; barriers that need its ack wait until the resync ends (or drop it, with --degrade-after)")
@@ -356,8 +368,7 @@ func (s *Shipper) rejected(rej *replpb.Reject) error {
 	err := fmt.Errorf("%w: %s: %s", ErrRefused, rej.Code, rej.Reason)
 	switch rej.Code {
 	case replpb.Reject_STALE_EPOCH:
-		s.deposed.Store(true)
-		s.notify()
+		s.setDeposed()
 		s.log.Error("this primary is deposed: a backup has seen a higher epoch", "epoch", rej.Epoch)
 		return fmt.Errorf("%v: %w", err, ErrDeposed)
 	case replpb.Reject_WRONG_VOLUME, replpb.Reject_DIVERGED, replpb.Reject_GAP:
