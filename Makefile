@@ -38,6 +38,7 @@ fuzz:
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzParseBody$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzDataLog$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./journal -run '^$$' -fuzz '^FuzzScanSegment$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./replicate -run '^$$' -fuzz '^FuzzPrimaryMsg$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./replicate -run '^$$' -fuzz '^FuzzResyncMsg$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./replicate -run '^$$' -fuzz '^FuzzRawFrames$$' -fuzztime $(FUZZTIME)
@@ -46,6 +47,7 @@ fuzz:
 	$(GO) test ./plugins/mysql-hint -run '^$$' -fuzz '^FuzzReadOptions$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plugins/sdk -run '^$$' -fuzz '^FuzzMatch$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plugins/sdk/internal/wire -run '^$$' -fuzz '^FuzzLinePackets$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/procs -run '^$$' -fuzz '^FuzzParseCPUs$$' -fuzztime $(FUZZTIME)
 
 # Regenerate the gRPC code from the published .proto files.
 proto:

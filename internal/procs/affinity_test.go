@@ -148,3 +148,24 @@ func TestPin(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseCPUs: any --cpus value parses or is refused, never panics; a
+// set it returns is not empty, and the same text gives the same set.
+func FuzzParseCPUs(f *testing.F) {
+	for _, s := range []string{"1", "0,2", "2-3", " 0 , 1-1 ", "3-2", "-1", "1023", "1024", "0-1023", ",", "a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		set, err := ParseCPUs(s)
+		if err != nil {
+			return
+		}
+		if set.Count() == 0 {
+			t.Fatalf("%q: an empty set without an error", s)
+		}
+		again, err := ParseCPUs(s)
+		if err != nil || again != set {
+			t.Fatalf("%q parsed twice differently: %v %v", s, set, err)
+		}
+	})
+}
