@@ -248,7 +248,7 @@ func (m *Mount) markOpen(rootFd int) error {
 // primaryConfig is the replication side of the configuration.
 func (m *Mount) primaryConfig() replicate.PrimaryConfig {
 	cfg := m.cfg
-	return replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token, MinBackups: cfg.MinBackups,
+	return replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token, MinBackups: cfg.MinBackups, Dynamic: cfg.Dynamic,
 		VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter, TLS: cfg.TLS,
 		Snapshots: snapshots{m.committer, m.fs}, ResyncAll: m.ahead.raised(), AllResynced: m.resynced}
 }

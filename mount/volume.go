@@ -55,7 +55,7 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("degrade-after %s: want a positive duration (0: never)", cfg.DegradeAfter)
 	}
 	if len(cfg.Backups) > 0 || cfg.Dynamic {
-		pc := replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token, TLS: cfg.TLS, MinBackups: cfg.MinBackups}
+		pc := replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token, TLS: cfg.TLS, MinBackups: cfg.MinBackups, Dynamic: cfg.Dynamic}
 		if err := pc.Check(); err != nil {
 			return err
 		}

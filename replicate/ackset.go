@@ -82,6 +82,11 @@ type PrimaryConfig struct {
 	// on its own disk, and a member elected after its loss lacked what it
 	// had acknowledged. 0: the ack policy alone decides.
 	MinBackups int
+	// Dynamic: backups are added while the primary runs (AddBackup), so a
+	// numeric ack policy is not held against the backups given at the
+	// start; while fewer are in the ack set, all of them must ack (as
+	// when the degrade policy leaves fewer), and MinBackups sets a floor.
+	Dynamic bool
 	// AckLevel is what a backup's ack means: "disk" (the default: durable
 	// in its journal) or "memory" (received and checksummed; DRBD's
 	// protocol B).
@@ -100,7 +105,11 @@ type PrimaryConfig struct {
 // backups cannot meet, a malformed backup address, no token, TLS files
 // that do not load. It touches nothing.
 func (cfg *PrimaryConfig) Check() error {
-	if _, err := ParseAck(cfg.Ack, len(cfg.Backups)); err != nil {
+	n := len(cfg.Backups)
+	if cfg.Dynamic {
+		n = maxMinBackups
+	}
+	if _, err := ParseAck(cfg.Ack, n); err != nil {
 		return err
 	}
 	if cfg.MinBackups < 0 || cfg.MinBackups > maxMinBackups {
@@ -142,7 +151,10 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	need, _ := ParseAck(cfg.Ack, len(cfg.Backups))
+	need, err := ParseAck(cfg.Ack, len(cfg.Backups))
+	if err != nil { // Dynamic, and fewer backups than the policy names yet
+		need = len(cfg.Backups)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -266,7 +278,8 @@ const (
 	AckMemory = "memory" // received and checksummed, in its memory
 )
 
-// maxMinBackups bounds MinBackups: more backups than anyone runs.
+// maxMinBackups bounds MinBackups, and a dynamic primary's numeric ack
+// policy: more backups than anyone runs.
 const maxMinBackups = 64
 
 // needOf is how many acks a barrier needs when n backups are in the ack
