@@ -50,8 +50,10 @@ type Status struct {
 	// UncleanStart: the mount before this one crashed, so the volume may
 	// hold changes the journal lacks.
 	UncleanStart bool `json:"unclean_start"`
-	// Backups, when the mount replicates.
+	// Backups, when the mount replicates, and what a barrier needs of
+	// them (replicate.Primary.AckSummary).
 	Backups []replicate.BackupStatus `json:"backups,omitempty"`
+	Acks    string                   `json:"acks,omitempty"`
 	// Plugins, when the mount runs any.
 	Plugins []host.Status `json:"plugins,omitempty"`
 	// Backup, when this is a backup: how far it is.

@@ -251,7 +251,7 @@ func (m *Mount) Summary() control.Status {
 		Epoch: m.store.Epoch(), PendingBytes: pending, Nodes: nodes, UncleanStart: m.unclean,
 		JournalFree: m.store.FreeBytes(), JournalReserve: m.store.ReserveBytes()}
 	if m.primary != nil {
-		st.Backups = m.primary.Status()
+		st.Backups, st.Acks = m.primary.Status(), m.primary.AckSummary()
 	}
 	if m.plugins != nil {
 		st.Plugins = m.plugins.Status()

@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/pbfs/pbfs/journal"
@@ -9,6 +10,31 @@ import (
 
 // What a primary reports of its backups: pbfs status, the control socket,
 // the coordinator's member records.
+
+// AckSummary says in one line what a barrier needs now: how many acks,
+// of how many backups in the ack set, under which flags, and whether
+// barriers wait for a backup to join.
+func (p *Primary) AckSummary() string {
+	in := 0
+	for _, s := range p.list() {
+		if s.counts() && !s.joining.Load() {
+			in++
+		}
+	}
+	need := p.needOf(in)
+	flags := "--ack " + p.policy
+	if p.cfg.MinBackups > 0 {
+		flags += fmt.Sprintf(", --min-backups %d", p.cfg.MinBackups)
+	}
+	out := fmt.Sprintf("%d of the %d backups in the ack set (%s)", need, in, flags)
+	switch {
+	case need > in:
+		out += ": barriers wait until more backups join"
+	case need == 0:
+		out += ": barriers are durable on this primary's disk alone"
+	}
+	return out
+}
 
 // BackupStatus describes one backup as the primary sees it.
 type BackupStatus struct {

@@ -70,6 +70,9 @@ func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
 	if n, err := p.Wait(ctx, 1); err == nil || !strings.Contains(err.Error(), "--min-backups 1") {
 		t.Fatalf("barrier with no backup and MinBackups 1: %d acks, %v", n, err)
 	}
+	if s := p.AckSummary(); s != "1 of the 0 backups in the ack set (--ack all, --min-backups 1): barriers wait until more backups join" {
+		t.Fatalf("ack summary with no backup: %q", s)
+	}
 	vol := filepath.Join(t.TempDir(), "vol")
 	os.Mkdir(vol, 0o755)
 	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
@@ -89,6 +92,9 @@ func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
 	defer cancel2()
 	if n, err := p.Wait(ctx2, 1); err != nil || n != 1 {
 		t.Fatalf("after a backup joined: %d acks, %v", n, err)
+	}
+	if s := p.AckSummary(); s != "1 of the 1 backups in the ack set (--ack all, --min-backups 1)" {
+		t.Fatalf("ack summary with a backup: %q", s)
 	}
 }
 

@@ -49,6 +49,9 @@ func localStatus(c *cli.Context) error {
 		fmt.Fprintf(tw, "barriers\tp50 %v, p95 %v, p99 %v (the last ones, up to 1024)\n", st.BarrierP50.Round(time.Microsecond),
 			st.BarrierP95.Round(time.Microsecond), st.BarrierP99.Round(time.Microsecond))
 	}
+	if st.Acks != "" {
+		fmt.Fprintf(tw, "acks\t%s\n", st.Acks)
+	}
 	if st.UncleanStart {
 		fmt.Fprintf(tw, "started\tafter an unclean stop: backups are resynced from the volume\n")
 	}

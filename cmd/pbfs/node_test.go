@@ -191,6 +191,9 @@ func TestLoneSurvivorAcknowledgesNothing(t *testing.T) {
 			t.Fatalf("the lone survivor acknowledged a write on its own disk:\n%s", survivor.out)
 		}
 	}
+	if out, _ := run(t, "status", "--journal", survivor.jdir); !strings.Contains(out, "barriers wait until more backups join") {
+		t.Fatalf("pbfs status on the lone survivor does not say its barriers wait:\n%s", out)
+	}
 	if !strings.Contains(survivor.out.String(), "too few other members are up") {
 		t.Fatalf("the survivor did not say why its barriers wait:\n%s", survivor.out)
 	}
