@@ -59,6 +59,11 @@ type Primary struct {
 
 	mu      sync.Mutex
 	changed chan struct{}
+	// ackedMax is the newest seq a barrier returned for, and joinGen
+	// counts joins: a backup joins the ack set only holding ackedMax, and
+	// a barrier that saw the set before a join counts again (join).
+	ackedMax uint64
+	joinGen  uint64
 	// deposed is closed once a backup has refused this primary for a
 	// higher epoch (depose).
 	deposed   chan struct{}
@@ -165,7 +170,7 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 	for _, addr := range cfg.Backups {
 		s, err := newShipper(addr, cfg.Token, cfg.TLS, cfg.VolumeID, cfg.Store, cfg.Snapshots, p.m, p.notify, cfg.Logger)
 		if s != nil {
-			s.memory, s.onDeposed = p.memory, p.depose
+			s.memory, s.onDeposed, s.onJoin = p.memory, p.depose, p.join
 		}
 		if err != nil {
 			cancel()
@@ -215,7 +220,7 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 	start := time.Now()
 	for {
 		p.mu.Lock()
-		ch := p.changed
+		ch, gen := p.changed, p.joinGen
 		p.mu.Unlock()
 		have, degraded := 0, 0
 		shippers := p.list()
@@ -223,9 +228,8 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 			if s.deposed.Load() {
 				return 0, ErrDeposed
 			}
-			if s.joining.Load() && s.acked.Load() >= seq && s.counts() {
-				s.joining.Store(false) // caught up: in the ack set from now on
-				p.log.Info("backup caught up; in the ack set", "backup", s.addr, "seq", seq)
+			if s.joining.Load() && s.acked.Load() >= seq {
+				p.join(s, seq)
 			}
 			if s.degraded.Load() || s.joining.Load() {
 				degraded++
@@ -240,6 +244,9 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 			// it. Acknowledged on the primary alone, the barrier was lost
 			// with it, as a degraded one was.
 			need = 1
+		}
+		if have >= need && !p.acknowledged(gen, seq) {
+			continue // a backup joined meanwhile: count it
 		}
 		if have >= need {
 			p.m.barriers.Observe(time.Since(start).Seconds())

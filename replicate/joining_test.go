@@ -132,3 +132,49 @@ func TestCaughtUpBackupJoinsWithoutABarrier(t *testing.T) {
 		}
 	}
 }
+
+// A joining backup is told it is out of the ack set: its policy carries
+// the degrade flag, with which an election waits for every backup's
+// report. Once it joins, a new session tells it the ack set's policy. A
+// joining backup told "need 1 of 1" took its own report for proof that it
+// held every acknowledged batch, and was elected without them.
+func TestJoiningBackupIsToldItIsOutOfTheAckSet(t *testing.T) {
+	p, err := StartPrimary(PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), Dynamic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	if err := p.AddBackup(addr); err != nil {
+		t.Fatal(err)
+	}
+	if pol := p.list()[0].announced(); !pol.Degrade || pol.Need != 1 || pol.Of != 1 {
+		t.Fatalf("a joining backup is announced %+v, want the degrade flag", pol)
+	}
+	vol := filepath.Join(t.TempDir(), "vol")
+	os.Mkdir(vol, 0o755)
+	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	bl, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the address was taken meanwhile: %v", err)
+	}
+	go b.Serve(bl)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st := b.Status()
+		if st.DurableSeq >= 1 && st.Policy == (AckPolicy{Need: 1, Of: 1}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backup holds seq %d and the policy %+v, want the ack set's {1 1 false}", st.DurableSeq, st.Policy)
+		}
+	}
+}

@@ -11,14 +11,55 @@ import (
 // hold every barrier meanwhile. Every session's Hello announces the ack
 // policy over the backups known then.
 
+// A backup added while the primary runs is out of the ack set until it
+// holds every batch a barrier has acknowledged, and is told so: announce
+// gives it the degrade flag, with which an election waits for every
+// backup's report, since its own proves nothing about what the ack set
+// acknowledged without it. Told Need of Of counting itself, a joining
+// backup took itself alone (Of-Need+1 = 1 with --ack all) for proof, and
+// was elected without what the others had acknowledged meanwhile.
+
 // joinIfCaughtUp puts a joining backup in the ack set once it durably
 // holds every batch journaled so far, without waiting for a barrier to
 // notice (Primary.Wait also admits one that holds the seq it waits for):
 // an idle primary's status said "joining" for a backup long caught up.
 func (s *Shipper) joinIfCaughtUp() {
-	if s.joining.Load() && s.counts() && s.acked.Load() >= s.store.Last().Seq && s.joining.CompareAndSwap(true, false) {
-		s.log.Info("backup caught up; in the ack set", "seq", s.acked.Load())
+	if s.joining.Load() && s.onJoin != nil {
+		s.onJoin(s, s.store.Last().Seq)
 	}
+}
+
+// join puts s in the ack set if it holds seq and every seq a barrier has
+// returned for, then tells it the ack set's policy with a new session's
+// Hello. Under p.mu with acknowledged: a barrier that counted the set
+// before the join counts again, so none returns without a backup that has
+// joined, and none of the set's acknowledged batches is missing from it.
+func (p *Primary) join(s *Shipper, seq uint64) {
+	p.mu.Lock()
+	ok := s.joining.Load() && s.counts() && s.acked.Load() >= max(seq, p.ackedMax)
+	if ok {
+		s.joining.Store(false)
+		p.joinGen++
+	}
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	s.log.Info("backup caught up; in the ack set", "seq", s.acked.Load())
+	p.announce()
+	s.rehello()
+}
+
+// acknowledged records seq as acknowledged, unless a backup joined the
+// ack set since gen was read: the caller then counts again.
+func (p *Primary) acknowledged(gen, seq uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.joinGen != gen {
+		return false
+	}
+	p.ackedMax = max(p.ackedMax, seq)
+	return true
 }
 
 // mustResync makes s resync before it streams, and counts it among the
@@ -54,8 +95,14 @@ func (p *Primary) announce() {
 	// Need above Of (MinBackups not met) would tell an election nothing
 	// more: while it is, no barrier returns.
 	pol := AckPolicy{Need: uint32(min(p.needOf(n), n)), Of: uint32(n), Degrade: p.degradeAfter > 0}
+	joining := pol
+	joining.Degrade = true // see above
 	for _, s := range p.shippers {
-		s.policy.Store(&pol)
+		if s.joining.Load() {
+			s.policy.Store(&joining)
+		} else {
+			s.policy.Store(&pol)
+		}
 	}
 }
 
@@ -84,7 +131,7 @@ func (p *Primary) AddBackup(addr string) error {
 	cfg := p.cfg
 	s, err := newShipper(addr, cfg.Token, cfg.TLS, cfg.VolumeID, cfg.Store, cfg.Snapshots, p.m, p.notify, p.log)
 	if s != nil {
-		s.memory, s.onDeposed = p.memory, p.depose
+		s.memory, s.onDeposed, s.onJoin = p.memory, p.depose, p.join
 	}
 	if err != nil {
 		p.smu.Unlock()

@@ -62,7 +62,13 @@ type Shipper struct {
 	// onResync, if set, runs once after the first resync completes.
 	onResync func()
 	// onDeposed, if set, runs when the backup refuses this primary's epoch.
-	onDeposed    func()
+	onDeposed func()
+	// onJoin, if set, asks the primary to put a joining backup that holds
+	// seq in the ack set (Primary.join).
+	onJoin func(*Shipper, uint64)
+	// hello: end the session and open a new one at once, to tell the
+	// backup a new ack policy (rehello)
+	hello        atomic.Bool
 	cancel       atomic.Pointer[context.CancelFunc]
 	shipperState // in words, for operators (condition.go)
 }
@@ -139,6 +145,9 @@ func (s *Shipper) run(ctx context.Context) {
 			s.notify()
 			s.log.Error("stopped streaming to the backup: this primary is deposed; stop it, and rejoin it as a backup of the new primary (docs/FAILOVER.md)")
 			return
+		}
+		if s.hello.Swap(false) && ctx.Err() == nil {
+			continue // rehello
 		}
 		if (errors.Is(err, ErrNeedsResync) || s.force.Load()) && s.snaps != nil && ctx.Err() == nil {
 			forced := s.force.Swap(false)
@@ -331,6 +340,15 @@ func (s *Shipper) receive(stream primaryStream) error {
 				return fmt.Errorf("backup stalled: %w", ErrNeedsResync)
 			}
 		}
+	}
+}
+
+// rehello ends the session so that a new one's Hello tells the backup the
+// policy announce stored; run reconnects at once.
+func (s *Shipper) rehello() {
+	s.hello.Store(true)
+	if c := s.cancel.Load(); c != nil {
+		(*c)()
 	}
 }
 
