@@ -52,6 +52,16 @@ func nodeCommand() *cli.Command {
 			if len(cfg.Backups) > 0 {
 				return cli.Exit("node: --backup is not for a node: its backups are the members the coordinator lists", 2)
 			}
+			if !c.IsSet("ack") {
+				// A node's backups are the other members: with all of
+				// them in the ack set, one member lost stopped every
+				// acknowledgement until it was back. A majority (the
+				// primary and half of the backups, rounded up) keeps a
+				// cluster of three acknowledging with any one node lost,
+				// and an election then needs the reports of more than
+				// half of the backups, as Raft's does (docs/FAILOVER.md).
+				cfg.Ack = "majority"
+			}
 			if !c.IsSet("min-backups") && cfg.Ack != "none" {
 				// A node elected while every other member is down must not
 				// acknowledge on its own disk: if it is lost too, a member

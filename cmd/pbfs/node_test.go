@@ -154,7 +154,9 @@ func TestCoordinatorLoss(t *testing.T) {
 // is back and has caught up, writes are acknowledged again, and held by
 // it.
 func TestLoneSurvivorAcknowledgesNothing(t *testing.T) {
-	c := startNodes(t, 1, 3)
+	// With a majority (the default), a lone survivor of two losses is not
+	// even elected.
+	c := startNodesWith(t, 1, 3, func(*node) []string { return []string{"--ack", "all"} })
 	primary, _ := c.leader(60 * time.Second)
 	w := &writer{acked: map[string]string{}, lastAck: map[string]time.Time{}}
 	for i := 0; i < 5; i++ {
