@@ -37,18 +37,7 @@ func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
 	}
 	// The backup comes up at that address and catches up: the barrier
 	// returns, held by it.
-	vol := filepath.Join(t.TempDir(), "vol")
-	os.Mkdir(vol, 0o755)
-	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	bl, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("the address was taken meanwhile: %v", err)
-	}
-	go b.Serve(bl)
+	serveBackup(t, addr)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel2()
 	if n, err := p.Wait(ctx2, 1); err != nil || n != 1 {
@@ -73,18 +62,7 @@ func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
 	if s := p.AckSummary(); s != "1 of the 0 backups in the ack set (--ack all, --min-backups 1): barriers wait until more backups join" {
 		t.Fatalf("ack summary with no backup: %q", s)
 	}
-	vol := filepath.Join(t.TempDir(), "vol")
-	os.Mkdir(vol, 0o755)
-	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	bl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go b.Serve(bl)
+	_, bl := serveBackup(t, "127.0.0.1:0")
 	if err := p.AddBackup(bl.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
@@ -107,18 +85,7 @@ func TestCaughtUpBackupJoinsWithoutABarrier(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	vol := filepath.Join(t.TempDir(), "vol")
-	os.Mkdir(vol, 0o755)
-	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	bl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go b.Serve(bl)
+	_, bl := serveBackup(t, "127.0.0.1:0")
 	if err := p.AddBackup(bl.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
@@ -156,18 +123,7 @@ func TestJoiningBackupIsToldItIsOutOfTheAckSet(t *testing.T) {
 	if pol := p.list()[0].announced(); !pol.Degrade || pol.Need != 1 || pol.Of != 1 {
 		t.Fatalf("a joining backup is announced %+v, want the degrade flag", pol)
 	}
-	vol := filepath.Join(t.TempDir(), "vol")
-	os.Mkdir(vol, 0o755)
-	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	bl, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("the address was taken meanwhile: %v", err)
-	}
-	go b.Serve(bl)
+	b, _ := serveBackup(t, addr)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		st := b.Status()
 		if st.DurableSeq >= 1 && st.Policy == (AckPolicy{Need: 1, Of: 1}) {
@@ -177,4 +133,23 @@ func TestJoiningBackupIsToldItIsOutOfTheAckSet(t *testing.T) {
 			t.Fatalf("the backup holds seq %d and the policy %+v, want the ack set's {1 1 false}", st.DurableSeq, st.Policy)
 		}
 	}
+}
+
+// serveBackup serves a new backup on addr ("127.0.0.1:0": any port),
+// closed in Cleanup; the test is skipped if addr was taken meanwhile.
+func serveBackup(t *testing.T, addr string) (*Backup, net.Listener) {
+	t.Helper()
+	vol := filepath.Join(t.TempDir(), "vol")
+	os.Mkdir(vol, 0o755)
+	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	bl, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the address was taken meanwhile: %v", err)
+	}
+	go b.Serve(bl)
+	return b, bl
 }
