@@ -163,7 +163,7 @@ func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64, c *Caller) er
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if c != nil {
-		changed, err := f.killPrivAt(n, h.fd, "", c, true)
+		changed, err := f.killPrivAt(n, h.fd, "", c, killFallocate)
 		if err != nil {
 			return err
 		}
@@ -216,18 +216,18 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 	}
 	if in.KillPriv != nil {
 		// An open(O_TRUNC) truncates with no handle: the file is named.
-		if _, err := f.killPrivAt(n, fd, p, in.KillPriv, false); err != nil {
+		if _, err := f.killPrivAt(n, fd, p, in.KillPriv, killWrite); err != nil {
 			return Attr{}, err
 		}
 	}
-	if in.Chowned != nil && n.typ == sIFREG {
+	if in.Chowned != nil && n.typ != sIFDIR {
 		// A chown kills setgid by the write rule, except that a caller
 		// with CAP_FSETID keeps a setgid bit without group execute.
 		c := in.Chowned
 		if c.mayKeepSetid() {
 			c = nil // taken to be in the file's group
 		}
-		if _, err := f.killPrivAt(n, fd, p, c, false); err != nil {
+		if _, err := f.killPrivAt(n, fd, p, c, killChown); err != nil {
 			return Attr{}, err
 		}
 	}

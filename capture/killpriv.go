@@ -28,18 +28,37 @@ import (
 // It reports whether the mode changed: the kernel's cached attributes
 // then no longer hold, and the binding invalidates them (Handle.Cleared).
 func (f *FS) killPriv(n *Node, fd int, c *Caller) (bool, error) {
-	return f.killPrivAt(n, fd, "", c, false)
+	return f.killPrivAt(n, fd, "", c, killWrite)
 }
 
-// killPrivAt is killPriv on fd, or, with fd -1, on the file at path p.
-// With unlessFsetid it first asks whether c holds CAP_FSETID (the kernel
-// has not: fallocate), only once there is something to clear.
-func (f *FS) killPrivAt(n *Node, fd int, p string, c *Caller, unlessFsetid bool) (bool, error) {
+// killCause is what clears the privileges, for killPrivAt.
+type killCause uint8
+
+const (
+	// killWrite: a write, truncate or O_TRUNC open the kernel asked to
+	// kill privileges for (it has checked CAP_FSETID); regular files only.
+	killWrite killCause = iota
+	// killFallocate: as killWrite, but CAP_FSETID is asked here first
+	// (the kernel has not), only once there is something to clear.
+	killFallocate
+	// killChown: a chown, which clears setuid (and setgid, by the write
+	// rule) of every file but a directory: a FIFO, socket or device too
+	// (chown_common). pbfs's own chown, as root, would clear them on the
+	// backing file unrecorded.
+	killChown
+)
+
+// killPrivAt is killPriv on fd, or, with fd -1, on the file at path p,
+// for the cause given.
+func (f *FS) killPrivAt(n *Node, fd int, p string, c *Caller, cause killCause) (bool, error) {
 	var st unix.Stat_t
 	if err := f.statAt(fd, p, &st); err != nil {
 		return false, f.fail("killpriv", err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+	switch t := st.Mode & unix.S_IFMT; {
+	case t == unix.S_IFDIR || t == unix.S_IFLNK:
+		return false, nil
+	case t != unix.S_IFREG && cause != killChown:
 		return false, nil
 	}
 	mode := st.Mode & 0o7777
@@ -51,7 +70,7 @@ func (f *FS) killPrivAt(n *Node, fd int, p string, c *Caller, unlessFsetid bool)
 	if kill == mode && !caps {
 		return false, nil
 	}
-	if unlessFsetid && c.mayKeepSetid() {
+	if cause == killFallocate && c.mayKeepSetid() {
 		return false, nil
 	}
 	if kill != mode {

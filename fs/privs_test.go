@@ -163,6 +163,39 @@ func TestChownNoChangeUpdatesCtime(t *testing.T) {
 	e.CheckReplay()
 }
 
+// TestChownClearsSetidOfSpecialFiles: chown(f, -1, -1) clears setuid, and
+// setgid with group execute, of a FIFO, a socket and a device as of a
+// regular file, on a plain directory as through pbfs, and the backup
+// follows. pbfs's own chown of the backing file, as root, cleared them
+// there unrecorded: the backup kept 6755 (pjdfstest chown/00.t).
+func TestChownClearsSetidOfSpecialFiles(t *testing.T) {
+	plain := t.TempDir()
+	e := fstest.Setup(t, mount.Config{}, nil)
+	want := map[string]uint32{}
+	for _, dir := range []string{plain, e.Vol} {
+		must(t, unix.Mkfifo(filepath.Join(dir, "fifo"), 0o644))
+		must(t, unix.Mknod(filepath.Join(dir, "dev"), unix.S_IFCHR|0o644, int(unix.Mkdev(1, 3))))
+		must(t, unix.Mknod(filepath.Join(dir, "sock"), unix.S_IFSOCK|0o644, 0))
+		must(t, os.WriteFile(filepath.Join(dir, "reg"), nil, 0o644))
+		for name, mode := range map[string]uint32{"fifo": 0o6755, "dev": 0o4644, "sock": 0o6710, "reg": 0o6755} {
+			p := filepath.Join(dir, name)
+			must(t, unix.Chmod(p, mode))
+			must(t, unix.Fchownat(unix.AT_FDCWD, p, -1, -1, unix.AT_SYMLINK_NOFOLLOW))
+			var st unix.Stat_t
+			must(t, unix.Lstat(p, &st))
+			if dir == plain {
+				want[name] = st.Mode & 0o7777
+			} else if got := st.Mode & 0o7777; got != want[name] {
+				t.Errorf("%s: mode %o after chown(-1, -1) through pbfs, %o on a plain directory", name, got, want[name])
+			}
+		}
+	}
+	if want["fifo"] != 0o755 || want["dev"] != 0o644 {
+		t.Fatalf("the kernel left %v", want)
+	}
+	e.CheckReplay()
+}
+
 // TestUnprivilegedWriteDropsCapabilities: a write by a caller without
 // CAP_FSETID removes the file's capability, every time one was set again
 // through the mount (pbfs remembers a file has none, so that later writes
