@@ -245,10 +245,11 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 			// with it, as a degraded one was.
 			need = 1
 		}
-		if have >= need && !p.acknowledged(gen, seq) {
+		enough := have >= need && (need == 0 || safe(shippers, func(s *Shipper) bool { return s.counts() && s.holds(seq, p.memory) }))
+		if enough && !p.acknowledged(gen, seq) {
 			continue // a backup joined meanwhile: count it
 		}
-		if have >= need {
+		if enough {
 			p.m.barriers.Observe(time.Since(start).Seconds())
 			return have, nil
 		}

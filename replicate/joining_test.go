@@ -153,3 +153,66 @@ func serveBackup(t *testing.T, addr string) (*Backup, net.Listener) {
 	go b.Serve(bl)
 	return b, bl
 }
+
+// A barrier returns only when no backup lacking its batch could be elected
+// by the policy it last confirmed: one told {1 of 1} before another joined
+// takes its own report for proof.
+func TestSafeCountsEachBackupsOwnRule(t *testing.T) {
+	backup := func(p *AckPolicy, added bool) *Shipper {
+		s := &Shipper{added: added}
+		if p != nil {
+			s.confirmed.Store(p)
+		}
+		return s
+	}
+	holder := backup(&AckPolicy{Need: 1, Of: 2}, false)
+	for _, tc := range []struct {
+		what  string
+		other *Shipper
+		safe  bool
+	}{
+		{"told {1 of 1}", backup(&AckPolicy{Need: 1, Of: 1}, false), false},
+		{"told {1 of 2}", backup(&AckPolicy{Need: 1, Of: 2}, false), true},
+		{"told {1 of 2}, degrade", backup(&AckPolicy{Need: 1, Of: 2, Degrade: true}, false), true},
+		{"told {2 of 2}", backup(&AckPolicy{Need: 2, Of: 2}, false), false},
+		{"told nothing this term, there from its start", backup(nil, false), false},
+		{"told nothing this term, added since", backup(nil, true), true},
+	} {
+		got := safe([]*Shipper{holder, tc.other}, func(s *Shipper) bool { return s == holder })
+		if got != tc.safe {
+			t.Errorf("the holder and a backup %s: safe %v, want %v", tc.what, got, tc.safe)
+		}
+	}
+}
+
+// When a backup joins, the ones already in the ack set are told the new
+// policy at once (a new session), not only at their next reconnect.
+func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
+	b1, l1 := serveBackup(t, "127.0.0.1:0")
+	p, err := StartPrimary(PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), Dynamic: true,
+		Backups: []string{l1.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitPolicy := func(b *Backup, want AckPolicy) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); b.Status().Policy != want; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the backup holds %+v, want %+v", b.Status().Policy, want)
+			}
+		}
+	}
+	waitPolicy(b1, AckPolicy{Need: 1, Of: 1})
+	b2, l2 := serveBackup(t, "127.0.0.1:0")
+	if err := p.AddBackup(l2.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(b1, AckPolicy{Need: 1, Of: 2})
+	waitPolicy(b2, AckPolicy{Need: 1, Of: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := p.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+}

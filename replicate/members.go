@@ -46,8 +46,50 @@ func (p *Primary) join(s *Shipper, seq uint64) {
 		return
 	}
 	s.log.Info("backup caught up; in the ack set", "seq", s.acked.Load())
-	p.announce()
-	s.rehello()
+	p.announce() // and a new session tells it the ack set's policy
+}
+
+// Every backup goes by the policy it was last told when an election
+// counts reports, and it is told a new one only by a new session's Hello:
+// one in the ack set when another joined under --ack majority held
+// {1 of 1} while barriers were acknowledged by {1 of 2}, and was elected
+// alone without what the other had acknowledged. So a barrier returns
+// only when no backup lacking its batch could be elected by the rule it
+// holds (quorum), and announce tells every backup a changed policy at
+// once.
+
+// quorum is how many fresh reports s's own election rule asks for
+// (coord's eligible), by the policy it last confirmed. Not confirmed yet:
+// 1 for a backup this term started with (it may hold {1 of 1} from the
+// last); none for one added while the primary ran, which holds no batch
+// of this term before its first Hello (counted, a member whose record
+// outlived it held every barrier until it was back).
+func (s *Shipper) quorum() int {
+	p := s.confirmed.Load()
+	switch {
+	case (p == nil || !p.Known()) && s.added:
+		return 1 << 30
+	case p == nil || !p.Known():
+		return 1
+	case p.Degrade:
+		return int(p.Of)
+	}
+	return int(p.Of - p.Need + 1)
+}
+
+// safe reports whether holders backups holding a batch are enough that
+// none of the n-holders lacking it can be elected: by its quorum of k
+// reports it needs k-1 others, and there must be fewer non-holders than k.
+func safe(shippers []*Shipper, holds func(*Shipper) bool) bool {
+	holders, floor := 0, 0
+	for _, s := range shippers {
+		if holds(s) {
+			holders++
+		} else {
+			floor = max(floor, len(shippers)-s.quorum()+1)
+		}
+	}
+	return holders >= floor
 }
 
 // acknowledged records seq as acknowledged, unless a backup joined the
@@ -98,10 +140,14 @@ func (p *Primary) announce() {
 	joining := pol
 	joining.Degrade = true // see above
 	for _, s := range p.shippers {
+		next := &pol
 		if s.joining.Load() {
-			s.policy.Store(&joining)
-		} else {
-			s.policy.Store(&pol)
+			next = &joining
+		}
+		if old := s.policy.Swap(next); old != nil && *old != *next && !s.joining.Load() {
+			// Tell it at once: until it has confirmed the new policy,
+			// barriers go by the one it holds (quorum).
+			s.rehello()
 		}
 	}
 }
@@ -138,6 +184,7 @@ func (p *Primary) AddBackup(addr string) error {
 		return err
 	}
 	s.joining.Store(true)
+	s.added = true
 	p.shippers = append(p.shippers, s)
 	if p.resyncLeft != 0 {
 		// The volume is still ahead of the journal: streamed from the

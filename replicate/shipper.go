@@ -55,6 +55,11 @@ type Shipper struct {
 
 	snaps  Snapshotter               // nil: resync unavailable
 	policy atomic.Pointer[AckPolicy] // announced in Hello (Primary.announce)
+	// confirmed is the policy the backup took from this term's last Hello
+	// it answered with a Welcome (nil: none yet; it may hold any policy
+	// of an earlier term): what its election rule goes by (quorum).
+	confirmed atomic.Pointer[AckPolicy]
+	added     bool // by AddBackup, while the primary ran (quorum)
 	// joining: added while the primary runs, not in the ack set until it
 	// caught up (members.go)
 	joining atomic.Bool
@@ -196,9 +201,10 @@ func (s *Shipper) session(parent context.Context) error {
 	if err != nil {
 		return err
 	}
+	sent := s.announced()
 	if err := stream.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{
 		VolumeId: s.volumeID, Epoch: s.store.Epoch(), LastSeq: s.store.Last().Seq,
-		AckNeed: s.announced().Need, Backups: s.announced().Of, Degrade: s.announced().Degrade, AckReceived: s.memory,
+		AckNeed: sent.Need, Backups: sent.Of, Degrade: sent.Degrade, AckReceived: s.memory,
 	}}}); err != nil {
 		return err
 	}
@@ -212,6 +218,10 @@ func (s *Shipper) session(parent context.Context) error {
 	w := msg.GetWelcome()
 	if w == nil {
 		return errors.New("backup did not answer Hello with Welcome")
+	}
+	if sent.Known() {
+		s.confirmed.Store(&sent) // admit noted it before it welcomed the stream
+		s.notify()
 	}
 	s.sparseSums.Store(w.SparseSums)
 	s.rootEntry.Store(w.RootEntry)
