@@ -165,6 +165,13 @@ func (n *Node) takeTerm(ctx context.Context, st replicate.Status, oldLeader stri
 	if len(er.Kvs) > 0 {
 		current, _ = strconv.ParseUint(string(er.Kvs[0].Value), 10, 64)
 		epochRev = er.Kvs[0].ModRevision
+		if st.VolumeID == "" {
+			// A term was decided, and this node never received the volume:
+			// alone, it would start an empty one and resync the others to
+			// it when they came back.
+			n.log.Info("not taking over", "why", "this node never received the volume, and a term was decided before")
+			return nil, nil
+		}
 	}
 	epoch := max(current, st.Epoch) + 1
 	// The lease runs from when etcd grants it: count from before asking.
