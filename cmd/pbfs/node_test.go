@@ -44,8 +44,16 @@ func TestAutomaticFailover(t *testing.T) {
 			t.Fatalf("round %d: the new term's epoch is %d", round, l.Epoch)
 		}
 		w.requireLedger(t, next.vol)
-		if data, _ := os.ReadFile(filepath.Join(next.hooks, "promote")); !strings.Contains(string(data), "promoted "+next.name) {
-			t.Fatalf("the promotion hook did not run on %s: %q", next.name, data)
+		// The hook runs once the mount serves, so a write may be
+		// acknowledged before it has.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			data, _ := os.ReadFile(filepath.Join(next.hooks, "promote"))
+			if strings.Contains(string(data), "promoted "+next.name) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the promotion hook did not run on %s: %q", next.name, data)
+			}
 		}
 		c.start(primary) // the killed node rejoins as a backup
 		c.converge(next)
