@@ -185,6 +185,16 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 		}
 	}
 	p.announce()
+	if !cfg.Dynamic {
+		// A fixed list of backups (pbfs mount) is told the same policy
+		// at every start, as its flags say: one that is down now holds
+		// it already, and is not taken to hold {1 of 1} (quorum), which
+		// would hold every barrier until it was back, --degrade-after
+		// or not.
+		for _, s := range p.shippers {
+			s.confirmed.Store(s.policy.Load())
+		}
+	}
 	for _, s := range p.shippers {
 		p.wg.Add(1)
 		go func() { defer p.wg.Done(); s.run(ctx) }()
@@ -271,6 +281,9 @@ func (p *Primary) missing(seq uint64, have, need int, shippers []*Shipper, cause
 		fmt.Fprintf(&b, ", --min-backups %d", p.cfg.MinBackups)
 	}
 	b.WriteString(")")
+	if have >= need {
+		b.WriteString(", but a backup lacking it holds an ack policy by which it could be elected without it, until it is told the current one")
+	}
 	for _, s := range shippers {
 		if s.holds(seq, p.memory) && s.counts() && !s.degraded.Load() && !s.joining.Load() {
 			continue

@@ -216,3 +216,26 @@ func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A mount's fixed backups are taken to hold the policy its flags give:
+// one down from the start does not hold a majority's barriers.
+func TestFixedBackupDownFromTheStartHoldsNoMajority(t *testing.T) {
+	_, live := serveBackup(t, "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	p, err := StartPrimary(PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t),
+		Backups: []string{live.Addr().String(), dead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if n, err := p.Wait(ctx, 1); err != nil || n != 1 {
+		t.Fatalf("a majority of two with one down: %d acks, %v", n, err)
+	}
+}

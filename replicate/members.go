@@ -60,10 +60,12 @@ func (p *Primary) join(s *Shipper, seq uint64) {
 
 // quorum is how many fresh reports s's own election rule asks for
 // (coord's eligible), by the policy it last confirmed. Not confirmed yet:
-// 1 for a backup this term started with (it may hold {1 of 1} from the
-// last); none for one added while the primary ran, which holds no batch
-// of this term before its first Hello (counted, a member whose record
-// outlived it held every barrier until it was back).
+// 1 for a backup a dynamic primary's term started with (it may hold
+// {1 of 1} from the last; a fixed list's backups are taken to hold the
+// policy the flags give, StartPrimary); none for one added while the
+// primary ran, which holds no batch of this term before its first Hello
+// (counted, a member whose record outlived it held every barrier until it
+// was back).
 func (s *Shipper) quorum() int {
 	p := s.confirmed.Load()
 	switch {
