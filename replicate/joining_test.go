@@ -20,13 +20,7 @@ func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	// A backup address that answers nothing yet.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := unusedAddr(t) // a backup that answers nothing yet
 	if err := p.AddBackup(addr); err != nil {
 		t.Fatal(err)
 	}
@@ -111,12 +105,7 @@ func TestJoiningBackupIsToldItIsOutOfTheAckSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := unusedAddr(t)
 	if err := p.AddBackup(addr); err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +122,17 @@ func TestJoiningBackupIsToldItIsOutOfTheAckSet(t *testing.T) {
 			t.Fatalf("the backup holds seq %d and the policy %+v, want the ack set's {1 1 false}", st.DurableSeq, st.Policy)
 		}
 	}
+}
+
+// unusedAddr returns a loopback address nothing listens on (yet).
+func unusedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // serveBackup serves a new backup on addr ("127.0.0.1:0": any port),
@@ -221,12 +221,7 @@ func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
 // one down from the start does not hold a majority's barriers.
 func TestFixedBackupDownFromTheStartHoldsNoMajority(t *testing.T) {
 	_, live := serveBackup(t, "127.0.0.1:0")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := unusedAddr(t)
 	p, err := StartPrimary(PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t),
 		Backups: []string{live.Addr().String(), dead}})
 	if err != nil {
