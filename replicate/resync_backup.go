@@ -178,8 +178,13 @@ func (b *Backup) keepDiscarded(start *replpb.ResyncStart) {
 		b.log.Error("could not keep the batches a resync discards", "from", from, "err", err)
 		return
 	}
-	b.log.Warn("batches the new primary's history lacks are kept for inspection (pbfs journal ls --journal DIR)",
-		"dir", dir, "batches", n, "from", from, "to", last.Seq)
+	what := "batches the new primary's history lacks are kept for inspection (pbfs journal ls --journal DIR)"
+	if b.formerPrimary {
+		// Its barriers acknowledged none of these, but a backup that was
+		// promoted may have received them: the new history can hold them too.
+		what = "batches this node wrote as the primary after the last one its barriers acknowledged are kept for inspection; the new primary may hold some of them too (pbfs journal ls --journal DIR)"
+	}
+	b.log.Warn(what, "dir", dir, "batches", n, "from", from, "to", last.Seq)
 }
 
 func (b *Backup) endResync(start *replpb.ResyncStart) error {
