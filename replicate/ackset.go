@@ -234,6 +234,7 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 		p.mu.Unlock()
 		have, degraded := 0, 0
 		shippers := p.list()
+		q := electable{n: len(shippers)}
 		for _, s := range shippers {
 			if s.deposed.Load() {
 				return 0, ErrDeposed
@@ -241,9 +242,11 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 			if s.joining.Load() && s.acked.Load() >= seq {
 				p.join(s, seq)
 			}
+			holds := s.counts() && s.holds(seq, p.memory)
+			q.add(s, holds)
 			if s.degraded.Load() || s.joining.Load() {
 				degraded++
-			} else if s.counts() && s.holds(seq, p.memory) {
+			} else if holds {
 				have++
 			}
 		}
@@ -255,7 +258,7 @@ func (p *Primary) Wait(ctx context.Context, seq uint64) (int, error) {
 			// with it, as a degraded one was.
 			need = 1
 		}
-		enough := have >= need && (need == 0 || safe(shippers, func(s *Shipper) bool { return s.counts() && s.holds(seq, p.memory) }))
+		enough := have >= need && (need == 0 || q.safe())
 		if enough && !p.acknowledged(gen, seq) {
 			continue // a backup joined meanwhile: count it
 		}

@@ -178,7 +178,10 @@ func TestSafeCountsEachBackupsOwnRule(t *testing.T) {
 		{"told nothing this term, there from its start", backup(nil, false), false},
 		{"told nothing this term, added since", backup(nil, true), true},
 	} {
-		got := safe([]*Shipper{holder, tc.other}, func(s *Shipper) bool { return s == holder })
+		e := electable{n: 2}
+		e.add(holder, true)
+		e.add(tc.other, false)
+		got := e.safe()
 		if got != tc.safe {
 			t.Errorf("the holder and a backup %s: safe %v, want %v", tc.what, got, tc.safe)
 		}

@@ -79,20 +79,21 @@ func (s *Shipper) quorum() int {
 	return int(p.Of - p.Need + 1)
 }
 
-// safe reports whether holders backups holding a batch are enough that
-// none of the n-holders lacking it can be elected: by its quorum of k
-// reports it needs k-1 others, and there must be fewer non-holders than k.
-func safe(shippers []*Shipper, holds func(*Shipper) bool) bool {
-	holders, floor := 0, 0
-	for _, s := range shippers {
-		if holds(s) {
-			holders++
-		} else {
-			floor = max(floor, len(shippers)-s.quorum()+1)
-		}
+// electable counts, over the n backups, those holding a batch (add), and
+// tells whether they are enough that none of the n-holders lacking it can
+// be elected (safe): by its quorum of k reports it needs k-1 others, and
+// there must be fewer non-holders than k.
+type electable struct{ n, holders, floor int }
+
+func (e *electable) add(s *Shipper, holds bool) {
+	if holds {
+		e.holders++
+	} else {
+		e.floor = max(e.floor, e.n-s.quorum()+1)
 	}
-	return holders >= floor
 }
+
+func (e *electable) safe() bool { return e.holders >= e.floor }
 
 // acknowledged records seq as acknowledged, unless a backup joined the
 // ack set since gen was read: the caller then counts again.
