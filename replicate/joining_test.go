@@ -237,3 +237,21 @@ func TestFixedBackupDownFromTheStartHoldsNoMajority(t *testing.T) {
 		t.Fatalf("a majority of two with one down: %d acks, %v", n, err)
 	}
 }
+
+// A node's backup that has not answered since its term began may hold
+// {1 of 1} from the last: a barrier on the other backup alone waits, and
+// says why, until it has been told the current policy.
+func TestBarrierWaitsForABackupThatMayHoldAnOldPolicy(t *testing.T) {
+	_, live := serveBackup(t, "127.0.0.1:0")
+	p, err := StartPrimary(PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), Dynamic: true,
+		Backups: []string{live.Addr().String(), unusedAddr(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if n, err := p.Wait(ctx, 1); err == nil || !strings.Contains(err.Error(), "holds an ack policy by which it could be elected without it") {
+		t.Fatalf("a barrier held by one of two backups, the other silent since the term began: %d acks, %v", n, err)
+	}
+}
