@@ -180,7 +180,7 @@ func (n *Node) takeTerm(ctx context.Context, st replicate.Status, oldLeader stri
 	if err != nil {
 		return nil, err
 	}
-	l := &lease{cli: n.cli, id: g.ID, ttl: time.Duration(g.TTL) * time.Second}
+	l := newLease(n.cli, g.ID, time.Duration(g.TTL)*time.Second, n.log, n.m)
 	leader := Leader{Name: n.cfg.Name, Addr: n.cfg.Advertise, Proxy: n.cfg.ProxyAdvertise, Epoch: epoch, Since: time.Now().UTC(), TTL: l.ttl, LeaseID: int64(g.ID)}
 	tr, err := n.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(n.k.leader()), "=", 0),
@@ -193,6 +193,7 @@ func (n *Node) takeTerm(ctx context.Context, st replicate.Status, oldLeader stri
 		return nil, err
 	}
 	l.renewed(sent)
+	n.m.terms.Inc()
 	n.log.Warn("took over as the primary", "epoch", epoch, "after", oldLeader, "durable_seq", st.CompleteSeq)
 	return &won{epoch: epoch, lease: l, from: oldLeader, first: len(er.Kvs) == 0}, nil
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/internal/procs"
@@ -90,6 +89,7 @@ type Node struct {
 	mounted   *mount.Mount // while primary
 	backup    *replicate.Backup
 	backupReg *prometheus.Registry // the backup's metrics, while backup
+	m         *nodeMetrics         // the node's own
 	role      string
 }
 
@@ -144,11 +144,11 @@ func Open(cfg Config) (*Node, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := dial(cfg.Endpoints)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: %w", err)
+		return nil, err
 	}
-	return &Node{cfg: cfg, cli: cli, k: keys{"/pbfs/" + cfg.Cluster}, log: cfg.Logger.With("node", cfg.Name)}, nil
+	return &Node{cfg: cfg, cli: cli, k: keys{"/pbfs/" + cfg.Cluster}, log: cfg.Logger.With("node", cfg.Name), m: newNodeMetrics()}, nil
 }
 
 // Close disconnects from etcd.
@@ -349,20 +349,21 @@ func (n *Node) setRole(role string, m *mount.Mount, b *replicate.Backup) {
 	n.role, n.mounted, n.backup = role, m, b
 }
 
-// Gather reports the metrics of the node's current role (a Prometheus
-// Gatherer, for the admin listener): the mount's while primary, the
-// backup's while backup.
+// Gather reports the node's own metrics (pbfs_node_*) and those of its
+// current role (a Prometheus Gatherer, for the admin listener): the
+// mount's while primary, the backup's while backup.
 func (n *Node) Gather() ([]*dto.MetricFamily, error) {
 	n.mu.Lock()
 	m, b, reg := n.mounted, n.backup, n.backupReg
 	n.mu.Unlock()
+	role := prometheus.Gatherers{n.m.reg}
 	switch {
 	case m != nil:
-		return m.Registry().Gather()
+		role = append(role, m.Registry())
 	case b != nil && reg != nil:
-		return reg.Gather()
+		role = append(role, reg)
 	}
-	return nil, nil
+	return role.Gather()
 }
 
 // volume is the directory the volume lives in.

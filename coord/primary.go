@@ -47,7 +47,7 @@ func (n *Node) servePrimary(ctx context.Context) error {
 	// In the first term the journal may be a pbfs mount's: its own open
 	// marker and fingerprint say whether the volume is ahead of it.
 	promoted := !first
-	mcfg.Backups, mcfg.Epoch, mcfg.Promoted, mcfg.Dynamic, mcfg.Lease = n.otherBackups(ctx), p.Epoch, promoted, true, w.lease.check
+	mcfg.Backups, mcfg.Epoch, mcfg.Promoted, mcfg.Dynamic, mcfg.Lease = n.otherBackups(ctx), p.Epoch, promoted, true, w.lease.wait
 	switch {
 	case len(mcfg.Backups) >= max(mcfg.MinBackups, 1):
 	case mcfg.MinBackups > 0:

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // Report is the cluster as etcd sees it: what `pbfs status` shows.
@@ -33,9 +32,9 @@ func (r *Report) Lag(m Member) uint64 {
 
 // Status reads the cluster's state from etcd.
 func Status(ctx context.Context, endpoints []string, cluster string) (*Report, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := dial(endpoints)
 	if err != nil {
-		return nil, fmt.Errorf("coordinator: %w", err)
+		return nil, err
 	}
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

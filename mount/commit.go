@@ -82,7 +82,7 @@ func (m *Mount) commitWait(ctx context.Context) (uint64, error) {
 	// The last word: a primary whose term may be over must not
 	// acknowledge anything (docs/FAILOVER.md).
 	if lease := m.cfg.Lease; lease != nil {
-		if err := lease(); err != nil {
+		if err := lease(ctx); err != nil {
 			return 0, fmt.Errorf("barrier %d: %w", seq, err)
 		}
 	}

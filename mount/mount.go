@@ -98,10 +98,11 @@ type Config struct {
 	// replication side starts even with none.
 	Dynamic bool
 
-	// Lease, if set, is asked as every barrier is about to return: an
-	// error (the coordinator's lease may have expired) fails the barrier,
-	// so a deposed primary never acknowledges.
-	Lease func() error
+	// Lease, if set, is asked as every barrier is about to return: it
+	// waits while the coordinator's lease is in doubt, and an error (the
+	// lease may have expired) fails the barrier, so a deposed primary
+	// never acknowledges.
+	Lease func(context.Context) error
 
 	// Plugins are started once the mount serves and stopped before it
 	// unmounts; PluginLogLevel is the level they log at.
