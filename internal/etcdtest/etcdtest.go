@@ -4,6 +4,7 @@
 package etcdtest
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/pbfs/pbfs/internal/fstest"
 )
@@ -82,6 +85,31 @@ func (c *Cluster) Endpoints() string {
 		eps = append(eps, strings.TrimPrefix(m.client, "http://"))
 	}
 	return "etcd://" + strings.Join(eps, ",")
+}
+
+// Leader is the index of the member etcd's leader is, asked of cli.
+func (c *Cluster) Leader(cli *clientv3.Client) int {
+	c.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, m := range c.members {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			st, err := cli.Status(ctx, strings.TrimPrefix(m.client, "http://"))
+			cancel()
+			if err != nil || st.Leader == 0 {
+				continue
+			}
+			for i, o := range c.members {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				ost, err := cli.Status(ctx, strings.TrimPrefix(o.client, "http://"))
+				cancel()
+				if err == nil && ost.Header.MemberId == st.Leader {
+					return i
+				}
+			}
+		}
+	}
+	c.t.Fatal("etcd has no leader")
+	return -1
 }
 
 // Kill kills member i with SIGKILL.
