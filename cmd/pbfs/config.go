@@ -17,8 +17,8 @@ import (
 // A configuration file (--config FILE, or PBFS_CONFIG) describes what
 // flags would: one section per command (mount, backup, promote, node),
 // whose keys are that command's flag names, plus `volume` for its VOLUME
-// argument. promote and node also read the mount section (their own
-// section wins). Flags given on the command line override the file; a
+// argument. promote and node also read the mount section (node all but
+// its backups; their own section wins). Flags given on the command line override the file; a
 // list given there replaces the file's. Decoding is strict: an unknown
 // section or key is an error, and so is a value of the wrong shape.
 // ${VAR} and $VAR in values are expanded from the environment. etc/pbfs.yaml
@@ -155,6 +155,10 @@ func applyConfig(argv []string, cmds []*cli.Command) ([]string, error) {
 	merged := map[string][]string{}
 	if name == "promote" || name == "node" {
 		for k, v := range cfg["mount"] {
+			// A node's backups are the members etcd lists.
+			if name == "node" && k == "backup" {
+				continue
+			}
 			if findFlag(cmd, k) != nil || k == "volume" {
 				merged[k] = v
 			}

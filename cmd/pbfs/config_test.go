@@ -87,3 +87,38 @@ func TestConfigFile(t *testing.T) {
 		t.Errorf("unknown section: exit %d:\n%s", code, out)
 	}
 }
+
+// A node reads the mount section too, but not its backups (a node's are
+// the members etcd lists, and it refuses --backup): with the sample file,
+// pbfs node used to stop at "--backup is not for a node". Its --ack is
+// the node section's, majority.
+func TestNodeSkipsTheMountSectionsBackups(t *testing.T) {
+	app := newApp()
+	argv, err := applyConfig([]string{"pbfs", "--config", "../../etc/pbfs.yaml", "node", "--name", "n2"}, app.Commands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Join(argv, " ")
+	for _, want := range []string{"--ack=majority", "--min-backups=1", "--journal=", "--name n2", "--name=n1"} {
+		if want == "--name=n1" {
+			if strings.Contains(args, want) {
+				t.Errorf("the command line's --name did not win: %s", args)
+			}
+			continue
+		}
+		if !strings.Contains(args, want) {
+			t.Errorf("node's arguments lack %s: %s", want, args)
+		}
+	}
+	if strings.Contains(args, "--backup=") {
+		t.Fatalf("node was given the mount section's backups: %s", args)
+	}
+	// pbfs promote keeps them: they are whom it replicates to.
+	argv, err = applyConfig([]string{"pbfs", "--config", "../../etc/pbfs.yaml", "promote"}, app.Commands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(argv, " "), "--backup=b1.example:7700") {
+		t.Fatalf("promote lost the mount section's backups: %v", argv)
+	}
+}

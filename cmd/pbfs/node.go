@@ -18,7 +18,7 @@ import (
 )
 
 func nodeCommand() *cli.Command {
-	flags := append(mountFlags(), adoptFlag, timerSlackFlag, procsFlag, cpusFlag,
+	flags := append(nodeMountFlags(), adoptFlag, timerSlackFlag, procsFlag, cpusFlag,
 		&cli.StringFlag{Name: "coordinator", Required: true, Usage: "the etcd cluster that decides the roles: etcd://HOST:PORT[,HOST:PORT...]"},
 		&cli.StringFlag{Name: "name", Required: true, Usage: "this node's name, unique in the cluster"},
 		&cli.StringFlag{Name: "listen", Required: true, Usage: "address the backup role accepts the primary on (host:port)"},
@@ -51,16 +51,6 @@ func nodeCommand() *cli.Command {
 			}
 			if len(cfg.Backups) > 0 {
 				return cli.Exit("node: --backup is not for a node: its backups are the members the coordinator lists", 2)
-			}
-			if !c.IsSet("ack") {
-				// A node's backups are the other members: with all of
-				// them in the ack set, one member lost stopped every
-				// acknowledgement until it was back. A majority (the
-				// primary and half of the backups, rounded up) keeps a
-				// cluster of three acknowledging with any one node lost,
-				// and an election then needs the reports of more than
-				// half of the backups, as Raft's does (docs/FAILOVER.md).
-				cfg.Ack = "majority"
 			}
 			if !c.IsSet("min-backups") && cfg.Ack != "none" {
 				// A node elected while every other member is down must not
@@ -121,6 +111,32 @@ func nodeCommand() *cli.Command {
 			return n.Run(ctx)
 		},
 	}
+}
+
+// nodeMountFlags are the mount's flags as a node takes them. --ack
+// defaults to majority: a node's backups are the other members, and with
+// all of them in the ack set one member lost stopped every
+// acknowledgement until it was back. A majority (the primary and half of
+// the backups, rounded up) keeps a cluster of three acknowledging with any
+// one node lost, and an election then needs the reports of more than half
+// of the backups, as Raft's does (docs/FAILOVER.md). --backup is hidden:
+// it is refused, and a configuration file's mount section that lists
+// backups is read without it.
+func nodeMountFlags() []cli.Flag {
+	flags := mountFlags()
+	for i, f := range flags {
+		switch f.Names()[0] {
+		case "ack":
+			nf := *f.(*cli.StringFlag)
+			nf.Value = "majority"
+			flags[i] = &nf
+		case "backup":
+			nf := *f.(*cli.StringSliceFlag)
+			nf.Hidden = true
+			flags[i] = &nf
+		}
+	}
+	return flags
 }
 
 // coordinatorEndpoints reads etcd://HOST:PORT[,HOST:PORT...].

@@ -54,6 +54,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"status", "--coordinator", "etcd://,,"}, "names no endpoint"},
 		{[]string{"node", "--coordinator", "etcd://127.0.0.1:2379", "--name", "a", "--listen", "127.0.0.1:7700", "--advertise", "bogus", "--token", "t", "--journal", jdir, vol}, `--advertise: "bogus"`},
 		{[]string{"node", "--coordinator", "etcd://127.0.0.1:2379", "--name", "a", "--listen", "127.0.0.1:7700", "--token", "t", "--journal", jdir, "--ack", "1", vol}, "a node takes all, majority or none"},
+		{[]string{"node", "--coordinator", "etcd://127.0.0.1:2379", "--name", "a", "--listen", "127.0.0.1:7700", "--token", "t", "--journal", jdir, "--backup", "127.0.0.1:7701", vol}, "--backup is not for a node"},
 		{[]string{"node", "--coordinator", "etcd://127.0.0.1:2379", "--name", "a", "--listen", "127.0.0.1:7700", "--token", "t", "--journal", jdir, "--ack", "none", "--min-backups", "1", vol}, "contradicts"},
 		{[]string{"barrier", "--journal", jdir, "--timeout", "0"}, "--timeout 0s: want a positive duration"},
 		{[]string{"resync", "--journal", jdir, "--wait", "--timeout", "-1s"}, "--timeout -1s: want a positive duration"},
