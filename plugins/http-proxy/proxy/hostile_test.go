@@ -307,3 +307,39 @@ func TestNoEmptyForwardedHost(t *testing.T) {
 		t.Fatalf("X-Forwarded-Host %q", v)
 	}
 }
+
+// A WebSocket client may send its first frames with the handshake, before
+// it has seen the 101: those bytes reach the upstream first, in order.
+// They were in the server's read buffer when the proxy took the
+// connection, and were dropped.
+func TestTunnelKeepsBytesSentWithTheHandshake(t *testing.T) {
+	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		io.Copy(c, brw) // an echo of all the proxy sends
+	})
+	r := start(t, "", up)
+	c, err := net.Dial("tcp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nearly frames|")
+	cr := bufio.NewReader(c)
+	resp, err := http.ReadResponse(cr, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	fmt.Fprint(c, "later")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	want := "early frames|later"
+	got := make([]byte, len(want))
+	if n, err := io.ReadFull(cr, got); err != nil || string(got) != want {
+		t.Fatalf("the upstream got %q (%v), want %q", got[:n], err, want)
+	}
+}
