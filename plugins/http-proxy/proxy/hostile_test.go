@@ -110,25 +110,28 @@ func TestHoldIsBoundedByBarrierTimeout(t *testing.T) {
 	}
 }
 
+// echoTunnel is an upstream that answers an Upgrade with 101 and then
+// echoes all it receives, until the client goes; other requests get 201.
+func echoTunnel(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Upgrade") == "" {
+		w.WriteHeader(http.StatusCreated)
+		return
+	}
+	c, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	brw.Flush()
+	io.Copy(c, brw)
+}
+
 // A tunnel (101 Switching Protocols) gives its pool slot back: as many
 // open WebSockets as the pool holds shed every other request before.
 // CONNECT, which this proxy does not tunnel, is refused, not answered 200.
 func TestTunnelsLeaveThePool(t *testing.T) {
-	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") == "" {
-			w.WriteHeader(http.StatusCreated)
-			return
-		}
-		c, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		brw.Flush()
-		io.Copy(c, c) // an echo, open until the client goes
-	})
-	r := start(t, "pool=2,queue-timeout=1s,idle-timeout=500ms", up)
+	r := start(t, "pool=2,queue-timeout=1s,idle-timeout=500ms", http.HandlerFunc(echoTunnel))
 	// On a connection that served a response first, so a write deadline
 	// from it would be left over.
 	kept, err := net.Dial("tcp", r.addr)
@@ -313,17 +316,7 @@ func TestNoEmptyForwardedHost(t *testing.T) {
 // They were in the server's read buffer when the proxy took the
 // connection, and were dropped.
 func TestTunnelKeepsBytesSentWithTheHandshake(t *testing.T) {
-	up := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		brw.Flush()
-		io.Copy(c, brw) // an echo of all the proxy sends
-	})
-	r := start(t, "", up)
+	r := start(t, "", http.HandlerFunc(echoTunnel))
 	c, err := net.Dial("tcp", r.addr)
 	if err != nil {
 		t.Fatal(err)
