@@ -1,0 +1,50 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPrimaryRidesOutACoordinatorOutage: etcd (one member) is down past
+// the primary's deadline, but back before the give-up time. A write whose
+// barrier was asked while the lease was in doubt is acknowledged once a
+// renewal is accepted, and the primary is not deposed: etcd had not
+// expired its lease, so nobody else could have been elected. Before, the
+// primary deposed itself at its deadline, and every pause of etcd's
+// longer than that became a failover.
+func TestPrimaryRidesOutACoordinatorOutage(t *testing.T) {
+	c := startNodesWith(t, 1, 2, func(*node) []string { return []string{"--lease-ttl", "6s"} })
+	primary, _ := c.leader(60 * time.Second)
+	w := &writer{acked: map[string]string{}, lastAck: map[string]time.Time{}}
+	for i := 0; i < 3; i++ {
+		if !w.write(primary, i) {
+			t.Fatalf("write %d not acknowledged:\n%s", i, c.logs())
+		}
+	}
+	c.etcd.Kill(0)
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(primary.out.String(), "lease in doubt"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease never went in doubt with etcd down:\n%s", primary.out)
+		}
+	}
+	acked := make(chan bool, 1)
+	go func() { acked <- w.write(primary, 10) }()
+	time.Sleep(200 * time.Millisecond)
+	c.etcd.Restart(0)
+	if !<-acked {
+		t.Fatalf("the write asked while the lease was in doubt was not acknowledged once etcd was back:\n%s", primary.out)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(primary.out.String(), "lease renewed"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no renewal logged:\n%s", primary.out)
+		}
+	}
+	if strings.Contains(primary.out.String(), "deposed") {
+		t.Fatalf("the primary was deposed by a pause of etcd's:\n%s", primary.out)
+	}
+	if !w.write(primary, 11) {
+		t.Fatalf("the primary does not acknowledge after the outage:\n%s", primary.out)
+	}
+	w.requireLedger(t, primary.vol)
+}
