@@ -22,7 +22,7 @@ func dial(endpoints []string) (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: reconnectEvery},
-			MinConnectTimeout: time.Second,
+			MinConnectTimeout: 5 * time.Second, // a slow link's TLS handshake still fits
 		})}})
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: %w", err)
