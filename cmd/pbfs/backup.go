@@ -19,6 +19,7 @@ import (
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/internal/procs"
+	"github.com/pbfs/pbfs/internal/sdnotify"
 	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate"
@@ -178,6 +179,7 @@ func backupCommand() *cli.Command {
 			}
 			served := make(chan error, 1)
 			go func() { served <- b.Serve(ln) }()
+			notifySystemd(sdnotify.Ready, log) // it listens since before the journal opened
 			var serr error
 			select {
 			case s := <-sig:
@@ -185,6 +187,7 @@ func backupCommand() *cli.Command {
 			case serr = <-served:
 				log.Error("serving stopped", "err", serr)
 			}
+			notifySystemd(sdnotify.Stopping, log)
 			stopControl()
 			// Read once it closed: its streams store until then.
 			cerr := b.Close()

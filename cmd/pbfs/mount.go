@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/pbfs/pbfs/internal/sdnotify"
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
@@ -139,6 +140,7 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 		}
 		return cli.Exit(cmd+": "+err.Error(), 1)
 	}
+	notifySystemd(sdnotify.Ready, log)
 	var stopping time.Time // when a signal began the stop: a repeat soon after is the same request
 	select {
 	case s := <-sig:
@@ -147,6 +149,7 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 	case <-m.Done():
 		log.Warn("mount went away (unmounted from outside?)")
 	}
+	notifySystemd(sdnotify.Stopping, log)
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()
 	force := make(chan os.Signal, 1)
