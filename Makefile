@@ -80,7 +80,7 @@ bench-kv: build
 bench-sysbench:
 	$(GO) run ./benchmarks/sysbench $(SYSBENCH_FLAGS)
 
-# A primary over a scratch volume: write, barrier, replay onto a copy, compare.
+# A primary and a backup over a scratch volume: write, barrier, compare the copies, verify the journal.
 demo: build
 	bash scripts/demo.sh
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/manifest"
@@ -131,6 +133,10 @@ func compareAll(ctx context.Context, c *cli.Context, cl *control.Client, st cont
 		m, err := replicate.FetchManifest(ctx, b.Addr, token, tls, seq, nil)
 		if err != nil {
 			v.Err = err.Error()
+			if !tls.Enabled() && status.Code(err) == codes.Unavailable {
+				// A backup serving TLS resets a plain connection.
+				v.Err += " (if the backups use TLS, give verify the mount's --tls-cert, --tls-key and --tls-ca)"
+			}
 			out = append(out, v)
 			continue
 		}
