@@ -280,6 +280,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	if cfg.Retain == 0 {
 		cfg.Retain = 10 * time.Minute
 	}
+	b.cfg.Retain = cfg.Retain
 	if cfg.Retain > 0 {
 		r := &journal.Retention{Store: st, Window: cfg.Retain, SafeSeq: b.synced.Load,
 			Every: min(10*time.Second, cfg.Retain), Logger: b.log}

@@ -48,7 +48,7 @@ func (b *Backup) Serve(ln net.Listener) error {
 	srv := srv0
 	b.mu.Unlock()
 	b.log.Info("backup serving", "addr", ln.Addr().String(), "volume", b.cfg.Volume,
-		"durable_seq", b.store.Last().Seq, "applied_seq", b.applied.Load(), "epoch", b.store.Epoch())
+		"durable_seq", b.store.Last().Seq, "applied_seq", b.applied.Load(), "epoch", b.store.Epoch(), "retain", retainWords(b.cfg.Retain))
 	if b.grpcOnly {
 		return srv.Serve(ln)
 	}
@@ -94,4 +94,12 @@ func (b *Backup) Close() error {
 	b.prog.close()
 	b.lock.Close()
 	return b.store.Close()
+}
+
+// retainWords says how long applied batches stay in the journal.
+func retainWords(d time.Duration) string {
+	if d < 0 {
+		return "everything"
+	}
+	return d.String()
 }

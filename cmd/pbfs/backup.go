@@ -87,7 +87,7 @@ func backupCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Required: true, Usage: "address to accept the primary on (host:port)"},
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "the backup's own journal directory (outside VOLUME)"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics (pbfs_backup_*, pbfs_journal_*) over HTTP at this address (host:port), at /metrics"},
-			&cli.DurationFlag{Name: "retain", Value: 10 * time.Minute, Usage: "trim applied batches from the backup's journal once they are this old (negative keeps everything)"},
+			&cli.DurationFlag{Name: "retain", Value: 10 * time.Minute, Usage: "trim applied batches from the backup's journal once they are this old (0 keeps everything, as on a mount)"},
 			journalReserveFlag, tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], adminFlag, adoptFlag, timerSlackFlag, procsFlag, cpusFlag,
 		},
 		Action: func(c *cli.Context) error {
@@ -146,7 +146,7 @@ func backupCommand() *cli.Command {
 			}
 			defer ln.Close()
 			reg := prometheus.NewRegistry()
-			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: c.Duration("retain"),
+			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: backupRetain(c.Duration("retain")),
 				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Registry: reg, Adopt: c.Bool("adopt")})
 			if errors.Is(err, pathcheck.ErrInside) {
 				return cli.Exit("backup: "+err.Error()+": put the journal outside the volume", 2)
@@ -229,4 +229,15 @@ var (
 
 func tlsFiles(c *cli.Context) replicate.TLSFiles {
 	return replicate.TLSFiles{Cert: c.String("tls-cert"), Key: c.String("tls-key"), CA: c.String("tls-ca")}
+}
+
+// backupRetain maps --retain to the backup's setting, where 0 means the
+// default (10m) and a negative value keeps everything: on the command
+// line, as on a mount, 0 keeps everything. It meant 10 minutes here, so an
+// operator who copied the mount's "0 keeps everything" got trimming.
+func backupRetain(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
