@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -100,14 +101,21 @@ func checkPlugin(c *cli.Context, path string) error {
 	if !info.Serves("hint") {
 		return nil
 	}
-	rules, err := p.Remote().Rules(ctx, "check", c.String("volume"), specs[0].Config)
+	// Absolute, as a mount gives its volume to its plugins.
+	volume := c.String("volume")
+	if volume != "" {
+		if volume, err = filepath.Abs(volume); err != nil {
+			return cli.Exit("plugin check: --volume: "+err.Error(), 2)
+		}
+	}
+	rules, err := p.Remote().Rules(ctx, "check", volume, specs[0].Config)
 	if err != nil {
 		return cli.Exit("plugin check: "+err.Error(), 1)
 	}
 	for _, r := range rules {
 		fmt.Fprintf(w, "rule: %s local_only=%v fsync=%s %s\n", r.Pattern, r.Hint.LocalOnly, r.Hint.Fsync, r.Hint.Reason)
 	}
-	findings, err := p.Remote().Check(ctx, "check", c.String("volume"), specs[0].Config)
+	findings, err := p.Remote().Check(ctx, "check", volume, specs[0].Config)
 	if err != nil {
 		return cli.Exit("plugin check: "+err.Error(), 1)
 	}

@@ -75,4 +75,14 @@ func TestReadmePluginCheck(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "innodb_flush_log_at_trx_commit") {
 		t.Fatalf("%s: exit %d:\n%s", line, code, out)
 	}
+	// A relative --volume is taken from the working directory, as a
+	// mount's is: the plugin was handed it as given, and refused it.
+	for i, a := range args {
+		if a == "--volume" && i+1 < len(args) {
+			args[i+1] = "relative/volume"
+		}
+	}
+	if out, code := run(t, args...); code != 0 || !strings.Contains(out, "innodb_flush_log_at_trx_commit") {
+		t.Fatalf("with a relative --volume: exit %d:\n%s", code, out)
+	}
 }
