@@ -89,3 +89,17 @@ func TestCloseGivesUp(t *testing.T) {
 		t.Fatalf("Close took %v", took)
 	}
 }
+
+// A store knows its free space from its opening: until the first append,
+// pbfs status and pbfs_journal_free_bytes said "0 B free", as on a full
+// disk.
+func TestFreeSpaceKnownAtOpen(t *testing.T) {
+	st, err := OpenStore(t.TempDir(), StoreOptions{LazyAppends: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if st.FreeBytes() <= 0 || st.ReserveBytes() <= 0 {
+		t.Fatalf("before any append: %d bytes free, %d in reserve", st.FreeBytes(), st.ReserveBytes())
+	}
+}

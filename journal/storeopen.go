@@ -71,6 +71,9 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open journal %s: %w (pbfs journal verify tells more)", dir, err)
 	}
+	// Read once now: until the first append, status and the metric said
+	// "0 B free", as on a full disk.
+	s.space.read()
 	return s, nil
 }
 
