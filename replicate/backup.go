@@ -227,6 +227,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	b.applied.Store(applied)
 	b.synced.Store(applied)
 	b.complete.Store(lastComplete(st))
+	marked := false // the volume was just marked for a resync, and the log said why
 	if role, _ := st.Meta(RoleKey); string(role) == RolePrimary && cfg.FirstTerm {
 		// The journal of a primary that ran before any coordinator (pbfs
 		// mount, then pbfs node): its volume is the authoritative copy,
@@ -245,7 +246,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		// its volume holds what that primary applied, journaled or not,
 		// and its tail may not be in the new primary's history. Only a
 		// resync brings it back; what that discards is kept aside.
-		b.formerPrimary = true
+		b.formerPrimary, marked = true, true
 		b.log.Warn("this journal last served a primary; the volume waits for a resync from the current one")
 		if err := st.SetMetaUint("stalled", st.Last().Seq+1); err != nil {
 			b.Close()
@@ -262,6 +263,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		// lost batches (a segment deleted or damaged), and what it asks
 		// for next would be applied twice. Only a resync is sure.
 		b.log.Error("the journal ends before what the volume applied: it lost batches; the volume waits for a resync", "journal_last", last, "applied", b.applied.Load())
+		marked = true
 		if err := st.SetMetaUint("stalled", last+1); err != nil {
 			b.Close()
 			return nil, err
@@ -269,7 +271,11 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	}
 	if stalled, _ := st.MetaUint("stalled"); stalled > 0 {
 		b.stalled.Store(true)
-		b.log.Error("this backup stalled applying a batch in an earlier run; its volume needs a resync", "seq", stalled)
+		if !marked {
+			// Not said above: an earlier run found it (an apply that
+			// failed, a journal that lost batches, a primary's journal).
+			b.log.Error("this backup's volume needs a resync: an earlier run stopped applying at this seq (an apply failed, the journal lost batches, or it had served a primary)", "seq", stalled)
+		}
 	} else if applying > b.applied.Load() {
 		b.recoverTorn(applying)
 	} else {
