@@ -279,7 +279,7 @@ func (m *Mount) resynced() {
 	if !m.ahead.raised() {
 		return
 	}
-	if err := m.store.SetMetaUint("ahead", 0); err != nil {
+	if err := m.store.SetMetaUint(replicate.AheadKey, 0); err != nil {
 		m.log.Error("clear the unclean marker", "err", err)
 		return
 	}

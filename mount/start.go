@@ -234,11 +234,11 @@ func (m *Mount) markOpen(rootFd int) error {
 		m.log.Warn("the journal lost batches since its last clean close; backups are resynced from the volume", "lost_from", lost, "last_seq", since)
 	}
 	if unclean || changed || lost > 0 {
-		if err := m.store.SetMetaUint("ahead", since+1); err != nil {
+		if err := m.store.SetMetaUint(replicate.AheadKey, since+1); err != nil {
 			return err
 		}
 	}
-	if ahead, _ := m.store.MetaUint("ahead"); ahead > 0 && (len(m.cfg.Backups) > 0 || m.cfg.Dynamic) {
+	if ahead, _ := m.store.MetaUint(replicate.AheadKey); ahead > 0 && (len(m.cfg.Backups) > 0 || m.cfg.Dynamic) {
 		m.ahead.set()
 		m.log.Warn("resyncing every backup before replicating: "+ErrVolumeAhead.Error(), "since_seq", ahead)
 	}

@@ -59,6 +59,10 @@ const (
 	// AckedKey: the newest seq a primary's barrier returned (roughly; it
 	// is written every second).
 	AckedKey = "acked"
+	// AheadKey: the first seq a primary's volume may be ahead of its
+	// journal from (a crash, an offline change); its backups are resynced
+	// from the volume before anything is shipped (mount).
+	AheadKey = "ahead"
 )
 
 // ErrVolumeBusy refuses a volume another backup, or a pbfs mount, already serves.

@@ -209,6 +209,16 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 	if err := b.mark.write(0, 0, 0); err != nil {
 		return err
 	}
+	// The volume is the primary's snapshot now: nothing a mount of this
+	// journal left unjournaled (a primary killed here before), nor an
+	// offline change it was ahead by. Left marked, a later promotion took
+	// its volume for one a crash left ahead and resynced every backup.
+	if err := b.store.MarkClosed(); err != nil {
+		return err
+	}
+	if err := b.store.SetMetaUint(AheadKey, 0); err != nil {
+		return err
+	}
 	// The progress first, "stalled" cleared last: a crash in between
 	// leaves the backup stalled, waiting for another resync.
 	if err := b.prog.save(start.Seq, 0); err != nil {

@@ -107,6 +107,19 @@ func TestPromoteTakesOver(t *testing.T) {
 			t.Fatalf("the kept-aside batches are not readable: %s", out)
 		}
 	}
+	// Resynced, the old primary's volume is the new primary's snapshot:
+	// its journal no longer says a mount of it stopped uncleanly, or
+	// that its volume is ahead. Left so, promoting it later resynced
+	// every backup first, and failed its first barriers "after a crash".
+	stopBackup(old)
+	ost, err := journal.OpenStore(old.Jdir, journal.StoreOptions{})
+	must(t, err)
+	unclean, _, err := ost.MarkOpen()
+	ahead, _ := ost.MetaUint(replicate.AheadKey)
+	must(t, errors.Join(err, ost.Close()))
+	if unclean || ahead != 0 {
+		t.Fatalf("the resynced old primary's journal: unclean %v, ahead of seq %d", unclean, ahead)
+	}
 }
 
 // TestPromoteRefusals: a stalled backup, a backup behind a reachable one,
