@@ -182,7 +182,7 @@ func (b *Backup) keepDiscarded(start *replpb.ResyncStart) {
 	if b.formerPrimary {
 		// Its barriers acknowledged none of these, but a backup that was
 		// promoted may have received them: the new history can hold them too.
-		what = "batches this node wrote as the primary after the last one its barriers acknowledged are kept for inspection; the new primary may hold some of them too (pbfs journal ls --journal DIR)"
+		what = "batches this node wrote as the primary after the last one it recorded as acknowledged are kept for inspection; the new primary may hold some of them too (pbfs journal ls --journal DIR)"
 	}
 	b.log.Warn(what, "dir", dir, "batches", n, "from", from, "to", last.Seq)
 }
