@@ -44,7 +44,10 @@ func (st *shipperState) streamDown(err error) {
 	if d := st.down.Load(); d != nil {
 		since = d.since
 	}
-	refused := errors.Is(err, ErrRefused) || status.Code(err) == codes.Unauthenticated || status.Code(err) == codes.PermissionDenied
+	// FailedPrecondition: the backup refused, for its own state (a first
+	// resync into a volume holding files, without --adopt).
+	code := status.Code(err)
+	refused := errors.Is(err, ErrRefused) || code == codes.Unauthenticated || code == codes.PermissionDenied || code == codes.FailedPrecondition
 	st.down.Store(&downState{err: msg, refused: refused, since: since})
 }
 
@@ -86,7 +89,7 @@ func (s *Shipper) describe(seq uint64) string {
 		if t := s.staleSince.Load(); t > 0 {
 			since = " since " + time.Unix(0, t).Format("15:04:05")
 		}
-		parts = append(parts, "stale"+since+": its history differs, needs a resync")
+		parts = append(parts, "stale"+since+": needs a resync (its journal does not continue this primary's history)")
 	}
 	if s.degraded.Load() {
 		parts = append(parts, "degraded: out of the ack set")

@@ -183,8 +183,8 @@ func TestFirstResyncRefusesForeignVolume(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	out, _ := run(t, "status", "--journal", c.Jdir)
-	if !strings.Contains(out, "--adopt") {
-		t.Errorf("the primary's status does not say why:\n%s", out)
+	if !strings.Contains(out, "--adopt") || !strings.Contains(out, "refused since") || strings.Contains(out, "unreachable") {
+		t.Errorf("the primary's status does not say the backup refused, and why:\n%s", out)
 	}
 	if got, err := os.ReadFile(precious); err != nil || string(got) != "not the primary's" {
 		t.Fatalf("the refused resync touched the volume: %q %v", got, err)
