@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -59,13 +60,13 @@ func promoteCommand() *cli.Command {
 				Token: cfg.Token, TLS: cfg.TLS, Force: c.Bool("force"), Logger: cfg.Logger})
 			if errors.Is(err, replicate.ErrPrimaryJournal) {
 				// --force does not make a primary's journal a backup's.
-				return cli.Exit("promote: "+err.Error(), 1)
+				return cli.Exit("promote: "+strings.TrimPrefix(err.Error(), "promote: "), 1)
 			}
 			if errors.Is(err, replicate.ErrNotPromotable) {
-				return cli.Exit("promote: "+err.Error()+" (--force overrides)", 1)
+				return cli.Exit("promote: "+strings.TrimPrefix(err.Error(), "promote: ")+" (--force overrides)", 1)
 			}
 			if err != nil {
-				return cli.Exit("promote: "+err.Error(), 1)
+				return cli.Exit("promote: "+strings.TrimPrefix(err.Error(), "promote: "), 1)
 			}
 			if p.Forced {
 				fmt.Fprintf(c.App.ErrWriter, "promote: FORCED: %v\n", p.Reasons)

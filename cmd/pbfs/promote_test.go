@@ -57,7 +57,7 @@ func TestPromoteTakesOver(t *testing.T) {
 	// Promoting the crashed primary's own journal by mistake is refused,
 	// and leaves it a primary's (the journal needs the recovery a
 	// read-write open makes first).
-	if out, code := run(t, "promote", "--journal", c.Jdir, "--token", fstest.TestToken, "--force", c.Vol); code != 1 || !strings.Contains(out, "not a backup") {
+	if out, code := run(t, "promote", "--journal", c.Jdir, "--token", fstest.TestToken, "--force", c.Vol); code != 1 || !strings.Contains(out, "not a backup") || strings.Contains(out, "promote: promote:") {
 		t.Fatalf("promoting the crashed primary's journal: exit %d:\n%s", code, out)
 	}
 	pst, err := journal.OpenStore(c.Jdir, journal.StoreOptions{})
