@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -68,7 +69,12 @@ func (cfg *Config) check() error {
 	} else {
 		switch cfg.Ack {
 		case "", "all", "none", "0":
+		case "majority":
+			return fmt.Errorf("ack policy %q needs backups: give --backup, or --ack none", cfg.Ack)
 		default:
+			if k, err := strconv.Atoi(cfg.Ack); err != nil || k < 0 {
+				return fmt.Errorf("ack policy %q: want all, majority, none or a number", cfg.Ack)
+			}
 			return fmt.Errorf("ack policy %q needs backups: give --backup, or --ack none", cfg.Ack)
 		}
 		if cfg.TLS.Enabled() {

@@ -55,6 +55,7 @@ func TestFailedStartLeavesJournalClean(t *testing.T) {
 		{[]string{"--backup", "not-an-address", "--token", "t"}, "want host:port"},
 		{[]string{"--backup", "127.0.0.1:1", "--token", "t", "--tls-cert", "/nonexistent/cert", "--tls-key", "/nonexistent/key", "--tls-ca", "/nonexistent/ca"}, "cert"},
 		{[]string{"--ack", "1"}, "needs backups"}, // no backup to ack
+		{[]string{"--ack", "bogus"}, "want all, majority, none or a number"},
 		{[]string{"--batch-bytes", "-5"}, "batch size -5"},
 		{[]string{"--seal-interval", "-1s"}, "seal interval -1s"},
 		{[]string{"--degrade-after", "-1s"}, "degrade-after -1s"},
