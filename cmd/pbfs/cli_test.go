@@ -106,6 +106,9 @@ func TestMountBarrierJournalReplay(t *testing.T) {
 	if out, code := run(t, "journal", "replay", "--journal", jdir, "--from", "3", "--to", "2", start); code != 2 || !strings.Contains(out, "before --from") {
 		t.Fatalf("replay of an empty range: exit %d, want 2:\n%s", code, out)
 	}
+	if out, code := run(t, "journal", "replay", "--journal", jdir, "--from", "99", start); code != 1 || !strings.Contains(out, "the journal ends at seq") {
+		t.Fatalf("replay from past the journal's end: exit %d, want 1:\n%s", code, out)
+	}
 	if out, code := run(t, "journal", "replay", "--journal", jdir, start); code != 0 {
 		t.Fatalf("replay: exit %d\n%s", code, out)
 	}

@@ -270,6 +270,11 @@ func journalReplay(c *cli.Context) error {
 		// batch in the middle never leaves it half replayed.
 		var batches []*journal.Batch
 		last := lastSeq(src)
+		if from > last+1 {
+			// Nothing to replay, and not because the journal was replayed
+			// up to its end: a --from past it is a mistake, not success.
+			return cli.Exit(fmt.Sprintf("journal replay: --from %d: the journal ends at seq %d; nothing applied", from, last), 1)
+		}
 		if to > 0 {
 			last = min(last, to)
 		}
