@@ -35,7 +35,7 @@ var ErrJournalInVolume = pathcheck.ErrInside
 // applying writes it had not journaled) and its backups are being resynced
 // to the volume: fed from the journal alone they would silently differ. A
 // barrier whose context ends before the resync fails with it.
-var ErrVolumeAhead = errors.New("volume may hold changes the journal lacks after a crash: backups need a resync")
+var ErrVolumeAhead = errors.New("the volume may hold changes the journal lacks (an unclean stop, a change while unmounted, lost batches or new local-only rules): backups need a resync")
 
 // ErrNotJournaled: the mount stopped with captured changes the journal
 // refused (a full journal disk, say); the volume has them, the journal
