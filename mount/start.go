@@ -227,7 +227,7 @@ func (m *Mount) markOpen(rootFd int) error {
 			"opened_at_seq", since, "last_seq", m.store.Last().Seq)
 	case changed:
 		since = m.store.Last().Seq
-		m.log.Warn("the volume changed while pbfs was not mounted (or its last clean stop left no fingerprint); the journal lacks those changes",
+		m.log.Warn("the volume changed while pbfs was not mounted (or its last clean stop left no fingerprint, or the local-only rules changed); the journal lacks those changes",
 			"last_seq", since)
 	case lost > 0:
 		since = m.store.Last().Seq
