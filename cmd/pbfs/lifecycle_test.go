@@ -281,7 +281,14 @@ func TestSecondSignalForcesStop(t *testing.T) {
 	must(t, err)
 	defer unix.Close(fd)
 	d.Cmd.Process.Signal(syscall.SIGTERM)
-	time.Sleep(50 * time.Millisecond) // a pending signal sent again is not delivered twice
+	// A pending signal sent again is not delivered twice: the second goes
+	// once the first was taken (a fixed 50 ms was too short on a loaded
+	// machine, and the two became one).
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(d.Out.String(), "signal received"); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first signal is not reported:\n%s", d.Out)
+		}
+	}
 	d.Cmd.Process.Signal(syscall.SIGTERM)
 	time.Sleep(repeatWindow)
 	if d.Cmd.ProcessState != nil {
