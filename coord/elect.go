@@ -45,9 +45,9 @@ type won struct {
 func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, error) {
 	lastLeader := ""
 	for ctx.Err() == nil {
-		resp, err := n.cli.Get(ctx, n.k.leader())
+		resp, err := retried(ctx, func(c context.Context) (*clientv3.GetResponse, error) { return n.cli.Get(c, n.k.leader()) })
 		if err != nil {
-			sleep(ctx, time.Second)
+			sleep(ctx, 100*time.Millisecond)
 			continue
 		}
 		if len(resp.Kvs) > 0 {
@@ -55,19 +55,33 @@ func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, er
 			json.Unmarshal(resp.Kvs[0].Value, &l)
 			lastLeader = l.Name
 			// Wait for the leader key to go (the term to end).
-			wctx, cancel := context.WithCancel(ctx)
+			// The watch may sit on a member that hangs: look again every
+			// TTL/2 as well.
+			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 			ch := n.cli.Watch(wctx, n.k.leader(), clientv3.WithRev(resp.Header.Revision+1))
-			for wr := range ch {
-				gone := false
-				for _, ev := range wr.Events {
-					if ev.Type == clientv3.EventTypeDelete {
-						gone = true
+			recheck := time.NewTicker(max(n.cfg.TTL/2, time.Second))
+		watch:
+			for {
+				select {
+				case wr, ok := <-ch:
+					if !ok || wr.Err() != nil {
+						break watch
+					}
+					for _, ev := range wr.Events {
+						if ev.Type == clientv3.EventTypeDelete {
+							break watch
+						}
+					}
+				case <-recheck.C:
+					gctx, gcancel := bounded(ctx)
+					r, err := n.cli.Get(gctx, n.k.leader())
+					gcancel()
+					if err == nil && len(r.Kvs) == 0 {
+						break watch
 					}
 				}
-				if gone || wr.Err() != nil {
-					break
-				}
 			}
+			recheck.Stop()
 			cancel()
 			continue
 		}
@@ -97,7 +111,9 @@ func (n *Node) elect(ctx context.Context, rev int64, b *replicate.Backup, oldLea
 	if !sleep(ctx, settle) {
 		return nil, ctx.Err()
 	}
-	resp, err := n.cli.Get(ctx, n.k.members(), clientv3.WithPrefix())
+	resp, err := retried(ctx, func(c context.Context) (*clientv3.GetResponse, error) {
+		return n.cli.Get(c, n.k.members(), clientv3.WithPrefix())
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +172,7 @@ func (n *Node) eligible(st replicate.Status, fresh []Member) string {
 // takeTerm takes the next term with a compare-and-swap: it succeeds only
 // if no leader exists and the epoch is still the one read.
 func (n *Node) takeTerm(ctx context.Context, st replicate.Status, oldLeader string) (*won, error) {
-	er, err := n.cli.Get(ctx, n.k.epoch())
+	er, err := retried(ctx, func(c context.Context) (*clientv3.GetResponse, error) { return n.cli.Get(c, n.k.epoch()) })
 	if err != nil {
 		return nil, err
 	}
@@ -176,20 +192,26 @@ func (n *Node) takeTerm(ctx context.Context, st replicate.Status, oldLeader stri
 	epoch := max(current, st.Epoch) + 1
 	// The lease runs from when etcd grants it: count from before asking.
 	sent := time.Now()
-	g, err := n.cli.Grant(ctx, int64(n.cfg.TTL/time.Second))
+	g, err := retried(ctx, func(c context.Context) (*clientv3.LeaseGrantResponse, error) {
+		return n.cli.Grant(c, int64(n.cfg.TTL/time.Second))
+	})
 	if err != nil {
 		return nil, err
 	}
 	l := newLease(n.cli, g.ID, time.Duration(g.TTL)*time.Second, n.log, n.m)
 	leader := Leader{Name: n.cfg.Name, Addr: n.cfg.Advertise, Proxy: n.cfg.ProxyAdvertise, Epoch: epoch, Since: time.Now().UTC(), TTL: l.ttl, LeaseID: int64(g.ID)}
-	tr, err := n.cli.Txn(ctx).
+	tctx, tcancel := bounded(ctx)
+	defer tcancel()
+	tr, err := n.cli.Txn(tctx).
 		If(clientv3.Compare(clientv3.CreateRevision(n.k.leader()), "=", 0),
 			clientv3.Compare(clientv3.ModRevision(n.k.epoch()), "=", epochRev)).
 		Then(clientv3.OpPut(n.k.leader(), encode(leader), clientv3.WithLease(g.ID)),
 			clientv3.OpPut(n.k.epoch(), strconv.FormatUint(epoch, 10))).
 		Commit()
 	if err != nil || !tr.Succeeded {
-		n.cli.Revoke(context.Background(), g.ID)
+		rctx, rcancel := bounded(context.Background())
+		n.cli.Revoke(rctx, g.ID) // if the Txn did succeed, the leader key goes with it
+		rcancel()
 		return nil, err
 	}
 	l.renewed(sent)

@@ -277,7 +277,9 @@ func (n *Node) publish(ctx context.Context, m Member) error {
 		return errors.New("no member lease yet")
 	}
 	m.Name, m.Addr, m.Proxy, m.At = n.cfg.Name, n.cfg.Advertise, n.cfg.ProxyAdvertise, time.Now().UTC()
-	_, err := n.cli.Put(ctx, n.k.member(n.cfg.Name), encode(m), clientv3.WithLease(id))
+	_, err := retried(ctx, func(c context.Context) (*clientv3.PutResponse, error) {
+		return n.cli.Put(c, n.k.member(n.cfg.Name), encode(m), clientv3.WithLease(id))
+	})
 	return err
 }
 

@@ -100,7 +100,9 @@ func (n *Node) otherBackups(ctx context.Context) []string {
 
 // members reads every member record.
 func (n *Node) members(ctx context.Context) []Member {
-	resp, err := n.cli.Get(ctx, n.k.members(), clientv3.WithPrefix())
+	gctx, cancel := bounded(ctx)
+	defer cancel()
+	resp, err := n.cli.Get(gctx, n.k.members(), clientv3.WithPrefix())
 	if err != nil {
 		return nil
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/pbfs/pbfs/internal/fstest"
 	"time"
 )
 
@@ -47,4 +49,34 @@ func TestPrimaryRidesOutACoordinatorOutage(t *testing.T) {
 		t.Fatalf("the primary does not acknowledge after the outage:\n%s", primary.out)
 	}
 	w.requireLedger(t, primary.vol)
+}
+
+// TestFailoverWithAHungEtcdMember: one etcd member of three hangs (frozen,
+// as a stalled disk or a paused VM would leave it) while etcd keeps its
+// quorum, and the primary is killed. A backup takes over while the member
+// still hangs: every etcd request of the election is bounded and retried
+// on the next member. Before, a request that landed on the hung member
+// waited for it, and no node took over until it came back.
+func TestFailoverWithAHungEtcdMember(t *testing.T) {
+	c := startNodes(t, 3, 3)
+	primary, _ := c.leader(60 * time.Second)
+	w := &writer{acked: map[string]string{}, lastAck: map[string]time.Time{}}
+	for i := 0; i < 5; i++ {
+		w.write(primary, i)
+	}
+	hung := (c.etcd.Leader(c.cli) + 1) % 3 // a follower: etcd keeps its leader
+	fstest.Freeze(t, c.etcd.Process(hung))
+	defer fstest.Thaw(c.etcd.Process(hung))
+	c.kill(primary)
+	next, _ := c.leader(30 * time.Second)
+	if next == primary {
+		t.Fatal("the killed primary is still the leader")
+	}
+	for i := 0; !w.write(next, 100+i); i++ {
+		if i > 100 {
+			t.Fatalf("the new primary does not acknowledge with an etcd member hung:\n%s", c.logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	w.requireLedger(t, next.vol)
 }

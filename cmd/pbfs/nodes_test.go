@@ -100,7 +100,11 @@ func (c *nodes) leader(timeout time.Duration) (*node, coord.Leader) {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if resp, err := c.cli.Get(context.Background(), "/pbfs/default/leader"); err == nil && len(resp.Kvs) > 0 {
+		// Bounded: a request to a hung etcd member waits for it.
+		gctx, gcancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := c.cli.Get(gctx, "/pbfs/default/leader")
+		gcancel()
+		if err == nil && len(resp.Kvs) > 0 {
 			var l coord.Leader
 			json.Unmarshal(resp.Kvs[0].Value, &l)
 			for _, nd := range c.nodes {

@@ -6,6 +6,7 @@ package etcdtest
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -111,6 +112,9 @@ func (c *Cluster) Leader(cli *clientv3.Client) int {
 	c.t.Fatal("etcd has no leader")
 	return -1
 }
+
+// Process is member i's process (to freeze it, say).
+func (c *Cluster) Process(i int) *os.Process { return c.members[i].cmd.Process }
 
 // Kill kills member i with SIGKILL.
 func (c *Cluster) Kill(i int) {
