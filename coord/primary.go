@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/pbfs/pbfs/mount"
@@ -26,9 +28,19 @@ func (n *Node) servePrimary(ctx context.Context) error {
 	lost := make(chan error, 1)
 	go func() { lost <- w.lease.keep(lctx) }()
 	defer func() { // step down: the next term can start at once
-		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		n.cli.Revoke(rctx, w.lease.id)
+		if !n.revoke(w.lease.id) {
+			// etcd is down: a lease it extends when it is back would
+			// hold the next term off for a TTL more. Safe to keep
+			// trying: this node acknowledges nothing any more.
+			go func() {
+				for range 120 {
+					time.Sleep(500 * time.Millisecond)
+					if n.revoke(w.lease.id) {
+						return
+					}
+				}
+			}()
+		}
 	}()
 
 	// Take over: everything the journal holds, applied; the new epoch.
@@ -158,4 +170,13 @@ func (n *Node) hook(cmd, role string, epoch uint64) {
 		return
 	}
 	n.log.Info("hook ran", "role", role, "cmd", cmd)
+}
+
+// revoke ends a lease this node held, reporting whether etcd answered
+// (the lease is gone, now or before).
+func (n *Node) revoke(id clientv3.LeaseID) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := n.cli.Revoke(ctx, id)
+	return err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)
 }

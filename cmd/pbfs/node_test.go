@@ -151,7 +151,9 @@ func TestCoordinatorLoss(t *testing.T) {
 		t.Fatalf("the primary acknowledged %v after etcd was lost, past its 3 s lease", lastOK.Sub(lost))
 	}
 	c.etcd.Restart(0, 1, 2)
+	back := time.Now()
 	next, _ := c.leader(60 * time.Second)
+	t.Logf("a primary served %v after etcd was back", time.Since(back).Round(time.Millisecond))
 	for i := 0; !w.write(next, 5000+i); i++ {
 		if i > 100 {
 			t.Fatal("no primary acknowledges after etcd came back")
