@@ -44,6 +44,7 @@ type won struct {
 // none does, until this node wins (true) or ctx ends.
 func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, error) {
 	lastLeader := ""
+	var lastTTL time.Duration
 	for ctx.Err() == nil {
 		resp, err := retried(ctx, func(c context.Context) (*clientv3.GetResponse, error) { return n.cli.Get(c, n.k.leader()) })
 		if err != nil {
@@ -53,7 +54,7 @@ func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, er
 		if len(resp.Kvs) > 0 {
 			var l Leader
 			json.Unmarshal(resp.Kvs[0].Value, &l)
-			lastLeader = l.Name
+			lastLeader, lastTTL = l.Name, l.TTL
 			// Wait for the leader key to go (the term to end).
 			// The watch may sit on a member that hangs: look again every
 			// TTL/2 as well.
@@ -86,7 +87,7 @@ func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, er
 			continue
 		}
 		lapsed := time.Now()
-		w, err := n.elect(ctx, resp.Header.Revision, b, lastLeader)
+		w, err := n.elect(ctx, resp.Header.Revision, b, lastLeader, lastTTL)
 		if err != nil {
 			n.log.Warn("election attempt failed", "err", err)
 		}
@@ -102,13 +103,18 @@ func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, er
 
 // elect tries to take the next term; nil if this node should not or did
 // not win. rev is a revision at which no leader existed.
-func (n *Node) elect(ctx context.Context, rev int64, b *replicate.Backup, oldLeader string) (*won, error) {
+func (n *Node) elect(ctx context.Context, rev int64, b *replicate.Backup, oldLeader string, oldTTL time.Duration) (*won, error) {
 	st := b.Status()
 	me := backupMember(st)
 	if err := n.publish(ctx, me); err != nil {
 		return nil, err
 	}
-	if !sleep(ctx, settle) {
+	// etcd may revoke the old primary's lease before its TTL ran out (a
+	// paused etcd leader that resumes revokes by its stale expiry times,
+	// etcd 3.7.3's isActive() skipping its leadership check): the old
+	// primary, whose clock still says the lease is held, acknowledges until
+	// its next renewal is refused. Read the reports only after that.
+	if !sleep(ctx, max(settle, renewalBlindWindow(oldTTL)+publishEvery)) {
 		return nil, ctx.Err()
 	}
 	resp, err := retried(ctx, func(c context.Context) (*clientv3.GetResponse, error) {

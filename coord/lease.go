@@ -114,6 +114,18 @@ func (l *lease) wait(ctx context.Context) error {
 	}
 }
 
+// renewTimeout is how long one renewal may take.
+func renewTimeout(ttl time.Duration) time.Duration { return min(ttl/4, 500*time.Millisecond) }
+
+// renewalBlindWindow is how long a primary whose lease etcd revoked can
+// take to hear it while etcd answers: until its next renewal is refused.
+func renewalBlindWindow(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	return ttl/6 + renewTimeout(ttl)
+}
+
 // giveUp is when, with no renewal accepted since sent, the node takes
 // itself as deposed: TTL/2 after etcd may have expired the lease.
 func (l *lease) giveUp(sent time.Time) time.Time {
@@ -129,7 +141,7 @@ func (l *lease) keep(ctx context.Context) error {
 	var doubt time.Time // when the lease went in doubt, if it is
 	for {
 		sent := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, min(l.ttl/4, 500*time.Millisecond))
+		rctx, cancel := context.WithTimeout(ctx, renewTimeout(l.ttl))
 		resp, err := l.cli.KeepAliveOnce(rctx, l.id)
 		cancel()
 		// In doubt as of now, before this renewal counts: a renewal that
