@@ -138,6 +138,10 @@ func (l *lease) giveUp(sent time.Time) time.Time {
 // moving to another member; each is given 500 ms at most) is retried
 // every 100 ms.
 func (l *lease) keep(ctx context.Context) error {
+	// Once it stops renewing (the term is over), a barrier that still
+	// waits on a lease in doubt must not wait for a renewal that never
+	// comes.
+	defer l.give()
 	var doubt time.Time // when the lease went in doubt, if it is
 	for {
 		sent := time.Now()
