@@ -81,16 +81,6 @@ func (l *lease) notifyLocked() {
 	l.changed = make(chan struct{})
 }
 
-// check fails while the lease may have lapsed.
-func (l *lease) check() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost || !time.Now().Before(l.until) {
-		return ErrLeaseLost
-	}
-	return nil
-}
-
 // wait returns nil while the lease is certainly held: at once, or, while
 // it is in doubt, when a renewal succeeds. It fails once the lease is
 // lost, or when ctx ends first. The answer holds at the moment it is
@@ -138,9 +128,9 @@ func (l *lease) giveUp(sent time.Time) time.Time {
 // moving to another member; each is given 500 ms at most) is retried
 // every 100 ms.
 func (l *lease) keep(ctx context.Context) error {
-	// Once it stops renewing (the term is over), a barrier that still
-	// waits on a lease in doubt must not wait for a renewal that never
-	// comes.
+	// However it stops (etcd says the lease is gone, the node gives up,
+	// the term is over), the lease is lost from then on: a barrier that
+	// waits on it must not wait for a renewal that never comes.
 	defer l.give()
 	var doubt time.Time // when the lease went in doubt, if it is
 	for {
@@ -170,13 +160,11 @@ func (l *lease) keep(ctx context.Context) error {
 		case err != nil && !isLeaseGone(err):
 			if !held && !time.Now().Before(l.giveUp(last)) {
 				l.m.leaseLost.WithLabelValues("not_renewed").Inc()
-				l.give()
 				return fmt.Errorf("lease %x not renewed in time: %w", l.id, ErrLeaseLost)
 			}
 			wait = 100 * time.Millisecond // etcd unreachable for now
 		default:
 			l.m.leaseLost.WithLabelValues("gone").Inc()
-			l.give()
 			return fmt.Errorf("lease %x: %w", l.id, ErrLeaseLost)
 		}
 		if !sleep(ctx, wait) {

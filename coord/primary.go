@@ -35,8 +35,8 @@ func (n *Node) servePrimary(ctx context.Context) error {
 			go func() {
 				for range 120 {
 					time.Sleep(500 * time.Millisecond)
-					if n.revoke(w.lease.id) {
-						return
+					if n.cli.Ctx().Err() != nil || n.revoke(w.lease.id) {
+						return // the node closed its client, or etcd answered
 					}
 				}
 			}()
