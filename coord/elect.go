@@ -14,18 +14,22 @@ import (
 )
 
 // An election starts when the leader key is gone: the primary's lease
-// lapsed (it died, or it cannot reach etcd), or it stepped down. Every
-// backup republishes its state at once, waits settle for the others to do
-// the same, and then only the most current eligible backup (ties: the
+// lapsed (it died, or it cannot reach etcd), etcd revoked it, or the
+// primary stepped down. Every backup first fences itself at the ended
+// term's epoch (replicate's Backup.Fence: it refuses that primary from
+// then on), republishes its state, waits settle for the others to do the
+// same, and then only the most current eligible backup (ties: the
 // smallest name) tries to take the term, with a compare-and-swap that
 // succeeds only if no leader exists and the epoch is still the one it
 // read. Eligible: not stalled, and it can prove it holds every
 // acknowledged batch. A barrier of the old primary returned once Need of
 // its Of backups held the batch; any Of-Need+1 backups include one of
-// those, and histories are prefixes of one another, so the most current
-// of Of-Need+1 fresh reports (its own included) holds every acknowledged
-// batch. With Degrade every backup must report (a dropped one does not
-// know it was dropped).
+// those, a report made after the fence holds everything its backup will
+// ever acknowledge to the old primary, and histories are prefixes of one
+// another, so the most current of Of-Need+1 fenced reports (its own
+// included) holds every acknowledged batch, however long the old primary
+// goes on believing it holds its lease. With Degrade every backup must
+// report (a dropped one does not know it was dropped).
 
 // settle is how long a candidate waits for the others' fresh reports.
 const settle = 3 * publishEvery
@@ -44,17 +48,21 @@ type won struct {
 // none does, until this node wins (true) or ctx ends.
 func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, error) {
 	lastLeader := ""
-	var lastTTL time.Duration
 	for ctx.Err() == nil {
-		resp, err := retried(ctx, func(c context.Context) (*clientv3.GetResponse, error) { return n.cli.Get(c, n.k.leader()) })
+		// The leader and the epoch at one revision: the epoch a term that
+		// ended had, never a newer term's.
+		resp, err := retried(ctx, func(c context.Context) (*clientv3.TxnResponse, error) {
+			return n.cli.Txn(c).Then(clientv3.OpGet(n.k.leader()), clientv3.OpGet(n.k.epoch())).Commit()
+		})
 		if err != nil {
 			sleep(ctx, 100*time.Millisecond)
 			continue
 		}
-		if len(resp.Kvs) > 0 {
+		lk, ek := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+		if len(lk) > 0 {
 			var l Leader
-			json.Unmarshal(resp.Kvs[0].Value, &l)
-			lastLeader, lastTTL = l.Name, l.TTL
+			json.Unmarshal(lk[0].Value, &l)
+			lastLeader = l.Name
 			// Wait for the leader key to go (the term to end).
 			// The watch may sit on a member that hangs: look again every
 			// TTL/2 as well.
@@ -87,7 +95,16 @@ func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, er
 			continue
 		}
 		lapsed := time.Now()
-		w, err := n.elect(ctx, resp.Header.Revision, b, lastLeader, lastTTL)
+		var ended uint64 // the epoch of the term that ended (0: none was decided)
+		if len(ek) > 0 {
+			ended, _ = strconv.ParseUint(string(ek[0].Value), 10, 64)
+		}
+		if err := b.Fence(ctx, ended); err != nil {
+			n.log.Error("cannot fence the term that ended; this backup takes no part in the election", "epoch", ended, "err", err)
+			sleep(ctx, settle)
+			continue
+		}
+		w, err := n.elect(ctx, resp.Header.Revision, ended, b, lastLeader)
 		if err != nil {
 			n.log.Warn("election attempt failed", "err", err)
 		}
@@ -102,19 +119,15 @@ func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, er
 }
 
 // elect tries to take the next term; nil if this node should not or did
-// not win. rev is a revision at which no leader existed.
-func (n *Node) elect(ctx context.Context, rev int64, b *replicate.Backup, oldLeader string, oldTTL time.Duration) (*won, error) {
+// not win. rev is a revision at which no leader existed, and ended the
+// epoch of the term that ended, at which this node's backup is fenced.
+func (n *Node) elect(ctx context.Context, rev int64, ended uint64, b *replicate.Backup, oldLeader string) (*won, error) {
 	st := b.Status()
 	me := backupMember(st)
 	if err := n.publish(ctx, me); err != nil {
 		return nil, err
 	}
-	// etcd may revoke the old primary's lease before its TTL ran out (a
-	// paused etcd leader that resumes revokes by its stale expiry times,
-	// etcd 3.7.3's isActive() skipping its leadership check): the old
-	// primary, whose clock still says the lease is held, acknowledges until
-	// its next renewal is refused. Read the reports only after that.
-	if !sleep(ctx, max(settle, renewalBlindWindow(oldTTL)+publishEvery)) {
+	if !sleep(ctx, settle) {
 		return nil, ctx.Err()
 	}
 	resp, err := retried(ctx, func(c context.Context) (*clientv3.GetResponse, error) {
@@ -127,6 +140,11 @@ func (n *Node) elect(ctx context.Context, rev int64, b *replicate.Backup, oldLea
 	for _, kv := range resp.Kvs {
 		var m Member
 		if json.Unmarshal(kv.Value, &m) != nil || kv.ModRevision <= rev || m.Role != "backup" {
+			continue
+		}
+		if ended > 0 && m.Fenced < ended {
+			// Made before the backup refused the old primary: it may
+			// acknowledge more after it.
 			continue
 		}
 		if st.VolumeID != "" && m.Volume != "" && m.Volume != st.VolumeID {

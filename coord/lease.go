@@ -107,15 +107,6 @@ func (l *lease) wait(ctx context.Context) error {
 // renewTimeout is how long one renewal may take.
 func renewTimeout(ttl time.Duration) time.Duration { return min(ttl/4, 500*time.Millisecond) }
 
-// renewalBlindWindow is how long a primary whose lease etcd revoked can
-// take to hear it while etcd answers: until its next renewal is refused.
-func renewalBlindWindow(ttl time.Duration) time.Duration {
-	if ttl <= 0 {
-		ttl = DefaultTTL
-	}
-	return ttl/6 + renewTimeout(ttl)
-}
-
 // giveUp is when, with no renewal accepted since sent, the node takes
 // itself as deposed: TTL/2 after etcd may have expired the lease.
 func (l *lease) giveUp(sent time.Time) time.Time {

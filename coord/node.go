@@ -341,7 +341,7 @@ func (n *Node) publishBackup(ctx context.Context, b *replicate.Backup) {
 }
 
 func backupMember(st replicate.Status) Member {
-	return Member{Role: "backup", Volume: st.VolumeID, Epoch: st.Epoch, Durable: st.CompleteSeq, Applied: st.AppliedSeq,
+	return Member{Role: "backup", Volume: st.VolumeID, Epoch: st.Epoch, Fenced: st.Fenced, Durable: st.CompleteSeq, Applied: st.AppliedSeq,
 		Stalled: st.Stalled, Need: st.Policy.Need, Of: st.Policy.Of, Degrade: st.Policy.Degrade}
 }
 

@@ -44,12 +44,15 @@ type Leader struct {
 
 // Member is one node as it reports itself.
 type Member struct {
-	Name    string    `json:"name"`
-	Addr    string    `json:"addr"` // where its backup listens
-	Proxy   string    `json:"proxy,omitempty"`
-	Role    string    `json:"role"` // "backup", "primary" or "starting"
-	Volume  string    `json:"volume_id,omitempty"`
-	Epoch   uint64    `json:"epoch"`
+	Name   string `json:"name"`
+	Addr   string `json:"addr"` // where its backup listens
+	Proxy  string `json:"proxy,omitempty"`
+	Role   string `json:"role"` // "backup", "primary" or "starting"
+	Volume string `json:"volume_id,omitempty"`
+	Epoch  uint64 `json:"epoch"`
+	// Fenced is the epoch the backup refuses primaries of and below: a
+	// term that ended, whose primary it acknowledges nothing more.
+	Fenced  uint64    `json:"fenced,omitempty"`
 	Durable uint64    `json:"durable_seq"`
 	Applied uint64    `json:"applied_seq"`
 	Stalled bool      `json:"stalled"`

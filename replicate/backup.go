@@ -90,6 +90,16 @@ type Backup struct {
 	policy   AckPolicy // the last primary's (report.go)
 	active   *session  // the primary stream being served, if any
 
+	// fenced is the epoch the backup was fenced at (fence.go): primaries
+	// of it or below are refused. Written under mu and recvMu.
+	fenced atomic.Uint64
+	// recvMu guards fencing, the epoch a Fence under way stops acks as
+	// received for, and recvAcked, the newest batch of the session acked
+	// as received.
+	recvMu    sync.Mutex
+	fencing   uint64
+	recvAcked uint64
+
 	applied atomic.Uint64 // newest batch applied to the volume
 	synced  atomic.Uint64 // newest batch applied and synced (the progress file's "applied")
 	// resyncs counts resyncs begun: one replaces the volume under an
@@ -223,6 +233,10 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	if p, err := st.Meta(policyKey); err == nil {
 		b.policy = decodePolicy(p)
 	}
+	if f, err := st.MetaUint(fencedKey); err == nil {
+		b.fenced.Store(f)
+		b.m.fenced.Set(float64(f))
+	}
 	applied, applying, err := prog.loadOrMigrate(st)
 	if err != nil {
 		b.Close()
@@ -341,8 +355,11 @@ type Status struct {
 	CompleteSeq uint64
 	AppliedSeq  uint64
 	Epoch       uint64
-	Stalled     bool
-	Policy      AckPolicy // the last primary's
+	// Fenced is the epoch the backup was fenced at (fence.go): it refuses
+	// primaries of that epoch or below.
+	Fenced  uint64
+	Stalled bool
+	Policy  AckPolicy // the last primary's
 }
 
 // Status reports the backup's progress.
@@ -350,7 +367,7 @@ func (b *Backup) Status() Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return Status{VolumeID: b.volumeID, DurableSeq: b.store.Last().Seq, CompleteSeq: b.complete.Load(), AppliedSeq: b.applied.Load(),
-		Epoch: b.store.Epoch(), Stalled: b.stalled.Load(), Policy: b.policy}
+		Epoch: b.store.Epoch(), Fenced: b.fenced.Load(), Stalled: b.stalled.Load(), Policy: b.policy}
 }
 
 // WaitApplied waits until seq is applied (tests and promotion use it).

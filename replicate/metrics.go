@@ -5,6 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type backupMetrics struct {
 	durable       prometheus.Gauge
 	applied       prometheus.Gauge
+	fenced        prometheus.Gauge
 	rejected      *prometheus.CounterVec
 	authFailures  prometheus.Counter
 	applyFailures prometheus.Counter
@@ -18,6 +19,7 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 	m := &backupMetrics{
 		durable: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_backup_durable_seq", Help: "Newest batch durable in the backup's journal."}),
 		applied: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_backup_applied_seq", Help: "Newest batch applied to the backup's volume."}),
+		fenced:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_backup_fenced_epoch", Help: "The epoch this backup was fenced at: primaries of it or below are refused (0: none)."}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pbfs_backup_rejected_total", Help: "Primaries or batches refused, by reason.",
 		}, []string{"reason"}),
@@ -37,7 +39,7 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.durable, m.applied, m.rejected, m.authFailures, m.applyFailures, m.resyncFails, m.applyRetries, m.accepts, m.store)
+		reg.MustRegister(m.durable, m.applied, m.fenced, m.rejected, m.authFailures, m.applyFailures, m.resyncFails, m.applyRetries, m.accepts, m.store)
 	}
 	return m
 }

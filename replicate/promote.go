@@ -98,7 +98,9 @@ func Promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 	} else {
 		reasons, maxEpoch = b.promotable(ctx, cfg, st, policy)
 	}
-	top := max(st.Epoch, maxEpoch)
+	// A fenced backup refuses primaries of its fence's epoch: the new
+	// term is above it too.
+	top := max(st.Epoch, st.Fenced, maxEpoch)
 	if top >= MaxEpoch {
 		return Promotion{}, fmt.Errorf("promote: epoch %d leaves no term after it (at most %d)", top, uint64(MaxEpoch))
 	}
@@ -107,8 +109,8 @@ func Promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 		if cfg.Epoch >= MaxEpoch {
 			return p, fmt.Errorf("promote: epoch %d: want below %d", cfg.Epoch, uint64(MaxEpoch))
 		}
-		if cfg.Epoch <= st.Epoch {
-			return p, fmt.Errorf("promote: epoch %d is not above the journal's %d", cfg.Epoch, st.Epoch)
+		if cfg.Epoch <= max(st.Epoch, st.Fenced) {
+			return p, fmt.Errorf("promote: epoch %d is not above the journal's %d", cfg.Epoch, max(st.Epoch, st.Fenced))
 		}
 		p.Epoch = cfg.Epoch
 	}

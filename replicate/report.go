@@ -59,7 +59,7 @@ func (b *Backup) welcome() *replpb.Welcome {
 	last := b.store.Last()
 	return &replpb.Welcome{
 		VolumeId: b.volumeID, DurableSeq: last.Seq, DurableChecksum: last.Checksum,
-		AppliedSeq: b.applied.Load(), Epoch: b.store.Epoch(), Stalled: b.stalled.Load(),
+		AppliedSeq: b.applied.Load(), Epoch: max(b.store.Epoch(), b.fenced.Load()), Stalled: b.stalled.Load(),
 		AckNeed: b.policy.Need, Backups: b.policy.Of, Degrade: b.policy.Degrade,
 		SparseSums: true,
 		RootEntry:  true,

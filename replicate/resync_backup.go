@@ -118,6 +118,10 @@ func (b *Backup) beginResync(start *replpb.ResyncStart) error {
 			return err
 		}
 	}
+	if b.fencedOut(start.Epoch) {
+		b.m.rejected.WithLabelValues("fenced").Inc()
+		return status.Errorf(codes.PermissionDenied, "epoch %d ended: this backup was fenced at epoch %d, and this primary was deposed", start.Epoch, b.fenced.Load())
+	}
 	if e := b.store.Epoch(); start.Epoch < e {
 		b.m.rejected.WithLabelValues("stale_epoch").Inc()
 		return status.Errorf(codes.PermissionDenied, "epoch %d is below %d: this primary was deposed", start.Epoch, e)

@@ -199,7 +199,7 @@ func (b *Backup) ackReceived(stream backupStream, epoch uint64, encs [][]byte) (
 		}
 		last = h.Seq
 	}
-	if last == 0 {
+	if last == 0 || !b.mayAckReceived(epoch, last) {
 		return 0, nil
 	}
 	// Only received_seq: the durable seq is the store's, whose lock an
@@ -328,6 +328,9 @@ func (b *Backup) admit(parent context.Context, stream backupStream, hello *replp
 		return nil, b.refuse(stream, "wrong_volume", reject(replpb.Reject_WRONG_VOLUME, 0,
 			"this backup serves volume %s, not %s", b.volumeID, hello.VolumeId))
 	}
+	if b.fencedOut(hello.Epoch) {
+		return nil, b.refuse(stream, "fenced", b.refuseFenced(hello.Epoch))
+	}
 	if e := b.store.Epoch(); hello.Epoch < e {
 		return nil, b.refuse(stream, "stale_epoch", reject(replpb.Reject_STALE_EPOCH, e,
 			"epoch %d is below %d: this primary was deposed", hello.Epoch, e))
@@ -342,6 +345,7 @@ func (b *Backup) admit(parent context.Context, stream backupStream, hello *replp
 	if b.active != nil {
 		b.active.cancel()
 	}
+	b.newSessionReceived()
 	ctx, cancel := context.WithCancel(parent)
 	b.active = &session{epoch: hello.Epoch, cancel: cancel}
 	b.log.Info("primary connected", "epoch", hello.Epoch, "primary_last_seq", hello.LastSeq, "durable_seq", b.store.Last().Seq)
@@ -360,6 +364,10 @@ func (b *Backup) store1(sessionEpoch uint64, encs [][]byte) *replpb.BackupMsg {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	epoch := b.store.Epoch()
+	if b.fencedOut(sessionEpoch) {
+		b.m.rejected.WithLabelValues("fenced").Inc()
+		return b.refuseFenced(sessionEpoch)
+	}
 	if sessionEpoch < epoch {
 		b.m.rejected.WithLabelValues("stale_epoch").Inc()
 		return reject(replpb.Reject_STALE_EPOCH, epoch, "epoch %d is below %d: this primary was deposed", sessionEpoch, epoch)

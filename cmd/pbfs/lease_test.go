@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/pbfs/pbfs/internal/fstest"
-	"time"
 )
 
 // TestPrimaryRidesOutACoordinatorOutage: etcd (one member) is down past
@@ -79,4 +82,56 @@ func TestFailoverWithAHungEtcdMember(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	w.requireLedger(t, next.vol)
+}
+
+// TestRevokedLeaseFencesTheOldPrimary: etcd revokes the primary's lease
+// while the primary cannot hear it (its link to etcd cut), as a paused
+// etcd leader that resumes does with stale expiry times. The primary's
+// clock says it holds the lease for seconds more, but the backups saw the
+// leader key go and fenced themselves: they refuse it, so its barriers
+// fail at once, and every write a barrier acknowledged, on either side of
+// the change, is on the new primary. Before, the old primary acknowledged
+// until its own deadline, through a backup the new term had not reached
+// yet, and those writes were lost.
+func TestRevokedLeaseFencesTheOldPrimary(t *testing.T) {
+	c := startRelayedNodes(t, 1, 3, func(*node) []string { return []string{"--lease-ttl", "9s"} })
+	old, l := c.leader(60 * time.Second)
+	w := &writer{acked: map[string]string{}, lastAck: map[string]time.Time{}}
+	for i := 0; i < 5; i++ {
+		if !w.write(old, i) {
+			t.Fatalf("write %d not acknowledged:\n%s", i, c.logs())
+		}
+	}
+	old.cutCoordinator(true)
+	defer old.cutCoordinator(false) // to stop it cleanly
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err := c.cli.Revoke(ctx, clientv3.LeaseID(l.LeaseID))
+	cancel()
+	must(t, err)
+	revoked := time.Now()
+	// The old primary's lease runs, by its clock, for about 8 s from its
+	// last renewal: write through it for 5 s.
+	var lastAck time.Time
+	for i := 100; time.Since(revoked) < 5*time.Second; i++ {
+		if w.write(old, i) {
+			lastAck = time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if after := lastAck.Sub(revoked); after > 2*time.Second {
+		t.Fatalf("the old primary acknowledged a write %v after etcd revoked its lease:\n%s", after.Round(time.Millisecond), c.logs())
+	}
+	next, _ := c.leader(30 * time.Second)
+	if next == old {
+		t.Fatal("the old primary is the leader again")
+	}
+	for i := 0; i < 5; i++ {
+		if !w.write(next, 200+i) {
+			t.Fatalf("write %d not acknowledged by the new primary:\n%s", i, c.logs())
+		}
+	}
+	w.requireLedger(t, next.vol)
+	if !strings.Contains(old.out.String(), "deposed") {
+		t.Fatalf("the old primary never learned it was deposed:\n%s", old.out)
+	}
 }

@@ -28,7 +28,9 @@ import (
 // node is one `pbfs node` process of a test cluster.
 type node struct {
 	name, vol, jdir, addr, hooks string
-	extra                        []string // more arguments
+	extra                        []string        // more arguments
+	coordinator                  string          // its --coordinator, if not the cluster's
+	relays                       []*fstest.Relay // its way to etcd (startRelayedNodes)
 	cmd                          *exec.Cmd
 	out                          *fstest.Buffer
 	client                       *control.Client
@@ -49,6 +51,17 @@ func startNodes(t *testing.T, etcdMembers, n int) *nodes {
 // startNodesWith starts n nodes; extra, if set, gives a node's extra
 // arguments.
 func startNodesWith(t *testing.T, etcdMembers, n int, extra func(nd *node) []string) *nodes {
+	return startCluster(t, etcdMembers, n, extra, false)
+}
+
+// startRelayedNodes starts n nodes that each reach etcd through relays of
+// their own, which a test cuts (node.cutCoordinator) to part one node from
+// etcd.
+func startRelayedNodes(t *testing.T, etcdMembers, n int, extra func(nd *node) []string) *nodes {
+	return startCluster(t, etcdMembers, n, extra, true)
+}
+
+func startCluster(t *testing.T, etcdMembers, n int, extra func(nd *node) []string, relayed bool) *nodes {
 	fstest.RequireFUSE(t)
 	c := &nodes{t: t, etcd: etcdtest.Start(t, etcdMembers)}
 	eps := strings.Split(strings.TrimPrefix(c.etcd.Endpoints(), "etcd://"), ",")
@@ -65,6 +78,15 @@ func startNodesWith(t *testing.T, etcdMembers, n int, extra func(nd *node) []str
 		if extra != nil {
 			nd.extra = extra(nd)
 		}
+		if relayed {
+			var via []string
+			for _, ep := range eps {
+				r := fstest.StartRelay(t, ep)
+				nd.relays = append(nd.relays, r)
+				via = append(via, r.Addr())
+			}
+			nd.coordinator = "etcd://" + strings.Join(via, ",")
+		}
 		c.nodes = append(c.nodes, nd)
 		c.start(nd)
 	}
@@ -73,7 +95,11 @@ func startNodesWith(t *testing.T, etcdMembers, n int, extra func(nd *node) []str
 
 func (c *nodes) start(nd *node) {
 	nd.out = &fstest.Buffer{}
-	nd.cmd = exec.Command(fstest.Binary(c.t), "node", "--coordinator", c.etcd.Endpoints(), "--name", nd.name,
+	coordinator := c.etcd.Endpoints()
+	if nd.coordinator != "" {
+		coordinator = nd.coordinator
+	}
+	nd.cmd = exec.Command(fstest.Binary(c.t), "node", "--coordinator", coordinator, "--name", nd.name,
 		"--listen", nd.addr, "--journal", nd.jdir, "--token", fstest.TestToken, "--seal-interval", "10ms",
 		"--on-promote", "echo promoted $PBFS_NODE $PBFS_EPOCH >> "+filepath.Join(nd.hooks, "promote"),
 		"--on-demote", "echo demoted $PBFS_NODE >> "+filepath.Join(nd.hooks, "demote"))
@@ -87,6 +113,17 @@ func (c *nodes) start(nd *node) {
 			syscall.Unmount(nd.vol, syscall.MNT_DETACH)
 		}
 	})
+}
+
+// cutCoordinator parts nd from etcd (startRelayedNodes), or joins it again.
+func (nd *node) cutCoordinator(cut bool) {
+	for _, r := range nd.relays {
+		if cut {
+			r.Cut()
+		} else {
+			r.Mend()
+		}
+	}
 }
 
 func (c *nodes) kill(nd *node) {

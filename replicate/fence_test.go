@@ -1,0 +1,152 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/replpb"
+)
+
+// TestFenceEndsTheTerm: a backup fenced at epoch 5 stores nothing more of
+// the epoch-5 session it was serving, refuses that primary's Hello again,
+// admits epoch 6, and keeps the fence across a restart.
+func TestFenceEndsTheTerm(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			b, addr, _ := startBackup(t)
+			s := tr.dial(t, addr, "right")
+			if m := hello(t, s, 5); m.GetWelcome() == nil {
+				t.Fatalf("epoch 5: %v", m)
+			}
+			msg, prev := batch(t, 1, 5, 0, journal.Op{Kind: journal.KindMkdir, Path: "before", Mode: 0o755})
+			must(t, s.Send(msg))
+			waitDurable(t, s, 1)
+			must(t, b.Fence(context.Background(), 5))
+			if st := b.Status(); st.Fenced != 5 || st.DurableSeq != 1 {
+				t.Fatalf("after the fence: %+v", st)
+			}
+			msg, _ = batch(t, 2, 5, prev, journal.Op{Kind: journal.KindMkdir, Path: "after", Mode: 0o755})
+			s.Send(msg)
+			for {
+				m, err := s.Recv()
+				if err != nil || m.GetReject() != nil {
+					break // the session ended, or refused the batch
+				}
+				if m.GetAck().GetDurableSeq() >= 2 {
+					t.Fatalf("a batch of the fenced epoch was acked: %v", m)
+				}
+			}
+			if d := b.Status().DurableSeq; d != 1 {
+				t.Fatalf("durable seq %d: a batch of the fenced epoch was stored", d)
+			}
+			if m := hello(t, tr.dial(t, addr, "right"), 5); m.GetReject().GetCode() != replpb.Reject_STALE_EPOCH {
+				t.Fatalf("epoch 5 after its fence: %v, want STALE_EPOCH", m)
+			}
+			if m := hello(t, tr.dial(t, addr, "right"), 6); m.GetWelcome() == nil {
+				t.Fatalf("epoch 6 after a fence at 5: %v", m)
+			}
+			must(t, b.Fence(context.Background(), 3)) // below: nothing
+			if f := b.Status().Fenced; f != 5 {
+				t.Fatalf("fenced %d after fencing a lower epoch", f)
+			}
+		})
+	}
+}
+
+// TestFenceSurvivesARestart: the fence is in the journal.
+func TestFenceSurvivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	vol := filepath.Join(dir, "vol")
+	must(t, os.Mkdir(vol, 0o755))
+	cfg := BackupConfig{Volume: vol, Journal: filepath.Join(dir, "j"), Token: "right"}
+	b, err := OpenBackup(cfg)
+	must(t, err)
+	must(t, b.Fence(context.Background(), 7))
+	b.Close()
+	b, err = OpenBackup(cfg)
+	must(t, err)
+	defer b.Close()
+	if !b.fencedOut(7) || b.fencedOut(8) || b.Status().Fenced != 7 {
+		t.Fatalf("after a restart: fenced %d", b.Status().Fenced)
+	}
+}
+
+// TestFenceStoresWhatItAckedAsReceived: at ack level memory, batches acked
+// as received but still queued when the fence comes are stored before it
+// returns (the primary may have counted those acks), and nothing is acked
+// as received after it.
+func TestFenceStoresWhatItAckedAsReceived(t *testing.T) {
+	stored1, hold := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookAcked = func(*Backup) { once.Do(func() { close(stored1); <-hold }) }
+	t.Cleanup(func() { testHookAcked = nil })
+	b, addr, _ := startBackup(t)
+	s := dialRaw(t, addr, "right")
+	must(t, s.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{VolumeId: "vol-1", Epoch: 1, AckReceived: true}}}))
+	if m, err := s.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("hello: %v %v", m, err)
+	}
+	var prev uint32
+	send := func(seq uint64) {
+		var msg *replpb.PrimaryMsg
+		msg, prev = batch(t, seq, 1, prev, journal.Op{Kind: journal.KindMkdir, Path: fmt.Sprintf("d%d", seq), Mode: 0o755})
+		s.Send(msg)
+	}
+	send(1)
+	<-stored1 // the store loop waits in the hook
+	for seq := uint64(2); seq <= 4; seq++ {
+		send(seq)
+	}
+	for received := uint64(0); received < 4; {
+		m, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		received = max(received, m.GetAck().GetReceivedSeq())
+	}
+	fenced := make(chan error, 1)
+	go func() { fenced <- b.Fence(context.Background(), 1) }()
+	time.Sleep(100 * time.Millisecond) // the fence has begun, and waits
+	close(hold)
+	must(t, <-fenced)
+	if d := b.Status().DurableSeq; d < 4 {
+		t.Fatalf("durable seq %d after the fence: batches acked as received were dropped", d)
+	}
+	send(5)
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			break
+		}
+		if m.GetAck().GetReceivedSeq() >= 5 || m.GetAck().GetDurableSeq() >= 5 {
+			t.Fatalf("a batch was acked after the fence: %v", m)
+		}
+	}
+}
+
+// waitDurable reads acks until one says seq is durable.
+func waitDurable(t *testing.T, s primaryStream, seq uint64) {
+	t.Helper()
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			t.Fatalf("waiting for seq %d to be durable: %v", seq, err)
+		}
+		if m.GetAck().GetDurableSeq() >= seq {
+			return
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
