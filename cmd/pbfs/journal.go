@@ -21,8 +21,9 @@ func journalCommand() *cli.Command {
 	jflag := &cli.StringFlag{Name: "journal", Required: true, Usage: "journal directory"}
 	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print JSON, for scripts"}
 	return &cli.Command{
-		Name:  "journal",
-		Usage: "inspect, verify and replay a journal (also while its mount runs)",
+		Name:   "journal",
+		Usage:  "inspect, verify and replay a journal (also while its mount runs)",
+		Action: needCommand,
 		Subcommands: []*cli.Command{
 			{Name: "ls", Usage: "list batches", Flags: []cli.Flag{jflag, jsonFlag}, Action: journalLs},
 			{Name: "show", Usage: "print one batch's ops", ArgsUsage: "SEQ", Flags: []cli.Flag{jflag, jsonFlag}, Action: journalShow},

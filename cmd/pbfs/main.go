@@ -42,6 +42,24 @@ func commandNotFound(c *cli.Context, name string) {
 	cli.OsExiter(2)
 }
 
+// needCommand is the action of pbfs and of a command made of subcommands
+// when none is named: the list of them, on stderr, and a usage error (the
+// help urfave/cli shows by itself exits 0, and a script that lost its
+// subcommand would go on as if it had run).
+func needCommand(c *cli.Context) error {
+	if c.Args().Present() {
+		commandNotFound(c, c.Args().First())
+		return nil
+	}
+	c.App.Writer = c.App.ErrWriter
+	if c.Command != nil && c.Command.Name != "" {
+		cli.ShowSubcommandHelp(c)
+	} else {
+		cli.ShowAppHelp(c)
+	}
+	return cli.Exit("", 2)
+}
+
 // hasSubcommands reports whether cmd has subcommands besides help.
 func hasSubcommands(cmd *cli.Command) bool {
 	for _, sub := range cmd.Subcommands {
@@ -63,6 +81,7 @@ func newApp() *cli.App {
 		Version:                   appVersion(),
 		Before:                    checkGlobal,
 		CommandNotFound:           commandNotFound,
+		Action:                    needCommand,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"PBFS_LOG_LEVEL"}},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json"},

@@ -25,8 +25,9 @@ var pluginFlags = []cli.Flag{
 
 func pluginCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "plugin",
-		Usage: "list a mount's plugins, or check a plugin binary",
+		Name:   "plugin",
+		Usage:  "list a mount's plugins, or check a plugin binary",
+		Action: needCommand,
 		Subcommands: []*cli.Command{
 			{
 				Name:  "ls",

@@ -72,7 +72,7 @@ func usageErrors(app *cli.App) {
 		for _, c := range cmds {
 			name := prefix + " " + c.Name
 			c.OnUsageError = onUsage(name)
-			if c.Action != nil {
+			if c.Action != nil && len(c.Subcommands) == 0 {
 				c.Action = checkArgs(name, c.ArgsUsage, c.Action)
 			}
 			walk(name, c.Subcommands)

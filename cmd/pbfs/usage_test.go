@@ -49,6 +49,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"promote", "--journal", jdir, vol}, "holds no journal"},
 		{[]string{"backup", "--listen", "", "--token", "t", "--journal", jdir, vol}, "--listen is empty"},
 		{[]string{"bogus"}, `no command "bogus"`},
+		{nil, "COMMANDS:"}, // no command: the list, and a usage error, not success
+		{[]string{"journal"}, "replay"},
+		{[]string{"plugin"}, "check"},
 		{[]string{"status", "--coordinator", "etcd://[::1"}, `endpoint "[::1"`},
 		{[]string{"status", "--coordinator", "etcd://host:99999"}, `endpoint "host:99999"`},
 		{[]string{"status", "--coordinator", "etcd://,,"}, "names no endpoint"},
@@ -102,6 +105,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	}
 	if out, code := run(t, "barrier", "--journal", jdir); code != 1 {
 		t.Errorf("barrier with no mount: exit %d, want 1:\n%s", code, out)
+	}
+	if out, code := run(t, "help", "journal"); code != 0 || !strings.Contains(out, "replay") {
+		t.Errorf("help journal: exit %d:\n%s", code, out)
 	}
 	if out, code := run(t, "--version"); code != 0 || !strings.HasPrefix(out, "pbfs version ") {
 		t.Errorf("--version: exit %d:\n%s", code, out)
