@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -86,6 +87,10 @@ type Plugin struct {
 	pid     int
 	sockets string // the directory the plugin's socket is in; Kill removes it
 	line    *line  // the plugin's barrier line (nil: barriers go over gRPC)
+	// gone: the process never completed its handshake or has exited, so
+	// go-plugin's "failed to exit gracefully" as Kill reaps it says
+	// nothing (the launch error or the exit was logged).
+	gone *atomic.Bool
 }
 
 // Launch starts the plugin binary at path and completes the handshake.
@@ -119,6 +124,7 @@ func Launch(ctx context.Context, path string, o Options) (*Plugin, error) {
 		cmd.ExtraFiles = []*os.File{lineEnd}
 		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", wire.EnvLine, wire.LineFD))
 	}
+	gone := new(atomic.Bool)
 	versions := map[int]plugin.PluginSet{}
 	for _, v := range wire.Accepted(o.Version) {
 		versions[v] = plugin.PluginSet{wire.PluginName: &ClientPlugin{}}
@@ -131,9 +137,9 @@ func Launch(ctx context.Context, path string, o Options) (*Plugin, error) {
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		StartTimeout:     o.StartTimeout,
-		Logger:           wire.HCLog(o.Logger),
+		Logger:           wire.HCLogDropping(o.Logger, func(msg string) bool { return gone.Load() && msg == "plugin failed to exit gracefully" }),
 	})
-	p := &Plugin{client: c, sockets: sockets}
+	p := &Plugin{client: c, sockets: sockets, gone: gone}
 	rpc, err := c.Client()
 	if lineEnd != nil {
 		lineEnd.Close() // the plugin has its own copy, if it started
@@ -142,6 +148,7 @@ func Launch(ctx context.Context, path string, o Options) (*Plugin, error) {
 		p.line = newLine(lineConn, o.Logger)
 	}
 	if err != nil {
+		gone.Store(true)
 		p.Kill()
 		return nil, launchError(path, err)
 	}
@@ -214,6 +221,9 @@ const killGrace = 5 * time.Second
 // mount's stop with it) waited forever. After killGrace the process is
 // killed, which fails the RPC.
 func (p *Plugin) Kill() {
+	if p.client.Exited() {
+		p.gone.Store(true)
+	}
 	done := make(chan struct{})
 	go func() {
 		p.client.Kill()

@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -34,9 +35,15 @@ func TestWrongHandshakeRefused(t *testing.T) {
 	if !errors.Is(err, host.ErrHandshake) {
 		t.Fatalf("err %v", err)
 	}
-	_, err = host.Check(context.Background(), "/bin/true", host.Options{})
+	var log fstest.Buffer
+	_, err = host.Check(context.Background(), "/bin/true", host.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	if !errors.Is(err, host.ErrHandshake) {
 		t.Fatalf("/bin/true: err %v", err)
+	}
+	// The process that never came up is reaped without a word: the error
+	// says it all, and a supervisor retrying it logged a warning each time.
+	if strings.Contains(log.String(), "gracefully") {
+		t.Fatalf("a plugin that never started was said to have failed to exit gracefully:\n%s", log.String())
 	}
 }
 

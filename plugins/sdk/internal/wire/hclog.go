@@ -13,10 +13,18 @@ import (
 // ends log through the logger they were given.
 func HCLog(l *slog.Logger) hclog.Logger { return &hcl{l: l} }
 
+// HCLogDropping is HCLog without the lines drop says to leave out (by
+// message), for go-plugin's that say nothing the host has not said
+// better.
+func HCLogDropping(l *slog.Logger, drop func(msg string) bool) hclog.Logger {
+	return &hcl{l: l, drop: drop}
+}
+
 type hcl struct {
 	l    *slog.Logger
 	name string
 	args []any
+	drop func(msg string) bool
 }
 
 func toSlog(level hclog.Level) slog.Level {
@@ -32,6 +40,9 @@ func toSlog(level hclog.Level) slog.Level {
 }
 
 func (h *hcl) Log(level hclog.Level, msg string, args ...any) {
+	if h.drop != nil && h.drop(msg) {
+		return
+	}
 	// go-plugin adds the plugin's own "timestamp" to lines it relays;
 	// slog stamps the time already.
 	for i := 0; i+1 < len(args); i += 2 {
@@ -67,7 +78,7 @@ func (h *hcl) GetLevel() hclog.Level {
 	return hclog.Error
 }
 func (h *hcl) With(args ...any) hclog.Logger {
-	return &hcl{l: h.l.With(args...), name: h.name, args: append(append([]any{}, h.args...), args...)}
+	return &hcl{l: h.l.With(args...), name: h.name, args: append(append([]any{}, h.args...), args...), drop: h.drop}
 }
 func (h *hcl) Named(name string) hclog.Logger {
 	if h.name != "" {
@@ -76,7 +87,7 @@ func (h *hcl) Named(name string) hclog.Logger {
 	return h.ResetNamed(name)
 }
 func (h *hcl) ResetNamed(name string) hclog.Logger {
-	return &hcl{l: h.l.With("component", name), name: name, args: h.args}
+	return &hcl{l: h.l.With("component", name), name: name, args: h.args, drop: h.drop}
 }
 func (h *hcl) StandardLogger(*hclog.StandardLoggerOptions) *log.Logger {
 	return slog.NewLogLogger(h.l.Handler(), slog.LevelInfo)
