@@ -10,6 +10,10 @@ import (
 // entries: JSON with go-plugin's "@level" and "@message" keys.
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if a.Value.Kind() == slog.KindDuration {
+			// JSON would carry nanoseconds, and the host relays the number.
+			return slog.String(a.Key, a.Value.Duration().String())
+		}
 		if len(groups) > 0 {
 			return a
 		}
