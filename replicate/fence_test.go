@@ -2,10 +2,8 @@ package replicate
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -82,38 +80,13 @@ func TestFenceSurvivesARestart(t *testing.T) {
 // returns (the primary may have counted those acks), and nothing is acked
 // as received after it.
 func TestFenceStoresWhatItAckedAsReceived(t *testing.T) {
-	stored1, hold := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	testHookAcked = func(*Backup) { once.Do(func() { close(stored1); <-hold }) }
-	t.Cleanup(func() { testHookAcked = nil })
 	b, addr, _ := startBackup(t)
 	s := dialRaw(t, addr, "right")
-	must(t, s.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{VolumeId: "vol-1", Epoch: 1, AckReceived: true}}}))
-	if m, err := s.Recv(); err != nil || m.GetWelcome() == nil {
-		t.Fatalf("hello: %v %v", m, err)
-	}
-	var prev uint32
-	send := func(seq uint64) {
-		var msg *replpb.PrimaryMsg
-		msg, prev = batch(t, seq, 1, prev, journal.Op{Kind: journal.KindMkdir, Path: fmt.Sprintf("d%d", seq), Mode: 0o755})
-		s.Send(msg)
-	}
-	send(1)
-	<-stored1 // the store loop waits in the hook
-	for seq := uint64(2); seq <= 4; seq++ {
-		send(seq)
-	}
-	for received := uint64(0); received < 4; {
-		m, err := s.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		received = max(received, m.GetAck().GetReceivedSeq())
-	}
+	send, release := receivedNotStored(t, s, 4, 4)
 	fenced := make(chan error, 1)
 	go func() { fenced <- b.Fence(context.Background(), 1) }()
 	time.Sleep(100 * time.Millisecond) // the fence has begun, and waits
-	close(hold)
+	release()
 	must(t, <-fenced)
 	if d := b.Status().DurableSeq; d < 4 {
 		t.Fatalf("durable seq %d after the fence: batches acked as received were dropped", d)

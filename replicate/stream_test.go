@@ -241,14 +241,34 @@ func TestReceivedBatchesOutliveTheStream(t *testing.T) {
 }
 
 func testReceivedOutliveTheStream(t *testing.T, open func(t *testing.T, addr string) (primaryStream, func())) {
-	stored1, hold := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	testHookAcked = func(*Backup) { once.Do(func() { close(stored1); <-hold }) }
-	t.Cleanup(func() { testHookAcked = nil })
 	// A heartbeat due whenever the store loop looks: the failed stream
 	// shows first there, half the time, with batches still queued.
 	b, addr, _ := startBackupHeartbeat(t, time.Millisecond)
 	s, breakStream := open(t, addr)
+	// Four wait in the receiver's queue and a fifth in its hands: six
+	// acked as received, none stored.
+	_, release := receivedNotStored(t, s, 7, 6)
+	breakStream()
+	release()
+	deadline := time.Now().Add(5 * time.Second)
+	for b.Status().DurableSeq < 6 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := b.Status().DurableSeq; got < 6 {
+		t.Fatalf("durable seq %d after the stream failed: batches acked as received were dropped", got)
+	}
+}
+
+// receivedNotStored opens an ack level memory session of epoch 1 on s and
+// holds the backup's store loop once it has stored batch 1; it sends
+// batches 2 to last and returns once the backup acked acked of them as
+// received. send sends more; release lets the store loop go on.
+func receivedNotStored(t *testing.T, s primaryStream, last, acked uint64) (send func(seq uint64), release func()) {
+	t.Helper()
+	stored1, hold := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	testHookAcked = func(*Backup) { once.Do(func() { close(stored1); <-hold }) }
+	t.Cleanup(func() { testHookAcked = nil })
 	if err := s.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{VolumeId: "vol-1", Epoch: 1, AckReceived: true}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +276,7 @@ func testReceivedOutliveTheStream(t *testing.T, open func(t *testing.T, addr str
 		t.Fatalf("hello: %v %v", m, err)
 	}
 	var prev uint32
-	send := func(seq uint64) {
+	send = func(seq uint64) {
 		var msg *replpb.PrimaryMsg
 		msg, prev = batch(t, seq, 1, prev, journal.Op{Kind: journal.KindMkdir, Path: fmt.Sprintf("d%d", seq), Mode: 0o755})
 		if err := s.Send(msg); err != nil {
@@ -265,25 +285,15 @@ func testReceivedOutliveTheStream(t *testing.T, open func(t *testing.T, addr str
 	}
 	send(1)
 	<-stored1 // the backup's store loop now waits in the hook
-	for seq := uint64(2); seq <= 7; seq++ {
+	for seq := uint64(2); seq <= last; seq++ {
 		send(seq)
 	}
-	// Four wait in the receiver's queue and a fifth in its hands: six
-	// acked as received, none stored.
-	for received := uint64(0); received < 6; {
+	for received := uint64(0); received < acked; {
 		m, err := s.Recv()
 		if err != nil {
 			t.Fatal(err)
 		}
 		received = max(received, m.GetAck().GetReceivedSeq())
 	}
-	breakStream()
-	close(hold)
-	deadline := time.Now().Add(5 * time.Second)
-	for b.Status().DurableSeq < 6 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := b.Status().DurableSeq; got < 6 {
-		t.Fatalf("durable seq %d after the stream failed: batches acked as received were dropped", got)
-	}
+	return send, func() { close(hold) }
 }
