@@ -91,14 +91,18 @@ type Backup struct {
 	active   *session  // the primary stream being served, if any
 
 	// fenced is the epoch the backup was fenced at (fence.go): primaries
-	// of it or below are refused. Written under mu and recvMu.
+	// of it or below are refused. Written under mu.
 	fenced atomic.Uint64
-	// recvMu guards fencing, the epoch a Fence under way stops acks as
-	// received for, and recvAcked, the newest batch of the session acked
+	// recvMu guards fencing, the epoch a Fence under way refuses from its
+	// start (it stops acks as received at once, and waits for those sent
+	// to be stored), and recvAcked, the newest batch of the session acked
 	// as received.
 	recvMu    sync.Mutex
 	fencing   uint64
 	recvAcked uint64
+	// resyncMu is held while a resync handles a message, and by the start
+	// of the next (resync_backup.go).
+	resyncMu sync.Mutex
 
 	applied atomic.Uint64 // newest batch applied to the volume
 	synced  atomic.Uint64 // newest batch applied and synced (the progress file's "applied")

@@ -45,10 +45,17 @@ func (b *Backup) Fence(ctx context.Context, epoch uint64) error {
 		}
 	}
 	if last := b.store.Last().Seq; last < want {
-		b.log.Error("fenced with batches acked as received not stored: the stream failed before they came out of it", "durable_seq", last, "acked_seq", want)
+		// Their stream failed before they came out of it (keepReceived
+		// said so): the primary resends them to a live session, but this
+		// report cannot hold them. Ack level memory survives one
+		// machine's loss, not a stream's failure and then the primary's.
+		b.log.Error("fenced without batches acked as received: their stream failed before they were stored", "durable_seq", last, "acked_seq", want)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if epoch <= b.fenced.Load() {
+		return nil // a concurrent Fence went as far
+	}
 	if err := b.store.SetMetaUint(fencedKey, epoch); err != nil {
 		return fmt.Errorf("fence epoch %d: %w", epoch, err)
 	}
@@ -62,15 +69,33 @@ func (b *Backup) Fence(ctx context.Context, epoch uint64) error {
 	return nil
 }
 
-// fencedOut reports whether a primary of epoch is fenced out.
+// fencedOut reports whether a primary of epoch is fenced out: the
+// batches of its session are refused (store1).
 func (b *Backup) fencedOut(epoch uint64) bool {
 	f := b.fenced.Load()
 	return f > 0 && epoch <= f
 }
 
+// fencingOut reports whether a primary of epoch is fenced out or being
+// fenced out: a new session or resync of it is refused (admit,
+// beginResync). While a Fence waits for the batches its session acked as
+// received, that session may still store them, but the primary may not
+// replace it with a new one, which would drop them.
+func (b *Backup) fencingOut(epoch uint64) bool {
+	f := b.fenceFloor()
+	return f > 0 && epoch <= f
+}
+
+// fenceFloor is the epoch the backup is fenced at or being fenced at.
+func (b *Backup) fenceFloor() uint64 {
+	b.recvMu.Lock()
+	defer b.recvMu.Unlock()
+	return max(b.fencing, b.fenced.Load())
+}
+
 // refuseFenced is the refusal of a fenced-out primary.
 func (b *Backup) refuseFenced(epoch uint64) *replpb.BackupMsg {
-	f := b.fenced.Load()
+	f := b.fenceFloor()
 	return reject(replpb.Reject_STALE_EPOCH, f+1, "epoch %d ended: this backup was fenced at epoch %d, and this primary was deposed", epoch, f)
 }
 

@@ -7,6 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
@@ -85,7 +90,12 @@ func TestFenceStoresWhatItAckedAsReceived(t *testing.T) {
 	send, release := receivedNotStored(t, s, 4, 4)
 	fenced := make(chan error, 1)
 	go func() { fenced <- b.Fence(context.Background(), 1) }()
-	time.Sleep(100 * time.Millisecond) // the fence has begun, and waits
+	waitFencing(t, b, 1)
+	// The old primary reconnecting now would replace the session whose
+	// queue holds what was acked as received: refused.
+	if m := hello(t, dialRaw(t, addr, "right"), 1); m.GetReject().GetCode() != replpb.Reject_STALE_EPOCH {
+		t.Fatalf("a Hello of the epoch being fenced: %v, want STALE_EPOCH", m)
+	}
 	release()
 	must(t, <-fenced)
 	if d := b.Status().DurableSeq; d < 4 {
@@ -100,6 +110,54 @@ func TestFenceStoresWhatItAckedAsReceived(t *testing.T) {
 		if m.GetAck().GetReceivedSeq() >= 5 || m.GetAck().GetDurableSeq() >= 5 {
 			t.Fatalf("a batch was acked after the fence: %v", m)
 		}
+	}
+}
+
+// waitFencing waits until a Fence of epoch has begun.
+func waitFencing(t *testing.T, b *Backup, epoch uint64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); b.fenceFloor() < epoch; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the fence never began")
+		}
+	}
+}
+
+// TestFenceEndsAResyncUnderWay: a resync of the fenced epoch that began
+// before the fence goes no further: its end would reset the journal to
+// the old primary's snapshot after the backup reported, and could land
+// after the new primary's own resync.
+func TestFenceEndsAResyncUnderWay(t *testing.T) {
+	b, addr, _ := startBackup(t)
+	s := dialRaw(t, addr, "right")
+	hello(t, s, 1)
+	msg, _ := batch(t, 1, 1, 0, journal.Op{Kind: journal.KindMkdir, Path: "d", Mode: 0o755})
+	must(t, s.Send(msg))
+	waitDurable(t, s, 1)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(tokenCreds{token: "right"}))
+	must(t, err)
+	defer conn.Close()
+	rs, err := replpb.NewReplicationClient(conn).Resync(context.Background())
+	must(t, err)
+	must(t, rs.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Start{Start: &replpb.ResyncStart{VolumeId: "vol-1", Epoch: 1, BlockSize: 4096}}}))
+	must(t, rs.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Entry{Entry: &replpb.Entry{Path: []byte("f"), Mode: 0o100644}}}))
+	if m, err := rs.Recv(); err != nil || m.GetWant() == nil {
+		t.Fatalf("the resync did not begin: %v %v", m, err)
+	}
+	must(t, b.Fence(context.Background(), 1))
+	must(t, rs.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Done{Done: &replpb.ResyncDone{}}}))
+	if m, err := rs.Recv(); err == nil {
+		t.Fatalf("a resync of the fenced epoch went on: %v", m)
+	}
+	if st := b.Status(); st.DurableSeq != 1 || !st.Stalled {
+		t.Fatalf("a resync of the fenced epoch ended after the fence: %+v", st)
+	}
+	// And a new one of that epoch is refused from the start.
+	rs, err = replpb.NewReplicationClient(conn).Resync(context.Background())
+	must(t, err)
+	rs.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Start{Start: &replpb.ResyncStart{VolumeId: "vol-1", Epoch: 1, BlockSize: 4096}}})
+	if _, err := rs.Recv(); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a resync of the fenced epoch: %v, want PermissionDenied", err)
 	}
 }
 

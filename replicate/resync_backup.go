@@ -18,6 +18,13 @@ import (
 // snapshot (see the proto). The backup is marked stalled, durably, from the
 // start until the end, so a crash in the middle leaves it needing another
 // resync, never looking good.
+//
+// Each message is handled under resyncMu, after checking that the resync
+// is still current: a newer resync, a fence of its epoch or a primary of a
+// higher epoch ends it, and then nothing more of it touches the volume or
+// the journal (two resyncs writing the same volume, the older one ending
+// last, would leave the older snapshot). Replies go out after resyncMu is
+// released: a primary that stopped reading must not hold up the next one.
 func (b *Backup) Resync(stream replpb.Replication_ResyncServer) error {
 	first, err := stream.Recv()
 	if err != nil {
@@ -27,117 +34,172 @@ func (b *Backup) Resync(stream replpb.Replication_ResyncServer) error {
 	if start == nil || start.BlockSize == 0 || start.BlockSize > 16<<20 {
 		return status.Error(codes.InvalidArgument, "resync must start with ResyncStart")
 	}
-	if err := b.beginResync(start); err != nil {
+	gen, err := b.beginResync(start)
+	if err != nil {
 		return err
 	}
 	b.log.Info("resync started", "seq", start.Seq, "epoch", start.Epoch)
-	rc := b.applier.Reconciler()
-	var pending *apply.Spec
-	finish := func() error {
-		if pending == nil {
-			return nil
-		}
-		err := rc.Finish(pending)
-		pending = nil
-		return err
-	}
-	blocks := uint64(0)
+	r := &resyncer{b: b, start: start, gen: gen, rc: b.applier.Reconciler()}
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
 			return err
 		}
-		switch {
-		case msg.GetEntry() != nil:
-			if err := finish(); err != nil {
-				return b.resyncFailed(err)
+		b.resyncMu.Lock()
+		reply, done, err := r.step(msg)
+		b.resyncMu.Unlock()
+		if err != nil {
+			return b.resyncFailed(err)
+		}
+		if reply != nil {
+			if err := stream.Send(reply); err != nil {
+				return err
 			}
-			e := msg.GetEntry()
-			spec := &apply.Spec{Path: string(e.Path), Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, Target: string(e.Target),
-				Rdev: e.Rdev, Xattrs: replpb.XattrMap(e.Xattrs), LinkTo: string(e.LinkTo), Mtime: e.MtimeNs}
-			compare, err := rc.Ensure(spec)
-			if err != nil {
-				return b.resyncFailed(err)
-			}
-			pending = spec
-			if spec.Mode&0o170000 == 0o100000 && spec.LinkTo == "" {
-				if err := theirSums(e, start.BlockSize).Check(e.Size, int(start.BlockSize)); err != nil {
-					return b.resyncFailed(fmt.Errorf("resync %q: %w", e.Path, err))
-				}
-				var want []uint64
-				if compare {
-					want, err = rc.Compare(spec.Path, int(start.BlockSize), theirSums(e, start.BlockSize), rc.Fresh(spec.Path))
-				}
-				if err != nil {
-					return b.resyncFailed(err)
-				}
-				if len(want) > 0 && !rc.Fresh(spec.Path) {
-					rc.Changed++
-				}
-				if err := stream.Send(&replpb.ResyncBackupMsg{Msg: &replpb.ResyncBackupMsg_Want{Want: &replpb.Want{Path: e.Path, Blocks: want}}}); err != nil {
-					return err
-				}
-			}
-		case msg.GetBlock() != nil:
-			bl := msg.GetBlock()
-			if pending == nil || string(bl.Path) != pending.Path || len(bl.Data) > int(start.BlockSize) {
-				return b.resyncFailed(errors.New("block for a file not being resynced"))
-			}
-			if err := rc.WriteBlock(pending.Path, int64(bl.Index)*int64(start.BlockSize), bl.Data); err != nil {
-				return b.resyncFailed(err)
-			}
-			blocks++
-		case msg.GetDone() != nil:
-			if err := finish(); err != nil {
-				return b.resyncFailed(err)
-			}
-			if err := rc.Done(); err != nil {
-				return b.resyncFailed(err)
-			}
-			if err := b.endResync(start); err != nil {
-				return b.resyncFailed(err)
-			}
-			b.log.Info("resync done", "seq", start.Seq, "files_changed", rc.Changed, "blocks_received", blocks, "removed", rc.Removed)
-			return stream.Send(&replpb.ResyncBackupMsg{Msg: &replpb.ResyncBackupMsg_Result{Result: &replpb.ResyncResult{
-				FilesChanged: uint64(rc.Changed), BlocksReceived: blocks, Removed: uint64(rc.Removed)}}})
-		default:
-			return b.resyncFailed(errors.New("unexpected resync message"))
+		}
+		if done {
+			return nil
 		}
 	}
 }
 
-func (b *Backup) beginResync(start *replpb.ResyncStart) error {
+// resyncer is one resync's state on the backup.
+type resyncer struct {
+	b       *Backup
+	start   *replpb.ResyncStart
+	gen     uint64 // b.resyncs when it began
+	rc      *apply.Reconciler
+	pending *apply.Spec
+	blocks  uint64
+}
+
+// finish completes the file whose blocks were coming.
+func (r *resyncer) finish() error {
+	if r.pending == nil {
+		return nil
+	}
+	err := r.rc.Finish(r.pending)
+	r.pending = nil
+	return err
+}
+
+// step handles one message, under resyncMu: what to reply, and whether the
+// resync is done.
+func (r *resyncer) step(msg *replpb.ResyncPrimaryMsg) (*replpb.ResyncBackupMsg, bool, error) {
+	if err := r.b.resyncCurrent(r.gen, r.start.Epoch); err != nil {
+		return nil, false, err
+	}
+	switch {
+	case msg.GetEntry() != nil:
+		if err := r.finish(); err != nil {
+			return nil, false, err
+		}
+		e := msg.GetEntry()
+		spec := &apply.Spec{Path: string(e.Path), Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, Target: string(e.Target),
+			Rdev: e.Rdev, Xattrs: replpb.XattrMap(e.Xattrs), LinkTo: string(e.LinkTo), Mtime: e.MtimeNs}
+		compare, err := r.rc.Ensure(spec)
+		if err != nil {
+			return nil, false, err
+		}
+		r.pending = spec
+		if spec.Mode&0o170000 != 0o100000 || spec.LinkTo != "" {
+			return nil, false, nil
+		}
+		bs := r.start.BlockSize
+		if err := theirSums(e, bs).Check(e.Size, int(bs)); err != nil {
+			return nil, false, fmt.Errorf("resync %q: %w", e.Path, err)
+		}
+		var want []uint64
+		if compare {
+			want, err = r.rc.Compare(spec.Path, int(bs), theirSums(e, bs), r.rc.Fresh(spec.Path))
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if len(want) > 0 && !r.rc.Fresh(spec.Path) {
+			r.rc.Changed++
+		}
+		return &replpb.ResyncBackupMsg{Msg: &replpb.ResyncBackupMsg_Want{Want: &replpb.Want{Path: e.Path, Blocks: want}}}, false, nil
+	case msg.GetBlock() != nil:
+		bl := msg.GetBlock()
+		if r.pending == nil || string(bl.Path) != r.pending.Path || len(bl.Data) > int(r.start.BlockSize) {
+			return nil, false, errors.New("block for a file not being resynced")
+		}
+		if err := r.rc.WriteBlock(r.pending.Path, int64(bl.Index)*int64(r.start.BlockSize), bl.Data); err != nil {
+			return nil, false, err
+		}
+		r.blocks++
+		return nil, false, nil
+	case msg.GetDone() != nil:
+		if err := r.finish(); err != nil {
+			return nil, false, err
+		}
+		if err := r.rc.Done(); err != nil {
+			return nil, false, err
+		}
+		if err := r.b.endResync(r.start); err != nil {
+			return nil, false, err
+		}
+		r.b.log.Info("resync done", "seq", r.start.Seq, "files_changed", r.rc.Changed, "blocks_received", r.blocks, "removed", r.rc.Removed)
+		return &replpb.ResyncBackupMsg{Msg: &replpb.ResyncBackupMsg_Result{Result: &replpb.ResyncResult{
+			FilesChanged: uint64(r.rc.Changed), BlocksReceived: r.blocks, Removed: uint64(r.rc.Removed)}}}, true, nil
+	}
+	return nil, false, errors.New("unexpected resync message")
+}
+
+// ErrResyncSuperseded ends a resync that is no longer current.
+var ErrResyncSuperseded = errors.New("resync superseded")
+
+// resyncCurrent says why the resync that began as gen, for a primary of
+// epoch, must go no further (nil: it may); the caller holds resyncMu.
+func (b *Backup) resyncCurrent(gen, epoch uint64) error {
+	switch {
+	case b.resyncs.Load() != gen:
+		return fmt.Errorf("%w: a newer resync began", ErrResyncSuperseded)
+	case b.fencedOut(epoch):
+		return fmt.Errorf("%w: epoch %d ended (this backup was fenced at %d)", ErrResyncSuperseded, epoch, b.fenceFloor())
+	case epoch < b.store.Epoch():
+		return fmt.Errorf("%w: a primary of epoch %d connected", ErrResyncSuperseded, b.store.Epoch())
+	}
+	return nil
+}
+
+// beginResync checks a resync's start and marks the backup stalled; it
+// returns the resync's generation (b.resyncs). It waits for a resync under
+// way to finish the message it is handling, which then goes no further.
+func (b *Backup) beginResync(start *replpb.ResyncStart) (uint64, error) {
+	b.resyncMu.Lock()
+	defer b.resyncMu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.volumeID != "" && b.volumeID != start.VolumeId {
-		return status.Errorf(codes.FailedPrecondition, "this backup serves volume %s, not %s", b.volumeID, start.VolumeId)
+		return 0, status.Errorf(codes.FailedPrecondition, "this backup serves volume %s, not %s", b.volumeID, start.VolumeId)
 	}
 	if !b.cfg.Adopt && b.store.Last().Seq == 0 && b.applied.Load() == 0 {
 		// Never held a batch: this is its first resync (adopt.go).
 		if err := b.refuseForeignVolume(start.VolumeId); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	if b.fencedOut(start.Epoch) {
+	if b.fencingOut(start.Epoch) {
 		b.m.rejected.WithLabelValues("fenced").Inc()
-		return status.Errorf(codes.PermissionDenied, "epoch %d ended: this backup was fenced at epoch %d, and this primary was deposed", start.Epoch, b.fenced.Load())
+		return 0, status.Errorf(codes.PermissionDenied, "epoch %d ended: this backup was fenced at epoch %d, and this primary was deposed", start.Epoch, b.fenceFloor())
 	}
 	if e := b.store.Epoch(); start.Epoch < e {
 		b.m.rejected.WithLabelValues("stale_epoch").Inc()
-		return status.Errorf(codes.PermissionDenied, "epoch %d is below %d: this primary was deposed", start.Epoch, e)
+		return 0, status.Errorf(codes.PermissionDenied, "epoch %d is below %d: this primary was deposed", start.Epoch, e)
 	}
 	if b.active != nil {
 		b.active.cancel()
 		b.active = nil
 	}
-	b.stalled.Store(true) // stops the apply loop
-	b.resyncs.Add(1)      // and drops its window
+	b.stalled.Store(true)   // stops the apply loop
+	gen := b.resyncs.Add(1) // and drops its window
 	b.decoded.reset()
 	if err := b.store.SetMetaUint("stalled", start.Seq+1); err != nil {
-		return err
+		return 0, err
 	}
 	b.keepDiscarded(start)
-	return nil
+	return gen, nil
 }
 
 // keepDiscarded exports the batches this resync is about to discard that

@@ -49,21 +49,18 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 		b.m.rejected.WithLabelValues("protocol").Inc()
 		return stream.Send(reject(replpb.Reject_UNKNOWN, 0, "stream must start with Hello"))
 	}
-	ctx, err := b.admit(parent, stream, hello)
+	// The progress channel is always taken before the applied seq is read
+	// for a message: an apply that lands between the read and the wait
+	// closes the channel waited on, and is reported, instead of going
+	// unreported until the next one.
+	progressed := b.appliedChanged()
+	ctx, w, err := b.admit(parent, stream, hello)
 	if err != nil {
 		return err
 	}
 	// Acks go out from the loop below and, at ack level memory, from the
 	// receiving goroutine: one Send at a time.
 	stream = &lockedStream{backupStream: stream}
-	// The progress channel is always taken before the applied seq is read
-	// for a message: an apply that lands between the read and the wait
-	// closes the channel waited on, and is reported, instead of going
-	// unreported until the next one.
-	progressed := b.appliedChanged()
-	b.mu.Lock()
-	w := b.welcome()
-	b.mu.Unlock()
 	if err := stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Welcome{Welcome: w}}); err != nil {
 		return err
 	}
@@ -311,36 +308,37 @@ func (a *acker) send() error {
 
 // admit checks a primary's Hello: volume and epoch. A new primary session
 // replaces the one being served (the same primary reconnecting, or a new
-// one with a higher epoch).
-func (b *Backup) admit(parent context.Context, stream backupStream, hello *replpb.Hello) (context.Context, error) {
+// one with a higher epoch). The Welcome is what the backup holds as the
+// session begins, read under the same lock: a Fence cannot come between.
+func (b *Backup) admit(parent context.Context, stream backupStream, hello *replpb.Hello) (context.Context, *replpb.Welcome, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if hello.VolumeId == "" {
-		return nil, b.refuse(stream, "protocol", reject(replpb.Reject_UNKNOWN, 0, "Hello without a volume id"))
+		return nil, nil, b.refuse(stream, "protocol", reject(replpb.Reject_UNKNOWN, 0, "Hello without a volume id"))
 	}
 	if b.volumeID == "" {
 		if err := b.store.SetMeta("volume", []byte(hello.VolumeId)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		b.volumeID = hello.VolumeId
 		b.log.Info("serving a new volume", "volume_id", hello.VolumeId)
 	} else if b.volumeID != hello.VolumeId {
-		return nil, b.refuse(stream, "wrong_volume", reject(replpb.Reject_WRONG_VOLUME, 0,
+		return nil, nil, b.refuse(stream, "wrong_volume", reject(replpb.Reject_WRONG_VOLUME, 0,
 			"this backup serves volume %s, not %s", b.volumeID, hello.VolumeId))
 	}
-	if b.fencedOut(hello.Epoch) {
-		return nil, b.refuse(stream, "fenced", b.refuseFenced(hello.Epoch))
+	if b.fencingOut(hello.Epoch) {
+		return nil, nil, b.refuse(stream, "fenced", b.refuseFenced(hello.Epoch))
 	}
 	if e := b.store.Epoch(); hello.Epoch < e {
-		return nil, b.refuse(stream, "stale_epoch", reject(replpb.Reject_STALE_EPOCH, e,
+		return nil, nil, b.refuse(stream, "stale_epoch", reject(replpb.Reject_STALE_EPOCH, e,
 			"epoch %d is below %d: this primary was deposed", hello.Epoch, e))
 	} else if hello.Epoch > e {
 		if err := b.store.SetEpoch(hello.Epoch); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := b.notePolicy(hello); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if b.active != nil {
 		b.active.cancel()
@@ -349,7 +347,7 @@ func (b *Backup) admit(parent context.Context, stream backupStream, hello *replp
 	ctx, cancel := context.WithCancel(parent)
 	b.active = &session{epoch: hello.Epoch, cancel: cancel}
 	b.log.Info("primary connected", "epoch", hello.Epoch, "primary_last_seq", hello.LastSeq, "durable_seq", b.store.Last().Seq)
-	return ctx, nil
+	return ctx, b.welcome(), nil
 }
 
 func (b *Backup) refuse(stream backupStream, label string, msg *replpb.BackupMsg) error {

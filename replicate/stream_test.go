@@ -266,9 +266,11 @@ func testReceivedOutliveTheStream(t *testing.T, open func(t *testing.T, addr str
 func receivedNotStored(t *testing.T, s primaryStream, last, acked uint64) (send func(seq uint64), release func()) {
 	t.Helper()
 	stored1, hold := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	var once, released sync.Once
+	release = func() { released.Do(func() { close(hold) }) }
 	testHookAcked = func(*Backup) { once.Do(func() { close(stored1); <-hold }) }
-	t.Cleanup(func() { testHookAcked = nil })
+	// Before the backup's Close, which waits for its store loop.
+	t.Cleanup(func() { release(); testHookAcked = nil })
 	if err := s.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{VolumeId: "vol-1", Epoch: 1, AckReceived: true}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -295,5 +297,5 @@ func receivedNotStored(t *testing.T, s primaryStream, last, acked uint64) (send 
 		}
 		received = max(received, m.GetAck().GetReceivedSeq())
 	}
-	return send, func() { close(hold) }
+	return send, release
 }
