@@ -95,16 +95,21 @@ func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, er
 			continue
 		}
 		lapsed := time.Now()
-		var ended uint64 // the epoch of the term that ended (0: none was decided)
+		var t ended
 		if len(ek) > 0 {
-			ended, _ = strconv.ParseUint(string(ek[0].Value), 10, 64)
+			if t.epoch, err = strconv.ParseUint(string(ek[0].Value), 10, 64); err != nil {
+				n.log.Error("the coordinator's epoch key is not a number; no election until it is", "key", n.k.epoch(), "value", string(ek[0].Value))
+				sleep(ctx, time.Second)
+				continue
+			}
+			t.rev = ek[0].ModRevision
 		}
-		if err := b.Fence(ctx, ended); err != nil {
-			n.log.Error("cannot fence the term that ended; this backup takes no part in the election", "epoch", ended, "err", err)
+		if err := b.Fence(ctx, t.epoch); err != nil {
+			n.log.Error("cannot fence the term that ended; this backup takes no part in the election", "epoch", t.epoch, "err", err)
 			sleep(ctx, settle)
 			continue
 		}
-		w, err := n.elect(ctx, resp.Header.Revision, ended, b, lastLeader)
+		w, err := n.elect(ctx, resp.Header.Revision, t, b, lastLeader)
 		if err != nil {
 			n.log.Warn("election attempt failed", "err", err)
 		}
@@ -118,10 +123,16 @@ func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, er
 	return false, nil
 }
 
+// ended is the term that ended, as read with the leader key gone.
+type ended struct {
+	epoch uint64 // 0: no term was decided yet
+	rev   int64  // the epoch key's ModRevision (0: no key)
+}
+
 // elect tries to take the next term; nil if this node should not or did
-// not win. rev is a revision at which no leader existed, and ended the
-// epoch of the term that ended, at which this node's backup is fenced.
-func (n *Node) elect(ctx context.Context, rev int64, ended uint64, b *replicate.Backup, oldLeader string) (*won, error) {
+// not win. rev is a revision at which no leader existed, and t the term
+// that ended, at whose epoch this node's backup is fenced.
+func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backup, oldLeader string) (*won, error) {
 	st := b.Status()
 	me := backupMember(st)
 	if err := n.publish(ctx, me); err != nil {
@@ -137,26 +148,37 @@ func (n *Node) elect(ctx context.Context, rev int64, ended uint64, b *replicate.
 		return nil, err
 	}
 	var fresh []Member
+	unfenced := 0
 	for _, kv := range resp.Kvs {
 		var m Member
 		if json.Unmarshal(kv.Value, &m) != nil || kv.ModRevision <= rev || m.Role != "backup" {
 			continue
 		}
-		if ended > 0 && m.Fenced < ended {
-			// Made before the backup refused the old primary: it may
-			// acknowledge more after it.
+		if st.VolumeID != "" && m.Volume != "" && m.Volume != st.VolumeID {
 			continue
 		}
-		if st.VolumeID != "" && m.Volume != "" && m.Volume != st.VolumeID {
+		if t.epoch > 0 && m.Fenced < t.epoch {
+			// Made before the backup refused the old primary: it may
+			// acknowledge more after it.
+			unfenced++
 			continue
 		}
 		fresh = append(fresh, m)
 	}
 	if reason := n.eligible(st, fresh); reason != "" {
+		if unfenced > 0 {
+			reason += fmt.Sprintf(" (%d more reported before fencing epoch %d, and do not count)", unfenced, t.epoch)
+		}
 		n.log.Info("not taking over", "why", reason)
 		return nil, nil
 	}
-	return n.takeTerm(ctx, st, oldLeader)
+	// Above every epoch a report names, and every fence: a backup refuses
+	// a primary of its fence's epoch.
+	floor := max(t.epoch, st.Epoch, st.Fenced)
+	for _, m := range fresh {
+		floor = max(floor, m.Epoch, m.Fenced)
+	}
+	return n.takeTerm(ctx, st, t, floor, oldLeader)
 }
 
 // eligible says why this backup must not take the term ("" if it may).
@@ -180,6 +202,12 @@ func (n *Node) eligible(st replicate.Status, fresh []Member) string {
 	if best != n.cfg.Name {
 		return fmt.Sprintf("%s is more current", best)
 	}
+	// A stalled backup still stores, and may have acknowledged, batches
+	// it cannot apply: one that holds more than this one may hold the
+	// only copy of an acknowledged batch.
+	if top := fresh[0]; top.Stalled && top.Durable > st.CompleteSeq {
+		return fmt.Sprintf("%s holds batches up to %d and this backup only up to %d, and it is stalled (it needs a resync): no eligible backup is sure to hold every acknowledged batch (pbfs promote --force chooses)", top.Name, top.Durable, st.CompleteSeq)
+	}
 	need := 1
 	if p := st.Policy; p.Known() {
 		need = int(p.Of - p.Need + 1)
@@ -193,27 +221,18 @@ func (n *Node) eligible(st replicate.Status, fresh []Member) string {
 	return ""
 }
 
-// takeTerm takes the next term with a compare-and-swap: it succeeds only
-// if no leader exists and the epoch is still the one read.
-func (n *Node) takeTerm(ctx context.Context, st replicate.Status, oldLeader string) (*won, error) {
-	er, err := retried(ctx, func(c context.Context) (*clientv3.GetResponse, error) { return n.cli.Get(c, n.k.epoch()) })
-	if err != nil {
-		return nil, err
+// takeTerm takes the next term, above floor, with a compare-and-swap: it
+// succeeds only if no leader exists and the epoch key is as it was when
+// the term t ended. A term that began and ended since then was not the
+// one the reports were fenced against: the election starts again.
+func (n *Node) takeTerm(ctx context.Context, st replicate.Status, t ended, floor uint64, oldLeader string) (*won, error) {
+	if t.rev != 0 && st.VolumeID == "" {
+		// A term was decided, and this node never received the volume:
+		// alone, it would start an empty one and resync the others to it.
+		n.log.Info("not taking over", "why", "this node never received the volume, and a term was decided before")
+		return nil, nil
 	}
-	var current uint64
-	var epochRev int64
-	if len(er.Kvs) > 0 {
-		current, _ = strconv.ParseUint(string(er.Kvs[0].Value), 10, 64)
-		epochRev = er.Kvs[0].ModRevision
-		if st.VolumeID == "" {
-			// A term was decided, and this node never received the volume:
-			// alone, it would start an empty one and resync the others to
-			// it when they came back.
-			n.log.Info("not taking over", "why", "this node never received the volume, and a term was decided before")
-			return nil, nil
-		}
-	}
-	epoch := max(current, st.Epoch) + 1
+	epoch := floor + 1
 	// The lease runs from when etcd grants it: count from before asking.
 	sent := time.Now()
 	g, err := retried(ctx, func(c context.Context) (*clientv3.LeaseGrantResponse, error) {
@@ -228,7 +247,7 @@ func (n *Node) takeTerm(ctx context.Context, st replicate.Status, oldLeader stri
 	defer tcancel()
 	tr, err := n.cli.Txn(tctx).
 		If(clientv3.Compare(clientv3.CreateRevision(n.k.leader()), "=", 0),
-			clientv3.Compare(clientv3.ModRevision(n.k.epoch()), "=", epochRev)).
+			clientv3.Compare(clientv3.ModRevision(n.k.epoch()), "=", t.rev)).
 		Then(clientv3.OpPut(n.k.leader(), encode(leader), clientv3.WithLease(g.ID)),
 			clientv3.OpPut(n.k.epoch(), strconv.FormatUint(epoch, 10))).
 		Commit()
@@ -241,5 +260,5 @@ func (n *Node) takeTerm(ctx context.Context, st replicate.Status, oldLeader stri
 	l.renewed(sent)
 	n.m.terms.Inc()
 	n.log.Warn("took over as the primary", "epoch", epoch, "after", oldLeader, "durable_seq", st.CompleteSeq)
-	return &won{epoch: epoch, lease: l, from: oldLeader, first: len(er.Kvs) == 0}, nil
+	return &won{epoch: epoch, lease: l, from: oldLeader, first: t.rev == 0}, nil
 }
