@@ -156,7 +156,7 @@ func (l *lease) keep(ctx context.Context) error {
 			wait = 100 * time.Millisecond // etcd unreachable for now
 		default:
 			l.m.leaseLost.WithLabelValues("gone").Inc()
-			return fmt.Errorf("lease %x: %w", l.id, ErrLeaseLost)
+			return fmt.Errorf("lease %x: etcd says it is gone (expired, revoked, or revoked early by an etcd leader back from a pause): %w", l.id, ErrLeaseLost)
 		}
 		if !sleep(ctx, wait) {
 			return ctx.Err()

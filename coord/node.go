@@ -171,7 +171,9 @@ func (n *Node) Run(ctx context.Context) error {
 			continue
 		}
 		n.schedule(false)
-		if err := n.servePrimary(ctx); err != nil {
+		if err := n.servePrimary(ctx); errors.Is(err, ErrLeaseLost) || errors.Is(err, replicate.ErrDeposed) {
+			n.log.Info("primary role ended; rejoining as a backup") // said why above
+		} else if err != nil {
 			n.log.Error("primary role ended", "err", err)
 		}
 	}

@@ -87,7 +87,16 @@ func (n *Node) servePrimary(ctx context.Context) error {
 		n.hook(n.cfg.OnDemote, "backup", p.Epoch)
 		err = m.Close()
 	case err = <-lost:
-		n.log.Error("deposed: the lease lapsed; stopping the service and rejoining as a backup", "err", err)
+		n.log.Error("deposed: the lease is lost; stopping the service and rejoining as a backup", "err", err)
+		n.hook(n.cfg.OnDemote, "backup", p.Epoch)
+		m.Abort()
+		m.Close()
+	case <-m.Deposed():
+		// The backups saw the term end before this node did (etcd revoked
+		// the lease, or this node cannot reach it): no barrier returns
+		// again, so the service stops now, not at the lease's give-up time.
+		err = replicate.ErrDeposed
+		n.log.Error("deposed: a backup refused this primary's epoch; stopping the service and rejoining as a backup")
 		n.hook(n.cfg.OnDemote, "backup", p.Epoch)
 		m.Abort()
 		m.Close()

@@ -244,6 +244,16 @@ func volumeID(st *journal.Store) (string, error) {
 // Done is closed when the kernel side of the mount goes away.
 func (m *Mount) Done() <-chan struct{} { return m.srv.Done() }
 
+// Deposed is closed once a backup has refused this primary for its epoch
+// (a newer term began, or the backups fenced this one): no barrier
+// returns again. Nil, never closed, without backups.
+func (m *Mount) Deposed() <-chan struct{} {
+	if m.primary == nil {
+		return nil
+	}
+	return m.primary.Deposed()
+}
+
 // Summary reports the mount's state from what it holds in memory, for
 // periodic callers (the coordinator, plugins).
 func (m *Mount) Summary() control.Status {

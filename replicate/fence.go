@@ -96,7 +96,7 @@ func (b *Backup) fenceFloor() uint64 {
 // refuseFenced is the refusal of a fenced-out primary.
 func (b *Backup) refuseFenced(epoch uint64) *replpb.BackupMsg {
 	f := b.fenceFloor()
-	return reject(replpb.Reject_STALE_EPOCH, f+1, "epoch %d ended: this backup was fenced at epoch %d, and this primary was deposed", epoch, f)
+	return reject(replpb.Reject_STALE_EPOCH, f, "epoch %d ended: this backup was fenced at epoch %d, and this primary was deposed", epoch, f)
 }
 
 // mayAckReceived reports whether batches of a session of epoch may be

@@ -17,7 +17,7 @@ import (
 
 // Errors a shipper reports.
 var (
-	ErrDeposed      = errors.New("deposed: a backup has seen a higher epoch")
+	ErrDeposed      = errors.New("deposed: a backup refused this primary's epoch (a newer term began, or the backups fenced this one)")
 	ErrNeedsResync  = errors.New("backup needs a resync")
 	errStreamClosed = errors.New("stream closed")
 )
@@ -338,7 +338,9 @@ func (s *Shipper) setDeposed() {
 
 func (s *Shipper) setStalled(v bool) {
 	if v && !s.stalled.Swap(true) {
-		s.log.Error("backup reports it stalled applying batches: it needs a resync; barriers that need its ack wait until the resync ends (or drop it, with --degrade-after)")
+		// A warning: it is resynced next, and a former primary that
+		// rejoins always is (its own log says why it stalled).
+		s.log.Warn("backup is stalled: it needs a resync, which follows; barriers that need its ack wait until the resync ends (or drop it, with --degrade-after)")
 	} else if !v {
 		s.stalled.Store(false)
 	}
@@ -361,7 +363,7 @@ func (s *Shipper) rejected(rej *replpb.Reject) error {
 	switch rej.Code {
 	case replpb.Reject_STALE_EPOCH:
 		s.setDeposed()
-		s.log.Error("this primary is deposed: a backup has seen a higher epoch", "epoch", rej.Epoch)
+		s.log.Error("this primary is deposed: a backup refused its epoch", "reason", rej.Reason)
 		return fmt.Errorf("%v: %w", err, ErrDeposed)
 	case replpb.Reject_WRONG_VOLUME, replpb.Reject_DIVERGED, replpb.Reject_GAP:
 		s.setStale(true)

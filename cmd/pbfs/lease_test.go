@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +122,11 @@ func TestRevokedLeaseFencesTheOldPrimary(t *testing.T) {
 	}
 	if after := lastAck.Sub(revoked); after > 2*time.Second {
 		t.Fatalf("the old primary acknowledged a write %v after etcd revoked its lease:\n%s", after.Round(time.Millisecond), c.logs())
+	}
+	// Refused, it stops its service at once (the demotion hook ran), not
+	// at its lease's give-up time, 13.5 s after its last renewal.
+	if _, err := os.Stat(filepath.Join(old.hooks, "demote")); err != nil {
+		t.Fatalf("the old primary did not step down within 5 s of being refused:\n%s", old.out)
 	}
 	next, _ := c.leader(30 * time.Second)
 	if next == old {
