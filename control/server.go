@@ -168,6 +168,7 @@ func Listen(journalDir string) (net.Listener, error) {
 func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Registry, log *slog.Logger) error {
 	p := ln.Addr().String()
 	mux := http.NewServeMux()
+	failed := &rateLog{every: time.Second}
 	mux.HandleFunc("POST /v1/barrier", func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		if t, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && t > 0 {
@@ -177,7 +178,11 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 		}
 		seq, err := b.Barrier(ctx)
 		if err != nil {
-			log.Warn("barrier failed", "err", err)
+			if ok, held := failed.allow(time.Now()); ok && held > 0 {
+				log.Warn("barrier failed", "err", err, "failures_not_logged", held)
+			} else if ok {
+				log.Warn("barrier failed", "err", err)
+			}
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
