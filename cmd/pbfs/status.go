@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -52,16 +53,31 @@ func statusCommand() *cli.Command {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "\nNAME\tROLE\tADDR\tEPOCH\tDURABLE\tAPPLIED\tLAG\tSTATE\tREPORTED")
 			for _, m := range r.Members {
-				state := "ok"
-				if m.Stalled {
-					state = "stalled: needs a resync"
-				}
+				state := memberState(r, m)
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s ago\n", m.Name, m.Role, m.Addr, m.Epoch, m.Durable, m.Applied, r.Lag(m), state,
 					time.Since(m.At).Round(time.Millisecond))
 			}
 			return tw.Flush()
 		},
 	}
+}
+
+// memberState is a member's STATE column: whether it needs a resync and,
+// while no primary serves, whether its report counts in the election (a
+// backup's counts once it has fenced the ended term).
+func memberState(r *coord.Report, m coord.Member) string {
+	state := "ok"
+	if m.Stalled {
+		state = "stalled: needs a resync"
+	}
+	if r.Leader == nil && m.Role == "backup" && r.Epoch > 0 {
+		if m.Fenced >= r.Epoch {
+			state += ", fenced epoch " + strconv.FormatUint(r.Epoch, 10)
+		} else {
+			state += ", not fenced yet: its report does not count"
+		}
+	}
+	return state
 }
 
 func orNone(s string) string {
