@@ -157,6 +157,11 @@ func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backu
 		if st.VolumeID != "" && m.Volume != "" && m.Volume != st.VolumeID {
 			continue
 		}
+		if m.Former {
+			// A deposed primary waiting for its resync: in no ack set, and
+			// what it holds past its backups was never acknowledged.
+			continue
+		}
 		if t.epoch > 0 && m.Fenced < t.epoch {
 			// Made before the backup refused the old primary: it may
 			// acknowledge more after it.

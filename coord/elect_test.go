@@ -139,6 +139,23 @@ func TestElectionWaitsForAStalledBackupsBatches(t *testing.T) {
 	}
 }
 
+// TestElectionIgnoresADeposedPrimarysReport: the old primary rejoined as a
+// backup before the election and waits for its resync, stalled, holding
+// batches its backups never acknowledged. It neither blocks the election
+// (before, no primary was ever elected again) nor counts toward it (it
+// was in no ack set).
+func TestElectionIgnoresADeposedPrimarysReport(t *testing.T) {
+	c := newCandidate(t)
+	c.report(t, Member{Name: "old", Epoch: 5, Fenced: 5, Durable: 10, Stalled: true, Former: true})
+	if w := c.elect(t); w != nil {
+		t.Fatal("elected on its own report and a deposed primary's")
+	}
+	c.report(t, Member{Name: "b", Epoch: 5, Fenced: 5})
+	if w := c.elect(t); w == nil {
+		t.Fatal("not elected with two fenced backups' reports: the deposed primary's blocked it")
+	}
+}
+
 // TestElectionTakesAnEpochAboveEveryFence: a report fenced at 9 (the epoch
 // key went backwards, say restored from a snapshot): the new term is above
 // it, or that backup would refuse the new primary.

@@ -52,10 +52,13 @@ type Member struct {
 	Epoch  uint64 `json:"epoch"`
 	// Fenced is the epoch the backup refuses primaries of and below: a
 	// term that ended, whose primary it acknowledges nothing more.
-	Fenced  uint64    `json:"fenced,omitempty"`
-	Durable uint64    `json:"durable_seq"`
-	Applied uint64    `json:"applied_seq"`
-	Stalled bool      `json:"stalled"`
+	Fenced  uint64 `json:"fenced,omitempty"`
+	Durable uint64 `json:"durable_seq"`
+	Applied uint64 `json:"applied_seq"`
+	Stalled bool   `json:"stalled"`
+	// Former: a deposed primary waiting for its resync (it was in no ack
+	// set, and what it holds past its backups was never acknowledged).
+	Former  bool      `json:"former_primary,omitempty"`
 	Need    uint32    `json:"ack_need"`
 	Of      uint32    `json:"ack_of"`
 	Degrade bool      `json:"degrade,omitempty"`

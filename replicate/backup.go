@@ -109,7 +109,8 @@ type Backup struct {
 	// resyncs counts resyncs begun: one replaces the volume under an
 	// apply window (applier.go).
 	resyncs atomic.Uint64
-	// formerPrimary: the journal last served a primary (see OpenBackup).
+	// formerPrimary: the journal last served a primary, and no resync
+	// has come since (see OpenBackup); kept in formerPrimaryKey.
 	formerPrimary bool
 	// complete is the newest durable seq that ends a seal (a batch
 	// without journal.FlagMore): the applier never starts a group of
@@ -263,6 +264,8 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 			b.Close()
 			return nil, err
 		}
+	} else if former, _ := st.MetaUint(formerPrimaryKey); former > 0 && string(role) != RolePrimary {
+		b.formerPrimary = true // restarted before the resync that ends it
 	} else if string(role) == RolePrimary {
 		// The journal last served a primary (a deposed one, rejoining):
 		// its volume holds what that primary applied, journaled or not,
@@ -270,6 +273,10 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		// resync brings it back; what that discards is kept aside.
 		b.formerPrimary, marked = true, true
 		b.log.Warn("this journal last served a primary; the volume waits for a resync from the current one")
+		if err := st.SetMetaUint(formerPrimaryKey, 1); err != nil {
+			b.Close()
+			return nil, err
+		}
 		if err := st.SetMetaUint("stalled", st.Last().Seq+1); err != nil {
 			b.Close()
 			return nil, err
@@ -361,9 +368,14 @@ type Status struct {
 	Epoch       uint64
 	// Fenced is the epoch the backup was fenced at (fence.go): it refuses
 	// primaries of that epoch or below.
-	Fenced  uint64
-	Stalled bool
-	Policy  AckPolicy // the last primary's
+	Fenced uint64
+	// FormerPrimary: the journal served a primary, and waits for the
+	// resync that makes it a backup's. What it holds past its backups'
+	// was never acknowledged, and it was in no ack set: an election
+	// neither counts nor follows its report.
+	FormerPrimary bool
+	Stalled       bool
+	Policy        AckPolicy // the last primary's
 }
 
 // Status reports the backup's progress.
@@ -371,7 +383,7 @@ func (b *Backup) Status() Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return Status{VolumeID: b.volumeID, DurableSeq: b.store.Last().Seq, CompleteSeq: b.complete.Load(), AppliedSeq: b.applied.Load(),
-		Epoch: b.store.Epoch(), Fenced: b.fenced.Load(), Stalled: b.stalled.Load(), Policy: b.policy}
+		Epoch: b.store.Epoch(), Fenced: b.fenced.Load(), FormerPrimary: b.formerPrimary, Stalled: b.stalled.Load(), Policy: b.policy}
 }
 
 // WaitApplied waits until seq is applied (tests and promotion use it).

@@ -21,6 +21,10 @@ import (
 // fencedKey is the journal metadata that keeps the fence across restarts.
 const fencedKey = "fenced"
 
+// formerPrimaryKey marks a journal that served a primary until the resync
+// that makes it a backup's (Status.FormerPrimary).
+const formerPrimaryKey = "formerprimary"
+
 // Fence makes the backup refuse every primary of epoch or below, durably.
 // It returns once no ack to such a primary can follow: batches acked as
 // received (ack level memory) are stored first, waiting up to

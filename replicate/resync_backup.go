@@ -293,6 +293,10 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 	if err := b.store.SetMetaUint("stalled", 0); err != nil {
 		return err
 	}
+	if err := b.store.SetMetaUint(formerPrimaryKey, 0); err != nil {
+		return err
+	}
+	b.formerPrimary = false
 	if err := b.store.SetMeta("volume", []byte(start.VolumeId)); err != nil {
 		return err
 	}
