@@ -157,9 +157,12 @@ func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backu
 		if st.VolumeID != "" && m.Volume != "" && m.Volume != st.VolumeID {
 			continue
 		}
-		if m.Former {
-			// A deposed primary waiting for its resync: in no ack set, and
-			// what it holds past its backups was never acknowledged.
+		if m.FormerEpoch != 0 && m.FormerEpoch >= t.epoch {
+			// The ended term's own primary, rejoined and waiting for its
+			// resync: in no ack set, and what it holds past its backups
+			// was never acknowledged. (A deposed primary of an earlier
+			// term was a member of this one, stalled throughout: it
+			// counts, acknowledging nothing, and is never followed.)
 			continue
 		}
 		if t.epoch > 0 && m.Fenced < t.epoch {
@@ -210,7 +213,7 @@ func (n *Node) eligible(st replicate.Status, fresh []Member) string {
 	// A stalled backup still stores, and may have acknowledged, batches
 	// it cannot apply: one that holds more than this one may hold the
 	// only copy of an acknowledged batch.
-	if top := fresh[0]; top.Stalled && top.Durable > st.CompleteSeq {
+	if top := mostCurrentMember(fresh); top.Stalled && top.Durable > st.CompleteSeq {
 		return fmt.Sprintf("%s holds batches up to %d and this backup only up to %d, and it is stalled (it needs a resync): no eligible backup is sure to hold every acknowledged batch (pbfs promote --force chooses)", top.Name, top.Durable, st.CompleteSeq)
 	}
 	need := 1
@@ -224,6 +227,18 @@ func (n *Node) eligible(st replicate.Status, fresh []Member) string {
 		return fmt.Sprintf("only %d backups reported; %d must, to prove no acknowledged batch is missing", len(fresh), need)
 	}
 	return ""
+}
+
+// mostCurrentMember is the first of sorted fresh that is not a deposed
+// primary waiting for its resync: what such a one holds past the others
+// was never acknowledged.
+func mostCurrentMember(fresh []Member) Member {
+	for _, m := range fresh {
+		if m.FormerEpoch == 0 {
+			return m
+		}
+	}
+	return Member{}
 }
 
 // takeTerm takes the next term, above floor, with a compare-and-swap: it

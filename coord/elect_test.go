@@ -146,13 +146,27 @@ func TestElectionWaitsForAStalledBackupsBatches(t *testing.T) {
 // was in no ack set).
 func TestElectionIgnoresADeposedPrimarysReport(t *testing.T) {
 	c := newCandidate(t)
-	c.report(t, Member{Name: "old", Epoch: 5, Fenced: 5, Durable: 10, Stalled: true, Former: true})
+	c.report(t, Member{Name: "old", Epoch: 5, Fenced: 5, Durable: 10, Stalled: true, FormerEpoch: 5})
 	if w := c.elect(t); w != nil {
 		t.Fatal("elected on its own report and a deposed primary's")
 	}
 	c.report(t, Member{Name: "b", Epoch: 5, Fenced: 5})
 	if w := c.elect(t); w == nil {
 		t.Fatal("not elected with two fenced backups' reports: the deposed primary's blocked it")
+	}
+}
+
+// TestElectionCountsAnEarlierDeposedPrimary: a primary deposed in an
+// earlier term (4) that never got its resync was a member of the ended
+// term, stalled throughout, so it acknowledged nothing: its report counts
+// toward the quorum, and what it holds past the others does not block.
+// Before, two failovers in a row left no primary (two deposed primaries,
+// one backup).
+func TestElectionCountsAnEarlierDeposedPrimary(t *testing.T) {
+	c := newCandidate(t)
+	c.report(t, Member{Name: "older", Epoch: 5, Fenced: 5, Durable: 10, Stalled: true, FormerEpoch: 4})
+	if w := c.elect(t); w == nil {
+		t.Fatal("not elected with an earlier deposed primary's report")
 	}
 }
 

@@ -344,7 +344,7 @@ func (n *Node) publishBackup(ctx context.Context, b *replicate.Backup) {
 
 func backupMember(st replicate.Status) Member {
 	return Member{Role: "backup", Volume: st.VolumeID, Epoch: st.Epoch, Fenced: st.Fenced, Durable: st.CompleteSeq, Applied: st.AppliedSeq,
-		Stalled: st.Stalled, Former: st.FormerPrimary, Need: st.Policy.Need, Of: st.Policy.Of, Degrade: st.Policy.Degrade}
+		Stalled: st.Stalled, FormerEpoch: st.FormerEpoch, Need: st.Policy.Need, Of: st.Policy.Of, Degrade: st.Policy.Degrade}
 }
 
 func (n *Node) setRole(role string, m *mount.Mount, b *replicate.Backup) {

@@ -56,13 +56,13 @@ type Member struct {
 	Durable uint64 `json:"durable_seq"`
 	Applied uint64 `json:"applied_seq"`
 	Stalled bool   `json:"stalled"`
-	// Former: a deposed primary waiting for its resync (it was in no ack
-	// set, and what it holds past its backups was never acknowledged).
-	Former  bool      `json:"former_primary,omitempty"`
-	Need    uint32    `json:"ack_need"`
-	Of      uint32    `json:"ack_of"`
-	Degrade bool      `json:"degrade,omitempty"`
-	At      time.Time `json:"at"`
+	// FormerEpoch: a deposed primary of that epoch waiting for its
+	// resync (elect.go).
+	FormerEpoch uint64    `json:"former_primary_epoch,omitempty"`
+	Need        uint32    `json:"ack_need"`
+	Of          uint32    `json:"ack_of"`
+	Degrade     bool      `json:"degrade,omitempty"`
+	At          time.Time `json:"at"`
 }
 
 // Failover records a change of primary.

@@ -112,6 +112,7 @@ type Backup struct {
 	// formerPrimary: the journal last served a primary, and no resync
 	// has come since (see OpenBackup); kept in formerPrimaryKey.
 	formerPrimary bool
+	formerEpoch   uint64 // the epoch it served as the primary, while formerPrimary
 	// complete is the newest durable seq that ends a seal (a batch
 	// without journal.FlagMore): the applier never starts a group of
 	// batches it does not hold whole, so the volume only ever takes
@@ -265,7 +266,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 			return nil, err
 		}
 	} else if former, _ := st.MetaUint(formerPrimaryKey); former > 0 && string(role) != RolePrimary {
-		b.formerPrimary = true // restarted before the resync that ends it
+		b.formerPrimary, b.formerEpoch = true, former // restarted before the resync that ends it
 	} else if string(role) == RolePrimary {
 		// The journal last served a primary (a deposed one, rejoining):
 		// its volume holds what that primary applied, journaled or not,
@@ -273,7 +274,8 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		// resync brings it back; what that discards is kept aside.
 		b.formerPrimary, marked = true, true
 		b.log.Warn("this journal last served a primary; the volume waits for a resync from the current one")
-		if err := st.SetMetaUint(formerPrimaryKey, 1); err != nil {
+		b.formerEpoch = max(st.Epoch(), 1)
+		if err := st.SetMetaUint(formerPrimaryKey, b.formerEpoch); err != nil {
 			b.Close()
 			return nil, err
 		}
@@ -369,13 +371,13 @@ type Status struct {
 	// Fenced is the epoch the backup was fenced at (fence.go): it refuses
 	// primaries of that epoch or below.
 	Fenced uint64
-	// FormerPrimary: the journal served a primary, and waits for the
-	// resync that makes it a backup's. What it holds past its backups'
-	// was never acknowledged, and it was in no ack set: an election
-	// neither counts nor follows its report.
-	FormerPrimary bool
-	Stalled       bool
-	Policy        AckPolicy // the last primary's
+	// FormerEpoch, if not 0: the journal served the primary of that
+	// epoch, and waits for the resync that makes it a backup's. Stalled
+	// since, it acknowledged nothing; what it holds past its backups was
+	// never acknowledged (coord's election).
+	FormerEpoch uint64
+	Stalled     bool
+	Policy      AckPolicy // the last primary's
 }
 
 // Status reports the backup's progress.
@@ -383,7 +385,7 @@ func (b *Backup) Status() Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return Status{VolumeID: b.volumeID, DurableSeq: b.store.Last().Seq, CompleteSeq: b.complete.Load(), AppliedSeq: b.applied.Load(),
-		Epoch: b.store.Epoch(), Fenced: b.fenced.Load(), FormerPrimary: b.formerPrimary, Stalled: b.stalled.Load(), Policy: b.policy}
+		Epoch: b.store.Epoch(), Fenced: b.fenced.Load(), FormerEpoch: b.formerEpoch, Stalled: b.stalled.Load(), Policy: b.policy}
 }
 
 // WaitApplied waits until seq is applied (tests and promotion use it).

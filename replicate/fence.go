@@ -21,8 +21,9 @@ import (
 // fencedKey is the journal metadata that keeps the fence across restarts.
 const fencedKey = "fenced"
 
-// formerPrimaryKey marks a journal that served a primary until the resync
-// that makes it a backup's (Status.FormerPrimary).
+// formerPrimaryKey marks a journal that served a primary, with that
+// primary's epoch, until the resync that makes it a backup's
+// (Status.FormerEpoch).
 const formerPrimaryKey = "formerprimary"
 
 // Fence makes the backup refuse every primary of epoch or below, durably.

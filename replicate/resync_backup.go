@@ -296,7 +296,7 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 	if err := b.store.SetMetaUint(formerPrimaryKey, 0); err != nil {
 		return err
 	}
-	b.formerPrimary = false
+	b.formerPrimary, b.formerEpoch = false, 0
 	if err := b.store.SetMeta("volume", []byte(start.VolumeId)); err != nil {
 		return err
 	}
