@@ -1,0 +1,105 @@
+package replicate
+
+// A backup's progress: what it holds, what it applied, and a stall.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/pbfs/pbfs/journal"
+)
+
+// lastComplete returns the newest seq in st that ends a seal: the last
+// one, unless the journal ends inside a group of batches.
+func lastComplete(st *journal.Store) uint64 {
+	seq := st.Last().Seq
+	for ; seq > 0; seq-- {
+		enc, err := st.Get(seq)
+		if err != nil {
+			return seq // trimmed: applied long ago
+		}
+		if h, err := journal.DecodeHeader(enc); err != nil || !h.More() {
+			return seq
+		}
+	}
+	return 0
+}
+
+// stall stops applying for good (until a resync) and persists that.
+func (b *Backup) stall(seq uint64, err error) {
+	b.stalled.Store(true)
+	b.m.applyFailures.Inc()
+	b.log.Error("the backup stops applying and needs a resync", "seq", seq, "err", err)
+	if perr := b.store.SetMetaUint("stalled", seq); perr != nil {
+		b.log.Error("record stall", "err", perr)
+	}
+	b.progressMu.Lock()
+	close(b.progress) // tell the primary
+	b.progress = make(chan struct{})
+	b.progressMu.Unlock()
+}
+
+// Status is what a backup holds.
+type Status struct {
+	VolumeID   string
+	DurableSeq uint64
+	// CompleteSeq is the newest durable seq that ends a seal: what a
+	// promotion of this backup can apply.
+	CompleteSeq uint64
+	AppliedSeq  uint64
+	Epoch       uint64
+	// Fenced is the epoch the backup was fenced at (fence.go): it refuses
+	// primaries of that epoch or below.
+	Fenced uint64
+	// FormerEpoch, if not 0: the journal served the primary of that
+	// epoch, and waits for the resync that makes it a backup's. Stalled
+	// since, it acknowledged nothing; what it holds past its backups was
+	// never acknowledged (coord's election).
+	FormerEpoch uint64
+	Stalled     bool
+	Policy      AckPolicy // the last primary's
+}
+
+// Status reports the backup's progress.
+func (b *Backup) Status() Status {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Status{VolumeID: b.volumeID, DurableSeq: b.store.Last().Seq, CompleteSeq: b.complete.Load(), AppliedSeq: b.applied.Load(),
+		Epoch: b.store.Epoch(), Fenced: b.fenced.Load(), FormerEpoch: b.formerEpoch, Stalled: b.stalled.Load(), Policy: b.policy}
+}
+
+// WaitApplied waits until seq is applied (tests and promotion use it).
+func (b *Backup) WaitApplied(ctx context.Context, seq uint64) error {
+	for b.applied.Load() < seq {
+		if b.stalled.Load() {
+			return errors.New("backup stalled: apply failed")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// appliedChanged returns a channel closed when the applied seq advances.
+func (b *Backup) appliedChanged() <-chan struct{} {
+	b.progressMu.Lock()
+	defer b.progressMu.Unlock()
+	return b.progress
+}
+
+func (b *Backup) setApplied(seq uint64) {
+	b.applied.Store(seq)
+	b.m.applied.Set(float64(seq))
+	b.progressMu.Lock()
+	close(b.progress)
+	b.progress = make(chan struct{})
+	b.progressMu.Unlock()
+}
+
+// Journal is the backup's journal store, for reading (the control
+// socket's journal listing).
+func (b *Backup) Journal() *journal.Store { return b.store }
