@@ -42,6 +42,8 @@ type won struct {
 	lapsed time.Time // when this node saw the old term end
 	// first: no term was decided before this one (no epoch key existed)
 	first bool
+	// forced: taken by an operator's order, against the rule (force.go)
+	forced bool
 }
 
 // awaitElection waits while another node leads, and runs elections while
@@ -63,6 +65,7 @@ func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, er
 			var l Leader
 			json.Unmarshal(lk[0].Value, &l)
 			lastLeader = l.Name
+			n.refusing("")
 			// Wait for the leader key to go (the term to end).
 			// The watch may sit on a member that hangs: look again every
 			// TTL/2 as well.
@@ -134,7 +137,7 @@ type ended struct {
 // that ended, at whose epoch this node's backup is fenced.
 func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backup, oldLeader string) (*won, error) {
 	st := b.Status()
-	me := backupMember(st)
+	me := n.backupMember(st)
 	if err := n.publish(ctx, me); err != nil {
 		return nil, err
 	}
@@ -149,6 +152,9 @@ func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backu
 	}
 	var fresh []Member
 	unfenced := 0
+	// Above every epoch a report names, and every fence: a backup refuses
+	// a primary of its fence's epoch.
+	floor := max(t.epoch, st.Epoch, st.Fenced)
 	for _, kv := range resp.Kvs {
 		var m Member
 		if json.Unmarshal(kv.Value, &m) != nil || kv.ModRevision <= rev || m.Role != "backup" {
@@ -157,6 +163,7 @@ func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backu
 		if st.VolumeID != "" && m.Volume != "" && m.Volume != st.VolumeID {
 			continue
 		}
+		floor = max(floor, m.Epoch, m.Fenced)
 		if m.FormerEpoch != 0 && m.FormerEpoch >= t.epoch {
 			// The ended term's own primary, rejoined and waiting for its
 			// resync: in no ack set, and what it holds past its backups
@@ -173,20 +180,31 @@ func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backu
 		}
 		fresh = append(fresh, m)
 	}
+	order, forced := n.forcedFor(ctx, t.epoch)
 	if reason := n.eligible(st, fresh); reason != "" {
 		if unfenced > 0 {
 			reason += fmt.Sprintf(" (%d more reported before fencing epoch %d, and do not count)", unfenced, t.epoch)
 		}
+		if !forced || st.Stalled {
+			n.refusing(reason)
+			return nil, nil
+		}
+		n.log.Warn("taking over by the operator's order, although the election cannot prove this node holds every acknowledged write",
+			"why_not", reason, "ordered_at", order.At)
+	}
+	return n.takeTerm(ctx, st, t, floor, oldLeader, forced)
+}
+
+// refusing logs why this node does not take the term, once per reason
+// while no primary serves, and publishes it with the member record.
+func (n *Node) refusing(reason string) {
+	n.mu.Lock()
+	same := n.refused == reason
+	n.refused = reason
+	n.mu.Unlock()
+	if !same && reason != "" {
 		n.log.Info("not taking over", "why", reason)
-		return nil, nil
 	}
-	// Above every epoch a report names, and every fence: a backup refuses
-	// a primary of its fence's epoch.
-	floor := max(t.epoch, st.Epoch, st.Fenced)
-	for _, m := range fresh {
-		floor = max(floor, m.Epoch, m.Fenced)
-	}
-	return n.takeTerm(ctx, st, t, floor, oldLeader)
 }
 
 // eligible says why this backup must not take the term ("" if it may).
@@ -214,7 +232,7 @@ func (n *Node) eligible(st replicate.Status, fresh []Member) string {
 	// it cannot apply: one that holds more than this one may hold the
 	// only copy of an acknowledged batch.
 	if top := mostCurrentMember(fresh); top.Stalled && top.Durable > st.CompleteSeq {
-		return fmt.Sprintf("%s holds batches up to %d and this backup only up to %d, and it is stalled (it needs a resync): no eligible backup is sure to hold every acknowledged batch (pbfs promote --force chooses)", top.Name, top.Durable, st.CompleteSeq)
+		return fmt.Sprintf("%s holds batches up to %d and this backup only up to %d, and it is stalled (it needs a resync): no eligible backup is sure to hold every acknowledged batch (pbfs elect --force chooses)", top.Name, top.Durable, st.CompleteSeq)
 	}
 	need := 1
 	if p := st.Policy; p.Known() {
@@ -245,11 +263,11 @@ func mostCurrentMember(fresh []Member) Member {
 // succeeds only if no leader exists and the epoch key is as it was when
 // the term t ended. A term that began and ended since then was not the
 // one the reports were fenced against: the election starts again.
-func (n *Node) takeTerm(ctx context.Context, st replicate.Status, t ended, floor uint64, oldLeader string) (*won, error) {
+func (n *Node) takeTerm(ctx context.Context, st replicate.Status, t ended, floor uint64, oldLeader string, forced bool) (*won, error) {
 	if t.rev != 0 && st.VolumeID == "" {
 		// A term was decided, and this node never received the volume:
 		// alone, it would start an empty one and resync the others to it.
-		n.log.Info("not taking over", "why", "this node never received the volume, and a term was decided before")
+		n.refusing("this node never received the volume, and a term was decided before")
 		return nil, nil
 	}
 	epoch := floor + 1
@@ -269,7 +287,8 @@ func (n *Node) takeTerm(ctx context.Context, st replicate.Status, t ended, floor
 		If(clientv3.Compare(clientv3.CreateRevision(n.k.leader()), "=", 0),
 			clientv3.Compare(clientv3.ModRevision(n.k.epoch()), "=", t.rev)).
 		Then(clientv3.OpPut(n.k.leader(), encode(leader), clientv3.WithLease(g.ID)),
-			clientv3.OpPut(n.k.epoch(), strconv.FormatUint(epoch, 10))).
+			clientv3.OpPut(n.k.epoch(), strconv.FormatUint(epoch, 10)),
+			clientv3.OpDelete(n.k.force())). // an order is for one vacancy
 		Commit()
 	if err != nil || !tr.Succeeded {
 		rctx, rcancel := bounded(context.Background())
@@ -280,5 +299,6 @@ func (n *Node) takeTerm(ctx context.Context, st replicate.Status, t ended, floor
 	l.renewed(sent)
 	n.m.terms.Inc()
 	n.log.Warn("took over as the primary", "epoch", epoch, "after", oldLeader, "durable_seq", st.CompleteSeq)
-	return &won{epoch: epoch, lease: l, from: oldLeader, first: t.rev == 0}, nil
+	n.refusing("")
+	return &won{epoch: epoch, lease: l, from: oldLeader, first: t.rev == 0, forced: forced}, nil
 }

@@ -91,6 +91,7 @@ type Node struct {
 	backupReg *prometheus.Registry // the backup's metrics, while backup
 	m         *nodeMetrics         // the node's own
 	role      string
+	refused   string // why the last election attempt did not take the term
 }
 
 func (cfg *Config) defaults() error {
@@ -333,7 +334,7 @@ func (n *Node) publishBackup(ctx context.Context, b *replicate.Backup) {
 	t := time.NewTicker(publishEvery)
 	defer t.Stop()
 	for {
-		n.publish(ctx, backupMember(b.Status()))
+		n.publish(ctx, n.backupMember(b.Status()))
 		select {
 		case <-ctx.Done():
 			return
@@ -342,9 +343,12 @@ func (n *Node) publishBackup(ctx context.Context, b *replicate.Backup) {
 	}
 }
 
-func backupMember(st replicate.Status) Member {
+func (n *Node) backupMember(st replicate.Status) Member {
+	n.mu.Lock()
+	refused := n.refused
+	n.mu.Unlock()
 	return Member{Role: "backup", Volume: st.VolumeID, Epoch: st.Epoch, Fenced: st.Fenced, Durable: st.CompleteSeq, Applied: st.AppliedSeq,
-		Stalled: st.Stalled, FormerEpoch: st.FormerEpoch, Need: st.Policy.Need, Of: st.Policy.Of, Degrade: st.Policy.Degrade}
+		Stalled: st.Stalled, FormerEpoch: st.FormerEpoch, Need: st.Policy.Need, Of: st.Policy.Of, Degrade: st.Policy.Degrade, Refused: refused}
 }
 
 func (n *Node) setRole(role string, m *mount.Mount, b *replicate.Backup) {

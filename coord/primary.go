@@ -73,7 +73,7 @@ func (n *Node) servePrimary(ctx context.Context) error {
 	}
 	n.setRole("primary", m, nil)
 	took := time.Since(w.lapsed)
-	n.cli.Put(ctx, n.k.failover(), encode(Failover{From: w.from, To: n.cfg.Name, Epoch: p.Epoch, At: time.Now().UTC(), Took: took}))
+	n.cli.Put(ctx, n.k.failover(), encode(Failover{From: w.from, To: n.cfg.Name, Epoch: p.Epoch, At: time.Now().UTC(), Took: took, Forced: w.forced}))
 	n.log.Warn("serving as the primary", "epoch", p.Epoch, "seq", p.Seq, "after", w.from, "failover_took", took.Round(time.Millisecond))
 	n.hook(n.cfg.OnPromote, "primary", p.Epoch)
 

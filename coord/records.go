@@ -29,6 +29,7 @@ func (k keys) leader() string            { return path.Join(k.prefix, "leader") 
 func (k keys) members() string           { return path.Join(k.prefix, "members") + "/" }
 func (k keys) member(name string) string { return k.members() + name }
 func (k keys) failover() string          { return path.Join(k.prefix, "failover", "last") }
+func (k keys) force() string             { return path.Join(k.prefix, "force") }
 
 // Leader is the primary of the current term.
 type Leader struct {
@@ -58,11 +59,14 @@ type Member struct {
 	Stalled bool   `json:"stalled"`
 	// FormerEpoch: a deposed primary of that epoch waiting for its
 	// resync (elect.go).
-	FormerEpoch uint64    `json:"former_primary_epoch,omitempty"`
-	Need        uint32    `json:"ack_need"`
-	Of          uint32    `json:"ack_of"`
-	Degrade     bool      `json:"degrade,omitempty"`
-	At          time.Time `json:"at"`
+	FormerEpoch uint64 `json:"former_primary_epoch,omitempty"`
+	Need        uint32 `json:"ack_need"`
+	Of          uint32 `json:"ack_of"`
+	Degrade     bool   `json:"degrade,omitempty"`
+	// Refused is why this backup did not take the vacant term at its
+	// last election attempt ("" once a primary serves).
+	Refused string    `json:"refused,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // Failover records a change of primary.
@@ -72,6 +76,9 @@ type Failover struct {
 	Epoch uint64        `json:"epoch"`
 	At    time.Time     `json:"at"`
 	Took  time.Duration `json:"took"` // from the lapse noticed to serving
+	// Forced: the new primary took the term by an operator's order,
+	// against the election's rule (force.go).
+	Forced bool `json:"forced,omitempty"`
 }
 
 func encode(v any) string {

@@ -18,6 +18,8 @@ type Report struct {
 	LeaseTTL int64     `json:"lease_ttl_left_s"` // seconds left on the leader's lease, as etcd counts
 	Members  []Member  `json:"members"`
 	Failover *Failover `json:"last_failover,omitempty"`
+	// Forced is an operator's standing order for the vacant term (force.go).
+	Forced *Forced `json:"forced,omitempty"`
 }
 
 // Lag is how many batches member m is behind the primary.
@@ -56,6 +58,11 @@ func Status(ctx context.Context, endpoints []string, cluster string) (*Report, e
 				if ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(l.LeaseID)); err == nil {
 					r.LeaseTTL = ttl.TTL
 				}
+			}
+		case key == k.force():
+			var f Forced
+			if json.Unmarshal(kv.Value, &f) == nil {
+				r.Forced = &f
 			}
 		case key == k.failover():
 			var f Failover

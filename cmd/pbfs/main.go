@@ -93,6 +93,7 @@ func newApp() *cli.App {
 			promoteCommand(),
 			nodeCommand(),
 			statusCommand(),
+			electCommand(),
 			resyncCommand(),
 			verifyCommand(),
 			barrierCommand(),

@@ -190,15 +190,7 @@ func TestLoneSurvivorAcknowledgesNothing(t *testing.T) {
 	c.kill(other)
 	// Its member record goes with its lease: the survivor is promoted
 	// knowing of no other member.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		resp, err := c.cli.Get(context.Background(), "/pbfs/default/members/"+other.name)
-		if err == nil && len(resp.Kvs) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s's member record outlived it", other.name)
-		}
-	}
+	c.awaitRecordGone(other)
 	c.kill(primary)
 	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(survivor.out.String(), "serving as the primary"); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -131,6 +131,21 @@ func (c *nodes) kill(nd *node) {
 	nd.cmd.Wait()
 }
 
+// awaitRecordGone waits for a killed node's member record to go with its
+// lease.
+func (c *nodes) awaitRecordGone(nd *node) {
+	c.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := c.cli.Get(context.Background(), "/pbfs/default/members/"+nd.name)
+		if err == nil && len(resp.Kvs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s's member record outlived it", nd.name)
+		}
+	}
+}
+
 // leader returns the node etcd names the primary and its record, waiting
 // for one that serves (its control socket answers a barrier).
 func (c *nodes) leader(timeout time.Duration) (*node, coord.Leader) {

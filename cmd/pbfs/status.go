@@ -46,9 +46,16 @@ func statusCommand() *cli.Command {
 					r.LeaseTTL, r.Leader.TTL, r.Leader.Since.Local().Format(time.DateTime))
 			default:
 				fmt.Fprintf(w, "primary  none: an election is due or running (epoch %d)\n", r.Epoch)
+				if f := r.Forced; f != nil && f.Ended == r.Epoch {
+					fmt.Fprintf(w, "ordered  %s takes the next term, against the election's rule (pbfs elect --force, at %s)\n", f.Name, f.At.Local().Format(time.DateTime))
+				}
 			}
 			if f := r.Failover; f != nil {
-				fmt.Fprintf(w, "failover %s -> %s at %s, epoch %d, took %v\n", orNone(f.From), f.To, f.At.Local().Format(time.DateTime), f.Epoch, f.Took.Round(time.Millisecond))
+				forced := ""
+				if f.Forced {
+					forced = ", by an operator's order (pbfs elect --force)"
+				}
+				fmt.Fprintf(w, "failover %s -> %s at %s, epoch %d, took %v%s\n", orNone(f.From), f.To, f.At.Local().Format(time.DateTime), f.Epoch, f.Took.Round(time.Millisecond), forced)
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "\nNAME\tROLE\tADDR\tEPOCH\tDURABLE\tAPPLIED\tLAG\tSTATE\tREPORTED")
@@ -57,7 +64,18 @@ func statusCommand() *cli.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s ago\n", m.Name, m.Role, m.Addr, m.Epoch, m.Durable, m.Applied, r.Lag(m), state,
 					time.Since(m.At).Round(time.Millisecond))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if r.Leader == nil {
+				for _, m := range r.Members {
+					if m.Refused != "" {
+						fmt.Fprintf(w, "\n%s does not take over: %s", m.Name, m.Refused)
+					}
+				}
+				fmt.Fprintln(w)
+			}
+			return nil
 		},
 	}
 }
