@@ -144,12 +144,13 @@ func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backu
 	if !sleep(ctx, settle) {
 		return nil, ctx.Err()
 	}
-	resp, err := retried(ctx, func(c context.Context) (*clientv3.GetResponse, error) {
-		return n.cli.Get(c, n.k.members(), clientv3.WithPrefix())
+	tr, err := retried(ctx, func(c context.Context) (*clientv3.TxnResponse, error) {
+		return n.cli.Txn(c).Then(clientv3.OpGet(n.k.members(), clientv3.WithPrefix()), clientv3.OpGet(n.k.terms(), clientv3.WithPrefix())).Commit()
 	})
 	if err != nil {
 		return nil, err
 	}
+	resp := tr.Responses[0].GetResponseRange()
 	var fresh []Member
 	unfenced := 0
 	// Above every epoch a report names, and every fence: a backup refuses
@@ -180,8 +181,25 @@ func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backu
 		}
 		fresh = append(fresh, m)
 	}
+	// Only reports whose policy covers every term since their Epoch count
+	// (terms.go).
+	h := history{terms: parseTerms(tr.Responses[1].GetResponseRange().Kvs), reports: fresh}
+	current, stale := fresh[:0:0], 0
+	for _, m := range fresh {
+		if h.missed(m.Epoch, t.epoch) == 0 {
+			current = append(current, m)
+		} else {
+			stale++
+		}
+	}
+	reason := ""
+	if e := h.missed(st.Epoch, t.epoch); e != 0 {
+		reason = fmt.Sprintf("this backup had no session in term %d, which may have acknowledged writes it lacks", e)
+	} else if reason = n.eligible(st, current); reason != "" && stale > 0 {
+		reason += fmt.Sprintf(" (%d more had no session in a term that may have acknowledged writes, and do not count)", stale)
+	}
 	order, forced := n.forcedFor(ctx, t.epoch)
-	if reason := n.eligible(st, fresh); reason != "" {
+	if reason != "" {
 		if unfenced > 0 {
 			reason += fmt.Sprintf(" (%d more reported before fencing epoch %d, and do not count)", unfenced, t.epoch)
 		}

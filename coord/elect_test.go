@@ -19,9 +19,9 @@ import (
 // Elections on a real etcd, with a real backup for the candidate and the
 // other members' reports written by hand.
 
-// candidate is a node named "a" whose backup serves vol-1 and was last
-// told the policy {1 of 2} (two reports prove an acknowledged batch), in
-// a cluster whose last term was epoch 5 and has ended.
+// candidate is a node named "a" whose backup serves vol-1, had a session
+// in term 5 and was told the policy {1 of 2} in it (two reports prove an
+// acknowledged batch), in a cluster whose last term, epoch 5, has ended.
 type candidate struct {
 	n   *Node
 	b   *replicate.Backup
@@ -31,6 +31,13 @@ type candidate struct {
 }
 
 func newCandidate(t *testing.T) *candidate {
+	t.Helper()
+	return newCandidateWith(t, 5, 1, 2)
+}
+
+// newCandidateWith is newCandidate whose backup last had a session in
+// term epoch, and was told the policy {need of of}.
+func newCandidateWith(t *testing.T, epoch uint64, need, of uint32) *candidate {
 	t.Helper()
 	c := etcdtest.Start(t, 1)
 	eps := strings.Split(strings.TrimPrefix(c.Endpoints(), "etcd://"), ",")
@@ -59,13 +66,14 @@ func newCandidate(t *testing.T) *candidate {
 	st, err := journal.OpenStore(jdir, journal.StoreOptions{})
 	must(t, err)
 	must(t, st.SetMeta("volume", []byte("vol-1")))
-	must(t, st.SetMeta("ackpolicy", append(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 1), 2), 0)))
+	must(t, st.SetMeta("ackpolicy", append(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, need), of), 0)))
+	must(t, st.SetEpoch(epoch))
 	must(t, st.Close())
 	b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: vol, Journal: jdir, Token: "t"})
 	must(t, err)
 	t.Cleanup(func() { b.Close() })
-	if p := b.Status().Policy; p.Need != 1 || p.Of != 2 {
-		t.Fatalf("policy %+v", p)
+	if st := b.Status(); st.Policy.Need != need || st.Policy.Of != of || st.Epoch != epoch {
+		t.Fatalf("status %+v", st)
 	}
 	put, err := n.cli.Put(context.Background(), n.k.epoch(), "5")
 	must(t, err)

@@ -50,6 +50,12 @@ func (n *Node) servePrimary(ctx context.Context) error {
 	// stopped cleanly by a mount) looked changed offline, and barriers
 	// waited for a resync of every backup even when there was none.
 	first := n.firstTerm && w.first
+	// The members it starts with, recorded before anything can be
+	// acknowledged (terms.go).
+	starting := n.backupMembers(ctx)
+	if err := n.recordTerm(ctx, w.epoch, starting); err != nil {
+		return fmt.Errorf("take over: %w", err)
+	}
 	p, err := replicate.Promote(ctx, replicate.PromoteConfig{Volume: n.volume(), Journal: n.cfg.Mount.Journal,
 		Checked: true, Epoch: w.epoch, FirstTerm: first, Logger: n.log})
 	if err != nil {
@@ -59,7 +65,7 @@ func (n *Node) servePrimary(ctx context.Context) error {
 	// In the first term the journal may be a pbfs mount's: its own open
 	// marker and fingerprint say whether the volume is ahead of it.
 	promoted := !first
-	mcfg.Backups, mcfg.Epoch, mcfg.Promoted, mcfg.Dynamic, mcfg.Lease = n.otherBackups(ctx), p.Epoch, promoted, true, w.lease.wait
+	mcfg.Backups, mcfg.Epoch, mcfg.Promoted, mcfg.Dynamic, mcfg.Lease = addrs(starting), p.Epoch, promoted, true, w.lease.wait
 	switch {
 	case len(mcfg.Backups) >= max(mcfg.MinBackups, 1):
 	case mcfg.MinBackups > 0:
@@ -109,12 +115,24 @@ func (n *Node) servePrimary(ctx context.Context) error {
 }
 
 // otherBackups lists the other members' backup addresses.
-func (n *Node) otherBackups(ctx context.Context) []string {
-	var out []string
+func (n *Node) otherBackups(ctx context.Context) []string { return addrs(n.backupMembers(ctx)) }
+
+// backupMembers returns the other members serving as backups, one per
+// address.
+func (n *Node) backupMembers(ctx context.Context) []Member {
+	var out []Member
 	for _, m := range n.members(ctx) {
-		if m.Name != n.cfg.Name && m.Role == "backup" && !slices.Contains(out, m.Addr) {
-			out = append(out, m.Addr)
+		if m.Name != n.cfg.Name && m.Role == "backup" && !slices.ContainsFunc(out, func(o Member) bool { return o.Addr == m.Addr }) {
+			out = append(out, m)
 		}
+	}
+	return out
+}
+
+func addrs(ms []Member) []string {
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.Addr)
 	}
 	return out
 }

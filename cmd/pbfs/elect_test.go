@@ -106,3 +106,71 @@ func (c *nodes) leaderKey() *coord.Leader {
 	json.Unmarshal(resp.Kvs[0].Value, &l)
 	return &l
 }
+
+// TestMemberDownForAWholeTermIsNotElected: with --ack all one backup's
+// report proves it holds everything, but only for the terms it was in.
+// n-y is down while the primary is lost and another node is elected;
+// that term acknowledges writes with the old primary, rejoined; both are
+// lost. y comes back alone and must not be elected on its old policy
+// (before, it was, without that term's writes). Once the old primary,
+// that term's backup, is back, it is elected and holds every
+// acknowledged write.
+func TestMemberDownForAWholeTermIsNotElected(t *testing.T) {
+	c := startNodesWith(t, 1, 3, func(*node) []string { return []string{"--ack", "all"} })
+	x, _ := c.leader(60 * time.Second)
+	w := &writer{acked: map[string]string{}, lastAck: map[string]time.Time{}}
+	for i := 0; i < 3; i++ {
+		if !w.write(x, i) {
+			t.Fatalf("write %d not acknowledged:\n%s", i, c.logs())
+		}
+	}
+	c.converge(x)
+	var y, z *node
+	for _, nd := range c.nodes {
+		switch {
+		case nd == x:
+		case y == nil:
+			y = nd
+		default:
+			z = nd
+		}
+	}
+	c.kill(y)
+	c.awaitRecordGone(y)
+	c.kill(x)
+	// z is elected alone ({2 of 2}: its report proves all) and
+	// acknowledges nothing until x, the old primary, rejoins.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(z.out.String(), "serving as the primary"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never took the term:\n%s", z.name, c.logs())
+		}
+	}
+	c.start(x)
+	for i := 0; !w.write(z, 100+i) || len(w.acked) < 8; i++ {
+		if i > 100 {
+			t.Fatalf("z's term acknowledged too few writes:\n%s", c.logs())
+		}
+	}
+	c.kill(z)
+	c.kill(x)
+	c.awaitRecordGone(x)
+	c.awaitRecordGone(z)
+
+	c.start(y)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if l := c.leaderKey(); l != nil {
+			t.Fatalf("%s was elected alone after a term it had no session in:\n%s", l.Name, y.out)
+		}
+	}
+	if !strings.Contains(y.out.String(), "had no session in term") {
+		t.Fatalf("y did not say why it is not elected:\n%s", y.out)
+	}
+	c.start(x) // z's backup: z itself comes back a deposed primary
+	primary, _ := c.leader(60 * time.Second)
+	w.requireLedger(t, primary.vol)
+	c.start(z)
+	c.converge(primary)
+	for _, nd := range c.nodes {
+		w.requireLedger(t, nd.vol)
+	}
+}

@@ -1,0 +1,109 @@
+package coord
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A backup's ack policy is the one the last primary that streamed to it
+// told it, in the term of its Epoch. A member down for a whole later term
+// still holds that policy, and by it alone may prove nothing about the
+// writes that later term acknowledged without it: with --ack all ({2 of
+// 2}: one report proves all), a member that was down while another was
+// elected, and acknowledged with a third, would be elected alone once
+// those two were lost, without their writes.
+//
+// So every primary records, before it can acknowledge anything, the term
+// and the members it starts with (terms/EPOCH, no lease, never deleted).
+// A primary's barriers wait for every member it started with that has
+// not confirmed this term's policy (replicate's quorum: 1), so a member it
+// started with that reports an Epoch below the term never had a session
+// in it, and the term acknowledged nothing. A term with no record never
+// served: its primary records it before it mounts. Every other term may
+// have acknowledged writes, and an election counts a report only if no
+// such term lies between its Epoch and the ended term (current).
+
+// Term is a term's record.
+type Term struct {
+	Epoch   uint64 `json:"epoch"`
+	Primary string `json:"primary"`
+	// Starting names the members the primary started with: it waits for
+	// each of them until it confirms the term's policy.
+	Starting []string  `json:"starting"`
+	At       time.Time `json:"at"`
+}
+
+func (k keys) terms() string { return path.Join(k.prefix, "terms") + "/" }
+
+// term is the key of epoch's record: zero-padded, so keys sort by epoch.
+func (k keys) term(epoch uint64) string { return fmt.Sprintf("%s%020d", k.terms(), epoch) }
+
+// recordTerm records the term this node won and the members it starts
+// with, before it serves.
+func (n *Node) recordTerm(ctx context.Context, epoch uint64, starting []Member) error {
+	t := Term{Epoch: epoch, Primary: n.cfg.Name, Starting: []string{}, At: time.Now().UTC()}
+	for _, m := range starting {
+		t.Starting = append(t.Starting, m.Name)
+	}
+	_, err := retried(ctx, func(c context.Context) (*clientv3.PutResponse, error) {
+		return n.cli.Put(c, n.k.term(epoch), encode(t))
+	})
+	if err != nil {
+		return fmt.Errorf("record term %d: %w", epoch, err)
+	}
+	return nil
+}
+
+// history is what an election knows of the terms: their records, read
+// with the reports, and the reports made after the ended term's fence.
+type history struct {
+	terms   map[uint64]Term
+	reports []Member // fresh, fenced, of this volume, this node's own included
+}
+
+func parseTerms(kvs []*mvccpb.KeyValue) map[uint64]Term {
+	out := map[uint64]Term{}
+	for _, kv := range kvs {
+		var t Term
+		if json.Unmarshal(kv.Value, &t) == nil && t.Epoch > 0 {
+			out[t.Epoch] = t
+		}
+	}
+	return out
+}
+
+// mayHaveAcked says whether term e may have acknowledged writes: it has
+// a record, and none of the members it started with reports an Epoch
+// below it.
+func (h history) mayHaveAcked(e uint64) bool {
+	t, ok := h.terms[e]
+	if !ok {
+		return false
+	}
+	for _, m := range h.reports {
+		if m.Epoch < e && slices.Contains(t.Starting, m.Name) {
+			return false
+		}
+	}
+	return true
+}
+
+// missed returns the newest term after epoch, up to ended, that may have
+// acknowledged writes, or 0: a report of that Epoch proves nothing about
+// it.
+func (h history) missed(epoch, ended uint64) uint64 {
+	var newest uint64
+	for e := range h.terms {
+		if e > epoch && e <= ended && e > newest && h.mayHaveAcked(e) {
+			newest = e
+		}
+	}
+	return newest
+}

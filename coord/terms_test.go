@@ -1,0 +1,56 @@
+package coord
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestElectionSkipsAMemberThatMissedATerm: with --ack all ({2 of 2}), one
+// report proves everything, but only for the terms it was told the
+// policy in. Member a was down for the whole of term 5, whose primary
+// started with nobody and acknowledged with a member that joined it;
+// both are lost. a must not be elected alone on its term-3 policy. Had a
+// been a member term 5 started with, that primary's barriers would have
+// waited for it: the term acknowledged nothing, and a may be elected.
+func TestElectionSkipsAMemberThatMissedATerm(t *testing.T) {
+	c := newCandidateWith(t, 3, 2, 2)
+	c.term(t, Term{Epoch: 5, Primary: "z", Starting: []string{}})
+	if w := c.elect(t); w != nil {
+		t.Fatalf("elected at epoch %d on a policy of term 3, after term 5 it had no session in", w.epoch)
+	}
+	c.elect(t)
+	if m := c.member(t, "a"); !strings.Contains(m.Refused, "no session in term 5") {
+		t.Fatalf("refusal %q", m.Refused)
+	}
+	c.term(t, Term{Epoch: 5, Primary: "z", Starting: []string{"a"}})
+	if w := c.elect(t); w == nil {
+		t.Fatal("not elected, though term 5 waited for it and acknowledged nothing")
+	}
+}
+
+// TestElectionCountsOnlyReportsOfTheTerm: a report counts toward the
+// quorum only if no term that may have acknowledged writes lies between
+// its Epoch and the ended term; a term no record names never served.
+func TestElectionCountsOnlyReportsOfTheTerm(t *testing.T) {
+	c := newCandidate(t) // epoch 5, {1 of 2}: two reports
+	c.report(t, Member{Name: "b", Epoch: 3, Fenced: 5})
+	c.term(t, Term{Epoch: 4, Primary: "z", Starting: []string{}})
+	c.term(t, Term{Epoch: 5, Primary: "y", Starting: []string{"a"}})
+	if w := c.elect(t); w != nil {
+		t.Fatal("elected on a report from before term 4, which may have acknowledged writes without it")
+	}
+	// b was a member terms 4 and 5 started with and had no session in
+	// either: neither acknowledged anything.
+	c.term(t, Term{Epoch: 4, Primary: "z", Starting: []string{"b"}})
+	c.term(t, Term{Epoch: 5, Primary: "y", Starting: []string{"a", "b"}})
+	if w := c.elect(t); w == nil {
+		t.Fatal("not elected, though the terms b missed acknowledged nothing")
+	}
+}
+
+func (c *candidate) term(t *testing.T, tr Term) {
+	t.Helper()
+	_, err := c.cli.Put(context.Background(), c.n.k.term(tr.Epoch), encode(tr))
+	must(t, err)
+}
