@@ -81,14 +81,15 @@ func parseTerms(kvs []*mvccpb.KeyValue) map[uint64]Term {
 
 // mayHaveAcked says whether term e may have acknowledged writes: it has
 // a record, and none of the members it started with reports an Epoch
-// below it.
+// below it. A member without the volume proves nothing: its journal may
+// have been wiped since.
 func (h history) mayHaveAcked(e uint64) bool {
 	t, ok := h.terms[e]
 	if !ok {
 		return false
 	}
 	for _, m := range h.reports {
-		if m.Epoch < e && slices.Contains(t.Starting, m.Name) {
+		if m.Epoch < e && m.Volume != "" && slices.Contains(t.Starting, m.Name) {
 			return false
 		}
 	}

@@ -23,6 +23,14 @@ func TestElectionSkipsAMemberThatMissedATerm(t *testing.T) {
 	if m := c.member(t, "a"); !strings.Contains(m.Refused, "no session in term 5") {
 		t.Fatalf("refusal %q", m.Refused)
 	}
+	// A member term 5 started with that reports no volume (its journal
+	// wiped since) proves nothing.
+	c.term(t, Term{Epoch: 5, Primary: "z", Starting: []string{"b"}})
+	_, err := c.cli.Put(context.Background(), c.n.k.member("b"), encode(Member{Name: "b", Role: "backup", Fenced: 5}))
+	must(t, err)
+	if w := c.elect(t); w != nil {
+		t.Fatal("elected on a wiped member's word that term 5 acknowledged nothing")
+	}
 	c.term(t, Term{Epoch: 5, Primary: "z", Starting: []string{"a"}})
 	if w := c.elect(t); w == nil {
 		t.Fatal("not elected, though term 5 waited for it and acknowledged nothing")
