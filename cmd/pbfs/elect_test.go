@@ -19,24 +19,8 @@ import (
 // the forced failover.
 func TestElectForcedAfterTwoLosses(t *testing.T) {
 	c := startNodes(t, 1, 3)
-	primary, _ := c.leader(60 * time.Second)
-	w := &writer{acked: map[string]string{}, lastAck: map[string]time.Time{}}
-	for i := 0; i < 5; i++ {
-		if !w.write(primary, i) {
-			t.Fatalf("write %d not acknowledged:\n%s", i, c.logs())
-		}
-	}
-	c.converge(primary)
-	var survivor, other *node
-	for _, nd := range c.nodes {
-		switch {
-		case nd == primary:
-		case survivor == nil:
-			survivor = nd
-		default:
-			other = nd
-		}
-	}
+	primary, w := c.writeAndConverge(5)
+	survivor, other := c.backupsOf(primary)
 	c.kill(other)
 	c.kill(primary)
 	eps := c.etcd.Endpoints()
@@ -117,24 +101,8 @@ func (c *nodes) leaderKey() *coord.Leader {
 // acknowledged write.
 func TestMemberDownForAWholeTermIsNotElected(t *testing.T) {
 	c := startNodesWith(t, 1, 3, func(*node) []string { return []string{"--ack", "all"} })
-	x, _ := c.leader(60 * time.Second)
-	w := &writer{acked: map[string]string{}, lastAck: map[string]time.Time{}}
-	for i := 0; i < 3; i++ {
-		if !w.write(x, i) {
-			t.Fatalf("write %d not acknowledged:\n%s", i, c.logs())
-		}
-	}
-	c.converge(x)
-	var y, z *node
-	for _, nd := range c.nodes {
-		switch {
-		case nd == x:
-		case y == nil:
-			y = nd
-		default:
-			z = nd
-		}
-	}
+	x, w := c.writeAndConverge(3)
+	y, z := c.backupsOf(x)
 	c.kill(y)
 	c.awaitRecordGone(y)
 	c.kill(x)
@@ -173,4 +141,30 @@ func TestMemberDownForAWholeTermIsNotElected(t *testing.T) {
 	for _, nd := range c.nodes {
 		w.requireLedger(t, nd.vol)
 	}
+}
+
+// writeAndConverge waits for a primary, has n writes acknowledged through
+// it, and waits until every node holds them.
+func (c *nodes) writeAndConverge(n int) (*node, *writer) {
+	c.t.Helper()
+	primary, _ := c.leader(60 * time.Second)
+	w := &writer{acked: map[string]string{}, lastAck: map[string]time.Time{}}
+	for i := 0; i < n; i++ {
+		if !w.write(primary, i) {
+			c.t.Fatalf("write %d not acknowledged:\n%s", i, c.logs())
+		}
+	}
+	c.converge(primary)
+	return primary, w
+}
+
+// backupsOf returns the two other nodes of a three-node cluster.
+func (c *nodes) backupsOf(primary *node) (*node, *node) {
+	var others []*node
+	for _, nd := range c.nodes {
+		if nd != primary {
+			others = append(others, nd)
+		}
+	}
+	return others[0], others[1]
 }
