@@ -151,7 +151,7 @@ func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backu
 		return nil, err
 	}
 	resp := tr.Responses[0].GetResponseRange()
-	var fresh []Member
+	var fresh, reported []Member
 	unfenced := 0
 	// Above every epoch a report names, and every fence: a backup refuses
 	// a primary of its fence's epoch.
@@ -173,6 +173,7 @@ func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backu
 			// counts, acknowledging nothing, and is never followed.)
 			continue
 		}
+		reported = append(reported, m) // fenced or not: it holds at least Durable
 		if t.epoch > 0 && m.Fenced < t.epoch {
 			// Made before the backup refused the old primary: it may
 			// acknowledge more after it.
@@ -198,19 +199,16 @@ func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backu
 	} else if reason = n.eligible(st, current); reason != "" && stale > 0 {
 		reason += fmt.Sprintf(" (%d more had no session in a term that may have acknowledged writes, and do not count)", stale)
 	}
-	order, forced := n.forcedFor(ctx, t.epoch)
-	if reason != "" {
-		if unfenced > 0 {
-			reason += fmt.Sprintf(" (%d more reported before fencing epoch %d, and do not count)", unfenced, t.epoch)
-		}
-		if !forced || st.Stalled {
-			n.refusing(reason)
-			return nil, nil
-		}
-		n.log.Warn("taking over by the operator's order, although the election cannot prove this node holds every acknowledged write",
-			"why_not", reason, "ordered_at", order.At)
+	if reason == "" {
+		return n.takeTerm(ctx, st, t, floor, oldLeader, false)
 	}
-	return n.takeTerm(ctx, st, t, floor, oldLeader, forced)
+	if unfenced > 0 {
+		reason += fmt.Sprintf(" (%d more reported before fencing epoch %d, and do not count)", unfenced, t.epoch)
+	}
+	if !n.ordered(ctx, st, t, reason, h, reported) {
+		return nil, nil
+	}
+	return n.takeTerm(ctx, st, t, floor, oldLeader, true)
 }
 
 // refusing logs why this node does not take the term, once per reason

@@ -37,7 +37,7 @@ func newCandidate(t *testing.T) *candidate {
 
 // newCandidateWith is newCandidate whose backup last had a session in
 // term epoch, and was told the policy {need of of}.
-func newCandidateWith(t *testing.T, epoch uint64, need, of uint32) *candidate {
+func newCandidateWith(t *testing.T, epoch uint64, need, of uint32, prep ...func(*journal.Store)) *candidate {
 	t.Helper()
 	c := etcdtest.Start(t, 1)
 	eps := strings.Split(strings.TrimPrefix(c.Endpoints(), "etcd://"), ",")
@@ -68,11 +68,14 @@ func newCandidateWith(t *testing.T, epoch uint64, need, of uint32) *candidate {
 	must(t, st.SetMeta("volume", []byte("vol-1")))
 	must(t, st.SetMeta("ackpolicy", append(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, need), of), 0)))
 	must(t, st.SetEpoch(epoch))
+	for _, f := range prep {
+		f(st)
+	}
 	must(t, st.Close())
 	b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: vol, Journal: jdir, Token: "t"})
 	must(t, err)
 	t.Cleanup(func() { b.Close() })
-	if st := b.Status(); st.Policy.Need != need || st.Policy.Of != of || st.Epoch != epoch {
+	if st := b.Status(); st.Policy.Need != need || st.Policy.Of != of || st.Epoch != epoch || st.Stalled != (len(prep) > 0) {
 		t.Fatalf("status %+v", st)
 	}
 	put, err := n.cli.Put(context.Background(), n.k.epoch(), "5")

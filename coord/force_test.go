@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/pbfs/pbfs/journal"
 )
 
 // TestForcedElection: an election that cannot prove its candidate holds
@@ -86,4 +88,46 @@ func (c *candidate) putForce(t *testing.T, f Forced) {
 	t.Helper()
 	_, err := c.cli.Put(context.Background(), c.n.k.force(), encode(f))
 	must(t, err)
+}
+
+// TestForcedElectionDefersToAMoreCurrentMember: an order gives up what
+// missing members may hold, never what a member that reports and could
+// serve holds. And a node the rule elects anyway is not marked forced.
+func TestForcedElectionDefersToAMoreCurrentMember(t *testing.T) {
+	c := newCandidate(t)
+	c.report(t, Member{Name: "b", Epoch: 5, Fenced: 5, Durable: 10})
+	c.putForce(t, Forced{Name: "a", Ended: 5})
+	if w := c.elect(t); w != nil {
+		t.Fatalf("took epoch %d on the order although b holds more and could serve", w.epoch)
+	}
+	c.elect(t)
+	if m := c.member(t, "a"); !strings.Contains(m.Refused, "order b instead") {
+		t.Fatalf("refusal %q", m.Refused)
+	}
+	c.report(t, Member{Name: "b", Epoch: 5, Fenced: 5})
+	if w := c.elect(t); w == nil || w.forced {
+		t.Fatalf("elected by the rule, with an order standing: %+v", w)
+	}
+}
+
+// TestForcedElectionRefusesAStalledNode: a node that stalled after the
+// order was given does not take the term on it.
+func TestForcedElectionRefusesAStalledNode(t *testing.T) {
+	c := newCandidateWith(t, 5, 1, 2, func(st *journal.Store) { must(t, st.SetMetaUint("stalled", 1)) })
+	c.putForce(t, Forced{Name: "a", Ended: 5})
+	if w := c.elect(t); w != nil {
+		t.Fatalf("a stalled node took epoch %d on an order", w.epoch)
+	}
+}
+
+// TestForceRefusesAnotherVolume: a node serving another volume than the
+// other members would resync them all to it.
+func TestForceRefusesAnotherVolume(t *testing.T) {
+	c := newCandidate(t)
+	c.report(t, Member{Name: "b", Epoch: 5, Fenced: 5})
+	_, err := c.cli.Put(context.Background(), c.n.k.member("x"), encode(Member{Name: "x", Role: "backup", Volume: "vol-2"}))
+	must(t, err)
+	if _, err := Force(context.Background(), c.n.cfg.Endpoints, "default", "x"); !errors.Is(err, ErrNotEligible) || !strings.Contains(err.Error(), "vol-2") {
+		t.Fatalf("an order for a node of another volume: %v", err)
+	}
 }

@@ -67,13 +67,10 @@ func statusCommand() *cli.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			if r.Leader == nil {
-				for _, m := range r.Members {
-					if m.Refused != "" {
-						fmt.Fprintf(w, "\n%s does not take over: %s", m.Name, m.Refused)
-					}
+			for _, m := range r.Members {
+				if r.Leader == nil && m.Refused != "" {
+					fmt.Fprintf(w, "\n%s does not take over: %s\n", m.Name, m.Refused)
 				}
-				fmt.Fprintln(w)
 			}
 			return nil
 		},
