@@ -241,7 +241,11 @@ func (n *Node) eligible(st replicate.Status, fresh []Member) string {
 			break
 		}
 	}
-	if best != n.cfg.Name {
+	switch best {
+	case n.cfg.Name:
+	case "":
+		return "no report of a backup that is not stalled counts yet, this node's own included"
+	default:
 		return fmt.Sprintf("%s is more current", best)
 	}
 	// A stalled backup still stores, and may have acknowledged, batches
