@@ -109,10 +109,10 @@ type Backup struct {
 	// resyncs counts resyncs begun: one replaces the volume under an
 	// apply window (applier.go).
 	resyncs atomic.Uint64
-	// formerPrimary: the journal last served a primary, and no resync
-	// has come since (see OpenBackup); kept in formerPrimaryKey.
-	formerPrimary bool
-	formerEpoch   uint64 // the epoch it served as the primary, while formerPrimary
+	// formerEpoch, if not 0: the journal last served the primary of that
+	// epoch, and no resync has come since (see OpenBackup); kept in
+	// formerPrimaryKey.
+	formerEpoch uint64
 	// complete is the newest durable seq that ends a seal (a batch
 	// without journal.FlagMore): the applier never starts a group of
 	// batches it does not hold whole, so the volume only ever takes
@@ -266,13 +266,13 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 			return nil, err
 		}
 	} else if former, _ := st.MetaUint(formerPrimaryKey); former > 0 && string(role) != RolePrimary {
-		b.formerPrimary, b.formerEpoch = true, former // restarted before the resync that ends it
+		b.formerEpoch = former // restarted before the resync that ends it
 	} else if string(role) == RolePrimary {
 		// The journal last served a primary (a deposed one, rejoining):
 		// its volume holds what that primary applied, journaled or not,
 		// and its tail may not be in the new primary's history. Only a
 		// resync brings it back; what that discards is kept aside.
-		b.formerPrimary, marked = true, true
+		marked = true
 		b.log.Warn("this journal last served a primary; the volume waits for a resync from the current one")
 		b.formerEpoch = max(st.Epoch(), 1)
 		if err := st.SetMetaUint(formerPrimaryKey, b.formerEpoch); err != nil {

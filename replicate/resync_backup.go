@@ -213,14 +213,14 @@ func (b *Backup) keepDiscarded(start *replpb.ResyncStart) {
 		return
 	}
 	from := start.Seq + 1
-	diverged := b.formerPrimary
+	diverged := b.formerEpoch > 0
 	if !diverged && last.Seq >= start.Seq && start.Seq > 0 {
 		ours, err := b.store.Get(start.Seq)
 		h, herr := journal.DecodeHeader(start.Anchor)
 		oh, oerr := journal.DecodeHeader(ours)
 		diverged = err != nil || herr != nil || oerr != nil || oh.Checksum != h.Checksum
 	}
-	if acked, _ := b.store.MetaUint(AckedKey); b.formerPrimary && acked > 0 {
+	if acked, _ := b.store.MetaUint(AckedKey); b.formerEpoch > 0 && acked > 0 {
 		// A deposed primary: what its barriers returned is in every
 		// history since; what it wrote after is its unacknowledged suffix.
 		from = acked + 1
@@ -245,7 +245,7 @@ func (b *Backup) keepDiscarded(start *replpb.ResyncStart) {
 		return
 	}
 	what := "batches the new primary's history lacks are kept for inspection (pbfs journal ls --journal DIR)"
-	if b.formerPrimary {
+	if b.formerEpoch > 0 {
 		// Its barriers acknowledged none of these, but a backup that was
 		// promoted may have received them: the new history can hold them too.
 		what = "batches this node wrote as the primary after the last one it recorded as acknowledged are kept for inspection; the new primary may hold some of them too (pbfs journal ls --journal DIR)"
@@ -296,7 +296,7 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 	if err := b.store.SetMetaUint(formerPrimaryKey, 0); err != nil {
 		return err
 	}
-	b.formerPrimary, b.formerEpoch = false, 0
+	b.formerEpoch = 0
 	if err := b.store.SetMeta("volume", []byte(start.VolumeId)); err != nil {
 		return err
 	}
