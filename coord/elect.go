@@ -185,14 +185,7 @@ func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backu
 	// Only reports whose policy covers every term since their Epoch count
 	// (terms.go).
 	h := history{terms: parseTerms(tr.Responses[1].GetResponseRange().Kvs), reports: fresh}
-	current, stale := fresh[:0:0], 0
-	for _, m := range fresh {
-		if h.missed(m.Epoch, t.epoch) == 0 {
-			current = append(current, m)
-		} else {
-			stale++
-		}
-	}
+	current, stale := h.counted(fresh, t.epoch)
 	reason := ""
 	if e := h.missed(st.Epoch, t.epoch); e != 0 {
 		reason = fmt.Sprintf("this backup had no session in term %d, which may have acknowledged writes it lacks", e)

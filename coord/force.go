@@ -49,10 +49,8 @@ var (
 
 // Force orders node name to take the next term of cluster, against the
 // election's rule. It refuses while a primary serves, and for a node that
-// could not serve the volume: one with no backup record, a stalled one
-// (its volume needs a resync from a primary; a deposed primary waiting
-// for its resync is stalled), or one that never received the volume. The
-// order stands until a term is taken.
+// could not serve the volume (orderable). The order stands until a term
+// is taken.
 func Force(ctx context.Context, endpoints []string, cluster, name string) (Forced, error) {
 	cli, err := dial(endpoints)
 	if err != nil {
@@ -75,11 +73,7 @@ func Force(ctx context.Context, endpoints []string, cluster, name string) (Force
 	}
 	var m *Member
 	var others []Member
-	for _, kv := range kvs(3) {
-		var o Member
-		if json.Unmarshal(kv.Value, &o) != nil {
-			continue
-		}
+	for _, o := range decodeMembers(kvs(3)) {
 		if o.Name == name {
 			m = &o
 		} else {

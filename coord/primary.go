@@ -2,7 +2,6 @@ package coord
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -145,14 +144,7 @@ func (n *Node) members(ctx context.Context) []Member {
 	if err != nil {
 		return nil
 	}
-	var out []Member
-	for _, kv := range resp.Kvs {
-		var m Member
-		if json.Unmarshal(kv.Value, &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
+	return decodeMembers(resp.Kvs)
 }
 
 // publishPrimary republishes the primary's state and starts replicating

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"path"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // The cluster's state in etcd, under a prefix (/pbfs/CLUSTER/):
@@ -22,6 +24,10 @@ import (
 //	members/NAME     Member, attached to the node's own lease, republished
 //	                 several times a second
 //	failover/last    Failover, the last change of primary
+//	terms/EPOCH      Term, each term's primary and the members it started
+//	                 with, written before it serves (terms.go)
+//	force            Forced, an operator's order for the vacant term
+//	                 (force.go)
 type keys struct{ prefix string }
 
 func (k keys) epoch() string             { return path.Join(k.prefix, "epoch") }
@@ -84,4 +90,16 @@ type Failover struct {
 func encode(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// decodeMembers decodes member records, skipping any it cannot read.
+func decodeMembers(kvs []*mvccpb.KeyValue) []Member {
+	var out []Member
+	for _, kv := range kvs {
+		var m Member
+		if json.Unmarshal(kv.Value, &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }

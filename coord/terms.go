@@ -108,3 +108,15 @@ func (h history) missed(epoch, ended uint64) uint64 {
 	}
 	return newest
 }
+
+// counted splits reports into those whose policy covers every term up to
+// ended (they count) and the number of the others.
+func (h history) counted(reports []Member, ended uint64) ([]Member, int) {
+	var out []Member
+	for _, m := range reports {
+		if h.missed(m.Epoch, ended) == 0 {
+			out = append(out, m)
+		}
+	}
+	return out, len(reports) - len(out)
+}
