@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sys/unix"
 
+	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/internal/procs"
 	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/mount"
@@ -155,8 +156,23 @@ func Open(cfg Config) (*Node, error) {
 // Close disconnects from etcd.
 func (n *Node) Close() error { return n.cli.Close() }
 
-// Run alternates the backup and primary roles until ctx ends.
+// Run alternates the backup and primary roles until ctx ends. The copy
+// is mounted nosuid,nodev for as long as the node runs (apply.GuardCopy):
+// as a backup it holds whatever a primary sent, and the primary's FUSE
+// mount goes over it.
 func (n *Node) Run(ctx context.Context) error {
+	// A primary of this node killed before left its mount behind.
+	mount.ClearStaleMount(n.cfg.Mount.Mountpoint, n.log)
+	guard, err := apply.GuardCopy(n.volume())
+	if err != nil {
+		return fmt.Errorf("node: %w: run it as root, or put the volume on a file system mounted nosuid,nodev", err)
+	}
+	defer func() {
+		if err := guard.Release(); err != nil {
+			n.log.Warn("copy guard left mounted", "err", err)
+		}
+	}()
+	n.log.Info("the volume is mounted nosuid,nodev while the node runs", "volume", n.volume(), "guard", guard.How)
 	go n.keepMember(ctx)
 	for ctx.Err() == nil {
 		n.schedule(true)
@@ -292,6 +308,7 @@ func (n *Node) serveBackup(ctx context.Context) (bool, error) {
 	bcfg := n.cfg.Backup
 	bcfg.Volume, bcfg.Journal = n.volume(), n.cfg.Mount.Journal
 	bcfg.Logger = n.log
+	bcfg.Guarded = true // by Run
 	reg := prometheus.NewRegistry()
 	bcfg.Registry = reg
 	if er, err := n.cli.Get(ctx, n.k.epoch()); err == nil && len(er.Kvs) == 0 {

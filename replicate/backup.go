@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
 	"github.com/pbfs/pbfs/apply"
@@ -48,6 +46,11 @@ type BackupConfig struct {
 	// (0: journal.DefaultReserve); batches that would cut into it are
 	// refused, not acked.
 	JournalReserve int64
+	// Guarded: the caller holds Volume mounted nosuid,nodev
+	// (apply.GuardCopy) for longer than the backup lives (a pbfs node,
+	// whose FUSE mount goes over the copy on promotion); otherwise the
+	// backup guards it while it runs.
+	Guarded bool
 }
 
 // The journal's role, in its metadata: a journal a primary used and a
@@ -81,8 +84,8 @@ type Backup struct {
 	applier *apply.Applier
 	decoded decodedBatches // stored by the stream, for the apply loop
 	mark    *applyMark
-	prog    *progress // applied and applying, durable (progress.go)
-	lock    *os.File  // the volume, flocked for the life of the backup
+	prog    *progress   // applied and applying, durable (progress.go)
+	lock    *volumeLock // the volume, flocked and guarded for the life of the backup
 	m       *backupMetrics
 
 	mu       sync.Mutex
@@ -175,16 +178,12 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		return nil, fmt.Errorf("backup volume %s: it lies on the pbfs mount at %s: %w", cfg.Volume, point, ErrVolumeBusy)
 	}
 	// One backup per volume: two would apply every batch twice.
-	lock, err := os.Open(cfg.Volume)
+	lock, err := lockVolume(cfg.Volume, cfg.Guarded)
 	if err != nil {
-		return nil, fmt.Errorf("open backup volume: %w", err)
+		return nil, err
 	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("backup volume %s: %w", cfg.Volume, ErrVolumeBusy)
-		}
-		return nil, fmt.Errorf("lock backup volume: %w", err)
+	if lock.guard != nil {
+		cfg.Logger.Info("the copy is mounted nosuid,nodev while the backup serves it", "volume", cfg.Volume, "guard", lock.guard.How)
 	}
 	st, err := journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger, Reserve: cfg.JournalReserve})
 	if err != nil {

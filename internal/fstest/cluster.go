@@ -120,6 +120,8 @@ func (c *Cluster) StartBackup(b *BackupProc) {
 	}
 	b.Out = &Buffer{}
 	b.Cmd.Stdout, b.Cmd.Stderr = b.Out, b.Out
+	// After the backup stops: one killed leaves its copy's guard mounted.
+	c.t.Cleanup(func() { DetachAll(b.Vol) })
 	if err := b.Cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}

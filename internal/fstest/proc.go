@@ -198,13 +198,10 @@ func (p *Proc) Client() *control.Client {
 // Stop sends SIGINT and waits; a process that does not stop is killed and
 // its mount detached, and the test fails.
 func (p *Proc) Stop() {
-	// A killed process leaves a dead mount behind; whatever happened, the
-	// test leaves no mount.
-	defer func() {
-		if Mounted(p.Vol) {
-			syscall.Unmount(p.Vol, syscall.MNT_DETACH)
-		}
-	}()
+	// A killed process leaves a dead mount behind (and, on a killed
+	// backup's copy, the copy's guard); whatever happened, the test leaves
+	// no mount.
+	defer DetachAll(p.Vol)
 	if p.Cmd.ProcessState != nil {
 		return
 	}
@@ -234,6 +231,13 @@ func (p *Proc) Stop() {
 func (p *Proc) Kill() {
 	KillHard(p.Cmd.Process.Pid)
 	p.Cmd.Wait()
+}
+
+// DetachAll lazily unmounts everything mounted at dir: a dead pbfs mount,
+// a copy's nosuid,nodev guard (apply.GuardCopy) a killed backup left.
+func DetachAll(dir string) {
+	for i := 0; i < 16 && syscall.Unmount(dir, syscall.MNT_DETACH) == nil; i++ {
+	}
 }
 
 // Mounted reports whether a pbfs mount is at dir.
