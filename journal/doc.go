@@ -26,9 +26,12 @@
 // batch is split (Split) into batches carrying FlagMore but the last: only
 // whole groups may be applied (WholeSeals). Metadata (Meta, SetMeta,
 // SetMetaUint, SetMetaUints) lives beside the batches: the epoch, the
-// open marker (MarkOpen, MarkClosed), the volume id, a backup's apply
-// progress. Trim drops old batches (retention.go); Reset replaces the
-// whole chain with one anchor (a resync).
+// open marker (MarkOpen, MarkClosed), the volume id, a backup's fence.
+// Each value carries a checksum that every open checks (metaseal.go): a
+// read-write open of damaged metadata fails with ErrDamaged naming the
+// key, a read-only one reports it (MetaDamage). Trim drops old batches
+// (retention.go); Reset replaces the whole chain with one anchor (a
+// resync).
 //
 // # Durability
 //
