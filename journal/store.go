@@ -94,6 +94,8 @@ type Store struct {
 	metaNotes   []string
 	metaDamaged bool
 
+	integ integrity // what the check of the batch log and reads found (check.go)
+
 	// lostFrom is the first batch the log lost since the last clean close
 	// (its last seq then is above the log's end now), 0 if none (load).
 	lostFrom uint64
@@ -289,5 +291,6 @@ func (s *Store) rewrite(fill func(put func(uint64, []byte) error) error) error {
 		return err
 	}
 	s.lostFrom = 0
+	s.integ.forget()
 	return s.bl.replace(fill)
 }

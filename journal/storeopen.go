@@ -69,6 +69,7 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		return nil, fmt.Errorf("open journal %s: %w", dir, err)
 	}
 	s.space.slack = s.bl.slack
+	s.bl.damage = func(first, last uint64, path string) { s.integ.noteDamaged(first, last, path) }
 	// A read-only store is opened to inspect the journal, damage included.
 	if err := s.load(); err != nil && !o.ReadOnly {
 		s.bl.close()
