@@ -67,18 +67,13 @@ func unsealMeta(key, stored []byte) ([]byte, error) {
 	return v, nil
 }
 
-// quoteMeta shows a value in an error: text as text, the rest in hex.
+// quoteMeta shows a value in an error, quoted, cut after 48 bytes.
 func quoteMeta(v []byte) string {
 	const most = 48
-	cut := v[:min(len(v), most)]
-	s := fmt.Sprintf("%q", cut)
-	if strings.Contains(s, `\x`) {
-		s = fmt.Sprintf("%x", cut)
-	}
 	if len(v) > most {
-		s += "..."
+		return fmt.Sprintf("%q...", v[:most])
 	}
-	return s
+	return fmt.Sprintf("%q", v)
 }
 
 // getMeta reads key in txn: its value checked (bare in a format 1 journal
@@ -126,7 +121,7 @@ func (s *Store) openMeta() error {
 	s.metaVer = ver
 	if ver < metaVersion {
 		if s.ro {
-			s.metaNotes = append(s.metaNotes, "its values carry no checksums (written by an older pbfs); the next mount or backup adds them")
+			s.metaNotes = append(s.metaNotes, "metadata format 1: its values carry no checksums (written by an older pbfs); the next mount or backup adds them")
 		} else if err := s.migrateMeta(); err != nil {
 			return s.metaFailed(err)
 		}

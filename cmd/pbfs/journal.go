@@ -234,7 +234,7 @@ func journalVerify(c *cli.Context) error {
 			fmt.Fprintf(c.App.ErrWriter, "batch log: %s\n", note)
 		}
 		for _, note := range meta {
-			fmt.Fprintf(c.App.ErrWriter, "metadata: %s\n", note)
+			fmt.Fprintln(c.App.ErrWriter, note) // "metadata ..."
 		}
 		if c.Bool("json") {
 			printJSON(c, map[string]any{"batches": n, "corrupt": corrupt, "log": notes, "metadata": meta, "ok": bad == 0 && !damaged && !metaDamaged})
