@@ -61,6 +61,10 @@
 //     (DefaultReserve when zero) and fail with ErrJournalFull, which wraps
 //     ENOSPC, before that (space.go). CheckReserve refuses, before anything
 //     is created, a file system no larger than the reserve.
+//   - An open checks the bodies of the batch log's newest segment only.
+//     Get checks every record it reads from the disk (ErrCorrupt), and
+//     CheckBatches, run in the background by a mount and a backup, reads
+//     the older segments through; BatchCheck says what either found.
 //   - Close gives up after a while (ErrCloseTimeout) rather than hang on a
 //     disk that refuses Badger's last table flush.
 //   - Failpoints (PBFS_FAILPOINT_APPEND) exist only in builds with
