@@ -63,6 +63,11 @@ type Status struct {
 	JournalBytes   int64 `json:"journal_bytes,omitempty"`
 	JournalFree    int64 `json:"journal_free_bytes,omitempty"`
 	JournalReserve int64 `json:"journal_reserve_bytes,omitempty"`
+	// JournalCheck says what the check of the journal's batches after
+	// the start found (journal.BatchCheck), JournalDamaged how many of
+	// them are damaged on disk.
+	JournalCheck   string `json:"journal_check,omitempty"`
+	JournalDamaged uint64 `json:"journal_damaged_batches,omitempty"`
 	// Barrier latency over the last (up to 1024) barriers.
 	BarrierP50 time.Duration `json:"barrier_p50_ns,omitempty"`
 	BarrierP95 time.Duration `json:"barrier_p95_ns,omitempty"`

@@ -26,9 +26,12 @@
 // batch is split (Split) into batches carrying FlagMore but the last: only
 // whole groups may be applied (WholeSeals). Metadata (Meta, SetMeta,
 // SetMetaUint, SetMetaUints) lives beside the batches: the epoch, the
-// open marker (MarkOpen, MarkClosed), the volume id, a backup's apply
-// progress. Trim drops old batches (retention.go); Reset replaces the
-// whole chain with one anchor (a resync).
+// open marker (MarkOpen, MarkClosed), the volume id, a backup's fence.
+// Each value carries a checksum that every open checks (metaseal.go): a
+// read-write open of damaged metadata fails with ErrDamaged naming the
+// key, a read-only one reports it (MetaDamage). Trim drops old batches
+// (retention.go); Reset replaces the whole chain with one anchor (a
+// resync).
 //
 // # Durability
 //
@@ -58,6 +61,10 @@
 //     (DefaultReserve when zero) and fail with ErrJournalFull, which wraps
 //     ENOSPC, before that (space.go). CheckReserve refuses, before anything
 //     is created, a file system no larger than the reserve.
+//   - An open checks the bodies of the batch log's newest segment only.
+//     Get checks every record it reads from the disk (ErrCorrupt), and
+//     CheckBatches, run in the background by a mount and a backup, reads
+//     the older segments through; BatchCheck says what either found.
 //   - Close gives up after a while (ErrCloseTimeout) rather than hang on a
 //     disk that refuses Badger's last table flush.
 //   - Failpoints (PBFS_FAILPOINT_APPEND) exist only in builds with

@@ -12,9 +12,9 @@ import (
 )
 
 // A Store keeps its metadata in Badger: the epoch, the open marker and
-// named values its users set ("m/" + name; docs/FORMAT.md). Every write
-// is durable when it returns, and in a store with LazyAppends so is every
-// batch appended before it.
+// named values its users set ("m/" + name; docs/FORMAT.md), each sealed
+// with a checksum (metaseal.go). Every write is durable when it returns,
+// and in a store with LazyAppends so is every batch appended before it.
 
 // Epoch returns the journal's current epoch.
 func (s *Store) Epoch() uint64 {
@@ -31,7 +31,7 @@ func (s *Store) SetEpoch(e uint64) error {
 		return fmt.Errorf("set epoch %d: below current %d", e, s.epoch)
 	}
 	err := s.update(func(txn *badger.Txn) error {
-		return txn.Set(epochKey, binary.BigEndian.AppendUint64(nil, e))
+		return setMeta(txn, epochKey, binary.BigEndian.AppendUint64(nil, e))
 	})
 	if err != nil {
 		return fmt.Errorf("set epoch %d: %w", e, err)
@@ -50,18 +50,17 @@ func (s *Store) LostFrom() uint64 { return s.lostFrom }
 // seq at which that mount had opened it.
 func (s *Store) MarkOpen() (unclean bool, since uint64, err error) {
 	err = s.update(func(txn *badger.Txn) error {
-		if it, err := txn.Get(openKey); err == nil {
-			unclean = true
-			it.Value(func(v []byte) error {
-				if len(v) == 8 {
-					since = binary.BigEndian.Uint64(v)
-				}
-				return nil
-			})
-		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+		v, found, err := s.getMeta(txn, openKey)
+		if err != nil {
 			return err
 		}
-		return txn.Set(openKey, binary.BigEndian.AppendUint64(nil, s.Last().Seq))
+		if found {
+			unclean = true
+			if len(v) == 8 {
+				since = binary.BigEndian.Uint64(v)
+			}
+		}
+		return setMeta(txn, openKey, binary.BigEndian.AppendUint64(nil, s.Last().Seq))
 	})
 	if err != nil {
 		return false, 0, fmt.Errorf("mark journal open: %w", err)
@@ -76,7 +75,7 @@ func (s *Store) MarkClosed() error {
 		if err := txn.Delete(openKey); err != nil {
 			return err
 		}
-		return txn.Set(closedKey, binary.BigEndian.AppendUint64(nil, s.Last().Seq))
+		return setMeta(txn, closedKey, binary.BigEndian.AppendUint64(nil, s.Last().Seq))
 	})
 	if err != nil {
 		return fmt.Errorf("mark journal closed: %w", err)
@@ -138,18 +137,13 @@ func syncFile(path string) error {
 	return f.Sync()
 }
 
-// Meta reads a metadata value ("m/" + name); nil if unset.
+// Meta reads a metadata value ("m/" + name); nil if unset. A value that
+// fails its checksum is a *MetaError (ErrDamaged).
 func (s *Store) Meta(name string) ([]byte, error) {
 	var out []byte
 	err := s.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get([]byte("m/" + name))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		out, err = it.ValueCopy(nil)
+		var err error
+		out, _, err = s.getMeta(txn, []byte(metaPrefix+name))
 		return err
 	})
 	if err != nil {
@@ -160,7 +154,7 @@ func (s *Store) Meta(name string) ([]byte, error) {
 
 // SetMeta durably writes a metadata value ("m/" + name).
 func (s *Store) SetMeta(name string, v []byte) error {
-	if err := s.update(func(txn *badger.Txn) error { return txn.Set([]byte("m/"+name), v) }); err != nil {
+	if err := s.update(func(txn *badger.Txn) error { return setMeta(txn, []byte(metaPrefix+name), v) }); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return nil
@@ -169,8 +163,11 @@ func (s *Store) SetMeta(name string, v []byte) error {
 // MetaUint reads a metadata value written by SetMetaUint (0 if unset).
 func (s *Store) MetaUint(name string) (uint64, error) {
 	v, err := s.Meta(name)
-	if err != nil || len(v) != 8 {
+	if err != nil || len(v) == 0 {
 		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, &MetaError{Key: metaPrefix + name, Reason: fmt.Sprintf("%d bytes, want a number's 8", len(v))}
 	}
 	return binary.BigEndian.Uint64(v), nil
 }
@@ -180,7 +177,7 @@ func (s *Store) MetaUint(name string) (uint64, error) {
 func (s *Store) SetMetaUints(kv map[string]uint64) error {
 	err := s.update(func(txn *badger.Txn) error {
 		for name, v := range kv {
-			if err := txn.Set([]byte("m/"+name), binary.BigEndian.AppendUint64(nil, v)); err != nil {
+			if err := setMeta(txn, []byte(metaPrefix+name), binary.BigEndian.AppendUint64(nil, v)); err != nil {
 				return err
 			}
 		}

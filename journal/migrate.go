@@ -83,7 +83,7 @@ func (s *Store) openLog() (*batchLog, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(logKey, []byte{1}) }); err != nil {
+		if err := s.db.Update(func(txn *badger.Txn) error { return setMeta(txn, logKey, []byte{1}) }); err != nil {
 			return nil, fmt.Errorf("open batch log: %w", err)
 		}
 		if err := s.flushBadger(); err != nil {

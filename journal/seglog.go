@@ -43,6 +43,9 @@ type batchLog struct {
 	notes   []string
 	damaged bool
 
+	// damage, if set, is told of the batches a read found damaged.
+	damage func(first, last uint64, path string)
+
 	spare  *spare
 	direct *directTail // synced appends' O_DIRECT path (direct.go); nil: none
 	// rotations counts segments started (a new segment's preallocation

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"fmt"
+	"hash/crc32"
 	"os"
 )
 
@@ -21,11 +22,21 @@ func (l *batchLog) get(seq uint64) ([]byte, error) {
 		return b, nil
 	}
 	loc := l.index[seq-l.first]
-	buf := make([]byte, loc.n)
-	if err := l.readAt(loc, buf); err != nil {
+	rec := make([]byte, recHdrSize+int(loc.n))
+	if err := l.readAt(recLoc{seg: loc.seg, off: loc.off - recHdrSize, n: uint32(len(rec))}, rec); err != nil {
 		return nil, fmt.Errorf("get batch %d: %w", seq, err)
 	}
-	return buf, nil
+	// Read back from the disk, which may have damaged it since: a reader
+	// (a shipper, for a backup that lags) must not pass it on unchecked.
+	if rh, err := parseRecordHeader(rec[:recHdrSize]); err != nil || rh.seq != seq || rh.n != loc.n ||
+		crc32.Checksum(rec[recHdrSize:], castagnoliTable) != rh.bodyCRC {
+		if l.damage != nil {
+			l.damage(seq, seq, loc.seg.path)
+		}
+		return nil, fmt.Errorf("get batch %d: its record at offset %d of %s fails its checksum (damaged on disk since it was written): %w",
+			seq, loc.off-recHdrSize, loc.seg.path, ErrCorrupt)
+	}
+	return rec[recHdrSize:], nil
 }
 
 // readAt reads loc's body into buf; the caller holds mu.

@@ -13,8 +13,10 @@ import (
 )
 
 // Store key layout in Badger (docs/FORMAT.md); the batches themselves are
-// in the batch log (seglog.go):
+// in the batch log (seglog.go). Every "m/" value is sealed with a checksum
+// (metaseal.go):
 //
+//	"m/metaversion"                   -> the metadata format (8 bytes): 2
 //	"m/epoch"                         -> epoch (8 bytes, big-endian)
 //	"m/open"                          -> seq (8 bytes) at which a mount opened the journal;
 //	                                     deleted by a clean unmount
@@ -85,6 +87,14 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// metaVer is the metadata format (metaseal.go); metaNotes and
+	// metaDamaged what a read-only open found wrong with it.
+	metaVer     uint64
+	metaNotes   []string
+	metaDamaged bool
+
+	integ integrity // what the check of the batch log and reads found (check.go)
 
 	// lostFrom is the first batch the log lost since the last clean close
 	// (its last seq then is above the log's end now), 0 if none (load).
@@ -281,5 +291,6 @@ func (s *Store) rewrite(fill func(put func(uint64, []byte) error) error) error {
 		return err
 	}
 	s.lostFrom = 0
+	s.integ.forget()
 	return s.bl.replace(fill)
 }

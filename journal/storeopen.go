@@ -56,15 +56,20 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		if o.ReadOnly && strings.Contains(err.Error(), "truncate required") {
 			return nil, fmt.Errorf("open journal %s: %w (%v)", dir, ErrNeedsRecovery, err)
 		}
-		return nil, fmt.Errorf("open journal %s: %w", dir, err)
+		return nil, openFailed(dir, err)
 	}
 	s := &Store{db: db, dir: dir, log: log, epoch: 1, changed: make(chan struct{}), lazy: o.LazyAppends,
 		ro: o.ReadOnly, space: space{dir: dir, reserve: o.Reserve}}
+	if err := s.openMeta(); err != nil {
+		db.Close()
+		return nil, openFailed(dir, err)
+	}
 	if s.bl, err = s.openLog(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open journal %s: %w", dir, err)
 	}
 	s.space.slack = s.bl.slack
+	s.bl.damage = func(first, last uint64, path string) { s.integ.noteDamaged(first, last, path) }
 	// A read-only store is opened to inspect the journal, damage included.
 	if err := s.load(); err != nil && !o.ReadOnly {
 		s.bl.close()
@@ -75,6 +80,15 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	// "0 B free", as on a full disk.
 	s.space.read()
 	return s, nil
+}
+
+// openFailed is an open's error; Badger's files damaged, it names the
+// remedy.
+func openFailed(dir string, err error) error {
+	if errors.Is(err, ErrDamaged) {
+		return fmt.Errorf("open journal %s: %w; %s", dir, err, MetaRemedy)
+	}
+	return fmt.Errorf("open journal %s: %w", dir, err)
 }
 
 // openBadger is badger.Open after checkTables, with a panic in the
@@ -98,18 +112,14 @@ func openBadger(opts badger.Options) (db *badger.DB, err error) {
 
 func (s *Store) load() error {
 	err := s.db.View(func(txn *badger.Txn) error {
-		if it, err := txn.Get(epochKey); err == nil {
-			if err := it.Value(func(v []byte) error {
-				if len(v) != 8 {
-					return fmt.Errorf("load epoch: %d bytes: %w", len(v), ErrCorrupt)
-				}
-				s.epoch = binary.BigEndian.Uint64(v)
-				return nil
-			}); err != nil {
-				return err
-			}
-		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+		v, found, err := s.getMeta(txn, epochKey)
+		switch {
+		case err != nil:
 			return fmt.Errorf("load epoch: %w", err)
+		case found && len(v) != 8:
+			return fmt.Errorf("load epoch: %w", &MetaError{Key: string(epochKey), Reason: fmt.Sprintf("%d bytes, want 8", len(v))})
+		case found:
+			s.epoch = binary.BigEndian.Uint64(v)
 		}
 		return nil
 	})

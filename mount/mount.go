@@ -261,6 +261,8 @@ func (m *Mount) Summary() control.Status {
 	st := control.Status{Role: "primary", Volume: m.cfg.Mountpoint, VolumeID: m.volumeID, Capture: !m.cfg.NoCapture, LastSeq: m.store.Last().Seq,
 		Epoch: m.store.Epoch(), PendingBytes: pending, Nodes: nodes, UncleanStart: m.unclean,
 		JournalFree: m.store.FreeBytes(), JournalReserve: m.store.ReserveBytes()}
+	check := m.store.BatchCheck()
+	st.JournalCheck, st.JournalDamaged = check.String(), check.DamagedBatches()
 	if m.primary != nil {
 		st.Backups, st.Acks = m.primary.Status(), m.primary.AckSummary()
 	}

@@ -76,6 +76,7 @@ func (m *Mount) start() error {
 		m.log.Warn("fsync policy deferred with no frontend plugin: a deferred fsync returns at once and syncs nothing, so a commit a client is told of is durable nowhere until a later barrier covers it; run the clients through the http-proxy plugin, or use the replicated policy")
 	}
 	m.reg.MustRegister(m.store.SpaceCollectors()...)
+	m.reg.MustRegister(m.store.CheckCollectors()...)
 	m.fs, err = capture.New(rootFd, capture.Options{
 		Capture: !cfg.NoCapture, WriteDiff: cfg.WriteDiff, MaxBatchBytes: cfg.MaxBatchBytes,
 		Logger: cfg.Logger, Metrics: capture.NewMetrics(m.reg), Space: space, Classify: classifier(rules, cfg.Fsync),
@@ -109,6 +110,8 @@ func (m *Mount) start() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.startRetention(ctx)
+	m.bg.Add(1)
+	go func() { defer m.bg.Done(); m.store.CheckBatches(ctx) }() // the older segments (journal/check.go)
 	m.bg.Add(1)
 	go m.keepAcked(ctx)
 	if cfg.MonitorSlack > 0 {

@@ -225,6 +225,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	}
 	if cfg.Registry != nil {
 		cfg.Registry.MustRegister(st.SpaceCollectors()...)
+		cfg.Registry.MustRegister(st.CheckCollectors()...)
 	}
 	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, mark: mark, prog: prog, lock: lock, m: newBackupMetrics(cfg.Registry),
 		kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{}), raws: map[net.Conn]struct{}{},
@@ -313,6 +314,8 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	}
 	b.loops.Add(1)
 	go func() { defer b.loops.Done(); b.applyLoop() }()
+	b.loops.Add(1)
+	go func() { defer b.loops.Done(); st.CheckBatches(b.doneCtx()) }() // the older segments (journal/check.go)
 	if cfg.Retain == 0 {
 		cfg.Retain = 10 * time.Minute
 	}
@@ -320,10 +323,8 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	if cfg.Retain > 0 {
 		r := &journal.Retention{Store: st, Window: cfg.Retain, SafeSeq: b.synced.Load,
 			Every: min(10*time.Second, cfg.Retain), Logger: b.log}
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() { <-b.done; cancel() }()
 		b.loops.Add(1)
-		go func() { defer b.loops.Done(); r.Run(ctx) }()
+		go func() { defer b.loops.Done(); r.Run(b.doneCtx()) }()
 	}
 	return b, nil
 }

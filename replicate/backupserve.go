@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -94,6 +95,14 @@ func (b *Backup) Close() error {
 	b.prog.close()
 	b.lock.Close()
 	return b.store.Close()
+}
+
+// doneCtx returns a context that ends when Close begins, for the loops
+// Close waits for.
+func (b *Backup) doneCtx() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-b.done; cancel() }()
+	return ctx
 }
 
 // retainWords says how long applied batches stay in the journal.

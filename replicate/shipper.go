@@ -47,7 +47,8 @@ type Shipper struct {
 	sparseSums atomic.Bool // the backup takes resync sums of data blocks only (Welcome.sparse_sums)
 	rootEntry  atomic.Bool // the backup takes a resync entry for the root (Welcome.root_entry)
 	deposed    atomic.Bool
-	stale      atomic.Bool // the backup's history differs: it needs a resync
+	stale      atomic.Bool   // the backup's history differs: it needs a resync
+	damagedSeq atomic.Uint64 // the last damaged batch the backup needed (logged once)
 	// degraded: dropped from the ack set by the degrade policy (Primary.watch)
 	degraded atomic.Bool
 	// stalled: the backup reports it cannot apply what it holds
@@ -267,6 +268,9 @@ func (s *Shipper) session(parent context.Context) error {
 		changed := s.store.Changed()
 		for next <= s.store.Last().Seq {
 			enc, err := s.store.Get(next)
+			if errors.Is(err, journal.ErrCorrupt) {
+				return s.damaged(next, err)
+			}
 			if err != nil {
 				return fmt.Errorf("read batch %d: %w", next, err)
 			}
@@ -285,6 +289,17 @@ func (s *Shipper) session(parent context.Context) error {
 		case <-changed:
 		}
 	}
+}
+
+// damaged ends a session whose backup needs batch seq, which the journal
+// holds damaged (its checksum fails on the disk): never shipped, and no
+// backup takes it anyway, so the backup is resynced from the volume.
+func (s *Shipper) damaged(seq uint64, err error) error {
+	s.setStale(true)
+	if s.damagedSeq.Swap(seq) != seq {
+		s.log.Error("a batch this backup needs is damaged in the journal; resyncing the backup from the volume instead", "seq", seq, "err", err)
+	}
+	return fmt.Errorf("batch %d: %w: %w", seq, err, ErrNeedsResync)
 }
 
 func (s *Shipper) receive(stream primaryStream) error {

@@ -24,9 +24,11 @@ func (c backupControl) Resync([]string) error                   { return errBack
 func (c backupControl) Status() control.Status {
 	st := c.b.Status()
 	j := c.b.Journal()
+	check := j.BatchCheck()
 	return control.Status{Role: "backup", Volume: c.volume, VolumeID: st.VolumeID, LastSeq: st.DurableSeq, Epoch: st.Epoch, Capture: false,
 		Backup:       &control.BackupSide{DurableSeq: st.DurableSeq, AppliedSeq: st.AppliedSeq, Stalled: st.Stalled, JournalFull: j.Refusing()},
-		JournalBytes: j.DiskBytes(), JournalFree: j.FreeBytes(), JournalReserve: j.ReserveBytes()}
+		JournalBytes: j.DiskBytes(), JournalFree: j.FreeBytes(), JournalReserve: j.ReserveBytes(),
+		JournalCheck: check.String(), JournalDamaged: check.DamagedBatches()}
 }
 
 func (c backupControl) Manifest(context.Context, []string, func(manifest.Entry) error) error {

@@ -220,19 +220,27 @@ func journalVerify(c *cli.Context) error {
 		if err != nil {
 			return cli.Exit("journal verify: "+err.Error(), 1)
 		}
-		// What the batch log holds besides whole records; through a running
-		// mount's control socket the mount opened it and said so in its log.
-		var notes []string
-		damaged := false
-		if d, ok := src.(interface{ Damage() ([]string, bool) }); ok {
+		// What the batch log holds besides whole records, and what is wrong
+		// with the metadata; through a running mount's control socket the
+		// mount opened the journal, and refused or logged either.
+		var notes, meta []string
+		damaged, metaDamaged := false, false
+		if d, ok := src.(*journal.Store); ok {
 			notes, damaged = d.Damage()
+			meta, metaDamaged = d.MetaDamage()
 		}
 		p.finish()
 		for _, note := range notes {
 			fmt.Fprintf(c.App.ErrWriter, "batch log: %s\n", note)
 		}
+		for _, note := range meta {
+			fmt.Fprintln(c.App.ErrWriter, note) // "metadata ..."
+		}
 		if c.Bool("json") {
-			printJSON(c, map[string]any{"batches": n, "corrupt": corrupt, "log": notes, "ok": bad == 0 && !damaged})
+			printJSON(c, map[string]any{"batches": n, "corrupt": corrupt, "log": notes, "metadata": meta, "ok": bad == 0 && !damaged && !metaDamaged})
+		}
+		if metaDamaged {
+			return cli.Exit(fmt.Sprintf("journal verify: the journal's metadata is damaged (above; %d batches checked, %d corrupt): %s", n, bad, journal.MetaRemedy), 1)
 		}
 		if bad > 0 {
 			return cli.Exit(fmt.Sprintf("journal verify: %d of %d batches are corrupt", bad, n), 1)

@@ -31,6 +31,9 @@ func localStatus(c *cli.Context) error {
 		fmt.Fprintf(tw, "journal\t%s on disk; %s free on its file system, %s of it kept in reserve (room for %s more)\n",
 			humanBytes(st.JournalBytes), humanBytes(st.JournalFree), humanBytes(st.JournalReserve), humanBytes(max(0, st.JournalFree-st.JournalReserve)))
 	}
+	if st.JournalCheck != "" {
+		fmt.Fprintf(tw, "journal check\t%s\n", st.JournalCheck)
+	}
 	if b := st.Backup; b != nil {
 		state := "applying"
 		switch {
