@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,12 +28,14 @@ type state struct {
 	commit    *committer
 	admit     slots // max-inflight
 	pool      slots // upstream pool
+	spool     *spooler
 }
 
 func newState(cfg Config, h sdk.Host, log *slog.Logger) *state {
 	m := newMetrics()
 	s := &state{cfg: cfg, host: h, log: log, limited: newLogLimiter(log), m: m,
-		admit: make(slots, cfg.MaxInflight), pool: make(slots, cfg.Pool)}
+		admit: make(slots, cfg.MaxInflight), pool: make(slots, cfg.Pool),
+		spool: &spooler{mem: cfg.SpoolMemory, disk: cfg.SpoolDisk, gauge: m.spoolBytes}}
 	s.transport = newTransport(cfg.Pool, cfg.UpstreamTimeout, m, s.limited)
 	s.commit = &committer{barrier: h.Barrier, timeout: cfg.BarrierTimeout, inflight: cfg.Barriers, m: m}
 	s.rp = newReverseProxy(s)
@@ -194,53 +195,6 @@ func clientLeft() {
 // stays out of the pool.
 const parkFor = time.Second
 
-// bufferBody reads the client's whole request body before the request
-// takes an upstream slot, as nginx's proxy_request_buffering does, and
-// puts it back as a body of known length. Streamed as it arrived, a body
-// trickled at a byte a second held a slot for as long, and as many such
-// uploads as the pool holds kept every other request out. It answers the
-// request itself, and reports false, when the body cannot be had.
-func (s *state) bufferBody(w http.ResponseWriter, r *http.Request) (*keepBody, bool) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, true
-	}
-	data, n, err := spool(r.Body, s.cfg.SpoolMemory)
-	var spooled *spoolError
-	switch {
-	case err == nil:
-	case r.Context().Err() != nil:
-		clientLeft()
-	case errors.As(err, &spooled):
-		s.m.shed.WithLabelValues("spool").Inc()
-		s.limited.warn("spool", "request refused: cannot spool its body", "method", r.Method, "path", r.URL.Path, "err", spooled.err)
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, fmt.Sprintf("pbfs proxy: cannot keep the request body (%v); nothing reached the service, retry later", spooled.err), http.StatusServiceUnavailable)
-		return nil, false
-	default:
-		s.limited.warn("client-body", "request body unreadable", "method", r.Method, "path", r.URL.Path, "err", err)
-		http.Error(w, "pbfs proxy: the request body could not be read: "+err.Error(), http.StatusBadRequest)
-		return nil, false
-	}
-	// The body must survive a dial that failed for want of descriptors
-	// or ports: the transport closes it, but read nothing of it.
-	body := &keepBody{ReadCloser: data}
-	r.Body, r.ContentLength = body, n
-	r.TransferEncoding = nil
-	if len(r.Trailer) > 0 { // trailers need the chunked encoding
-		r.ContentLength, r.TransferEncoding = -1, []string{"chunked"}
-	}
-	// The client has had its 100 Continue (Go's server sends it at the
-	// first read); the service's own would reach it as a second one.
-	r.Header.Del("Expect")
-	return body, true
-}
-
-// keepBody ignores the transport's Close, so a request whose dial failed
-// can be sent again; ServeHTTP closes the spooled body.
-type keepBody struct{ io.ReadCloser }
-
-func (*keepBody) Close() error { return nil }
-
 // errHeld is a response withheld because its barrier failed.
 type errHeld struct{ err error }
 
@@ -265,7 +219,7 @@ func (s *state) hold(resp *http.Response) error {
 	if rs == nil || rs.dur == durNone {
 		return nil
 	}
-	body, n, err := spool(resp.Body, s.cfg.SpoolMemory)
+	body, n, err := s.spool.response(resp.Body)
 	resp.Body.Close()
 	rs.release()
 	if err != nil {
@@ -303,8 +257,12 @@ func (s *state) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var spooled *spoolError
 	switch {
 	case errors.As(err, &spooled):
-		s.m.shed.WithLabelValues("spool").Inc()
-		s.limited.warn("spool", "response withheld: cannot spool it", "method", r.Method, "path", r.URL.Path, "err", spooled.err)
+		reason := "spool"
+		if errors.Is(spooled, errSpoolFull) {
+			reason = "spool-full"
+		}
+		s.m.shed.WithLabelValues(reason).Inc()
+		s.limited.warn(reason, "response withheld: cannot spool it", "method", r.Method, "path", r.URL.Path, "err", spooled.err)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, fmt.Sprintf("pbfs proxy: the service handled this request, but the proxy could not keep its response to hold it (%v); the response is withheld. Check the result before retrying.", spooled.err), http.StatusServiceUnavailable)
 	case errors.As(err, &held):

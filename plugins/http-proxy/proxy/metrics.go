@@ -20,6 +20,8 @@ type metrics struct {
 	acceptErrors    *prometheus.CounterVec
 	clientConns     prometheus.Gauge
 	parked          prometheus.Gauge
+	spoolBytes      prometheus.Gauge
+	bodyErrors      *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -28,7 +30,7 @@ func newMetrics() *metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_proxy_requests_total",
 			Help: "Requests answered, by status code class (2xx, 4xx, ...)."}, []string{"code"}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_proxy_shed_total",
-			Help: "Requests turned away with 503, by reason (overloaded, queue-timeout, no-fds, upstream-exhausted)."}, []string{"reason"}),
+			Help: "Requests turned away with 503, by reason (overloaded, too-many-connections, queue-timeout, no-fds, upstream-exhausted, spool, spool-full)."}, []string{"reason"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_proxy_inflight_requests",
 			Help: "Requests admitted and not yet answered."}),
 		holdSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pbfs_proxy_hold_seconds",
@@ -51,9 +53,14 @@ func newMetrics() *metrics {
 			Help: "Open client connections."}),
 		parked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_proxy_upstream_slots_parked",
 			Help: "Upstream pool slots out of use for a while because a dial found no fds or ports."}),
+		spoolBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_proxy_spool_bytes",
+			Help: "Bytes of request and response bodies spooled to disk now (spool-disk bounds them)."}),
+		bodyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_proxy_request_body_errors_total",
+			Help: "Request bodies refused, by reason (too-large: 413, timeout: 408, unreadable: 400)."}, []string{"reason"}),
 	}
 	m.reg.MustRegister(m.requests, m.shed, m.inflight, m.holdSeconds, m.barrierSeconds, m.barrierFailures,
 		m.groupSize, m.upstreamConns, m.dials, m.dialErrors, m.acceptErrors, m.clientConns, m.parked,
+		m.spoolBytes, m.bodyErrors,
 		// The proxy's own CPU and memory (process_cpu_seconds_total: when
 		// it nears one core, raise procs) and its Go runtime's.
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())

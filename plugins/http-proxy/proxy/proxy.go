@@ -73,7 +73,7 @@ func (p *Proxy) Start(_ context.Context, env sdk.Env) error {
 	s := newState(cfg, env.Host, env.Logger)
 	srv := &http.Server{
 		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: cfg.HeaderTimeout,
 		// Go's 1 MiB default let each request hold about 2 MiB: 600 such
 		// clients took the proxy past 1 GiB. 64 KiB is several times what
 		// nginx and Apache accept by default.
