@@ -6,11 +6,17 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// errBodyTimeout is a request body that did not arrive in its time.
-var errBodyTimeout = errors.New("request body too slow")
+var (
+	// errBodyTimeout is a request body that did not arrive in its time.
+	errBodyTimeout = errors.New("request body too slow")
+	// errEvicted is a request body cut off to admit another client.
+	errEvicted = errors.New("request body cut off to admit another client")
+)
 
 // bufferBody reads the client's whole request body before the request
 // takes an upstream slot, as nginx's proxy_request_buffering does, and
@@ -32,15 +38,22 @@ func (s *state) bufferBody(w http.ResponseWriter, r *http.Request) (*keepBody, b
 		return nil, false
 	}
 	br := &bodyReader{r: r.Body, rc: http.NewResponseController(w), start: time.Now(), timeout: s.cfg.BodyTimeout, rate: s.cfg.BodyMinRate}
+	conn, _ := r.Context().Value(connKey{}).(*countedClient)
+	if conn != nil {
+		conn.setPhase(phaseBody, br)
+	}
 	data, n, err := s.spool.request(br, s.cfg.MaxBody)
 	br.finish(err == nil)
+	if conn != nil {
+		conn.setPhase(phaseBusy, nil)
+	}
 	var spooled *spoolError
 	switch {
 	case err == nil:
 	case errors.Is(err, errBodyTooLarge):
 		s.refuseBody(w, r, "too-large", err)
 		return nil, false
-	case errors.Is(err, errBodyTimeout):
+	case errors.Is(err, errBodyTimeout), errors.Is(err, errEvicted):
 		// Checked before the context: the server takes a failed read
 		// for a client gone and cancels it, but this one is still there.
 		s.refuseBody(w, r, "timeout", err)
@@ -85,6 +98,8 @@ func (s *state) refuseBody(w http.ResponseWriter, r *http.Request, reason string
 	switch {
 	case reason == "too-large":
 		http.Error(w, fmt.Sprintf("pbfs proxy: the request body is larger than max-body (%d bytes); nothing reached the service", s.cfg.MaxBody), http.StatusRequestEntityTooLarge)
+	case errors.Is(err, errEvicted):
+		http.Error(w, "pbfs proxy: every connection was taken and this request body arrived the slowest, so it was cut off; nothing reached the service, retry later", http.StatusRequestTimeout)
 	case reason == "timeout":
 		http.Error(w, fmt.Sprintf("pbfs proxy: the request body did not arrive in time (body-timeout %v, extended a second for every %d bytes, body-min-rate); nothing reached the service", s.cfg.BodyTimeout, s.cfg.BodyMinRate), http.StatusRequestTimeout)
 	default:
@@ -113,15 +128,19 @@ func (*keepBody) Close() error { return nil }
 // bodyReader reads a request body within its time: body-timeout after it
 // began, plus a second for every body-min-rate bytes that arrived (the
 // rule of Apache's mod_reqtimeout): a steady upload takes as long as it
-// needs, a trickle is cut off.
+// needs, a trickle is cut off. Cut off early (evict), it fails at once.
 type bodyReader struct {
 	r       io.Reader
 	rc      *http.ResponseController
 	start   time.Time
 	timeout time.Duration
 	rate    int64
-	n       int64     // bytes arrived
-	until   time.Time // the read deadline last set
+	n       atomic.Int64 // bytes arrived, for the choice of a connection to cut off
+
+	mu       sync.Mutex
+	until    time.Time // the read deadline last set
+	evicted  bool
+	finished bool
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
@@ -129,9 +148,15 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := b.r.Read(p)
-	b.n += int64(n)
+	b.n.Add(int64(n))
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		return n, fmt.Errorf("%w: %d bytes in %v", errBodyTimeout, b.n, time.Since(b.start).Round(time.Millisecond))
+		b.mu.Lock()
+		evicted := b.evicted
+		b.mu.Unlock()
+		if evicted {
+			return n, errEvicted
+		}
+		return n, fmt.Errorf("%w: %d bytes in %v", errBodyTimeout, b.n.Load(), time.Since(b.start).Round(time.Millisecond))
 	}
 	return n, err
 }
@@ -140,9 +165,14 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 // that is a quarter of body-timeout later than the deadline set: not a
 // timer update on every read.
 func (b *bodyReader) extend() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.evicted {
+		return errEvicted
+	}
 	end := b.start.Add(b.timeout)
 	if b.rate > 0 {
-		end = end.Add(time.Duration(min(b.n/b.rate, 1<<30)) * time.Second)
+		end = end.Add(time.Duration(min(b.n.Load()/b.rate, 1<<30)) * time.Second)
 	}
 	if !b.until.IsZero() && end.Sub(b.until) < b.timeout/4 {
 		return nil
@@ -156,7 +186,27 @@ func (b *bodyReader) extend() error {
 // deadline: the server reads on in the background (to notice a client
 // that leaves) with the deadline the body had.
 func (b *bodyReader) finish(whole bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.finished = true
 	if whole && !b.until.IsZero() {
 		b.rc.SetReadDeadline(time.Time{})
 	}
+}
+
+// evict ends the body's time now; false if it had ended already.
+func (b *bodyReader) evict() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.finished || b.evicted {
+		return false
+	}
+	b.evicted = true
+	b.rc.SetReadDeadline(time.Now())
+	return true
+}
+
+// arrivalRate is the bytes a second the body arrived at so far.
+func (b *bodyReader) arrivalRate(now time.Time) float64 {
+	return float64(b.n.Load()) / max(now.Sub(b.start).Seconds(), 1e-3)
 }

@@ -44,6 +44,10 @@ func newState(cfg Config, h sdk.Host, log *slog.Logger) *state {
 
 type ctxKey struct{}
 
+// connKey finds the client connection (a *countedClient) in a request's
+// context.
+type connKey struct{}
+
 // reqState travels with a request through the reverse proxy's hooks.
 type reqState struct {
 	dur      durability
@@ -297,11 +301,26 @@ func (s *state) shed(w http.ResponseWriter, reason, msg string) {
 	http.Error(w, msg, http.StatusServiceUnavailable)
 }
 
-func (s *state) connState(_ net.Conn, cs http.ConnState) {
+func (s *state) connState(nc net.Conn, cs http.ConnState) {
+	c, _ := nc.(*countedClient)
 	switch cs {
 	case http.StateNew:
 		s.m.clientConns.Inc()
 	case http.StateClosed, http.StateHijacked:
 		s.m.clientConns.Dec()
 	}
+	if c == nil {
+		return
+	}
+	switch cs {
+	case http.StateNew, http.StateIdle:
+		c.setPhase(phaseWaiting, nil)
+	case http.StateActive, http.StateHijacked:
+		c.setPhase(phaseBusy, nil)
+	}
+}
+
+// connContext puts the client connection in its requests' contexts.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
 }

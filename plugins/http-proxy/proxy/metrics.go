@@ -22,6 +22,7 @@ type metrics struct {
 	parked          prometheus.Gauge
 	spoolBytes      prometheus.Gauge
 	bodyErrors      *prometheus.CounterVec
+	evictions       *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -57,10 +58,12 @@ func newMetrics() *metrics {
 			Help: "Bytes of request and response bodies spooled to disk now (spool-disk bounds them)."}),
 		bodyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_proxy_request_body_errors_total",
 			Help: "Request bodies refused, by reason (too-large: 413, timeout: 408, unreadable: 400)."}, []string{"reason"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_proxy_client_evictions_total",
+			Help: "Client connections cut off to admit another while every connection was taken, by reason (waiting, slow-body)."}, []string{"reason"}),
 	}
 	m.reg.MustRegister(m.requests, m.shed, m.inflight, m.holdSeconds, m.barrierSeconds, m.barrierFailures,
 		m.groupSize, m.upstreamConns, m.dials, m.dialErrors, m.acceptErrors, m.clientConns, m.parked,
-		m.spoolBytes, m.bodyErrors,
+		m.spoolBytes, m.bodyErrors, m.evictions,
 		// The proxy's own CPU and memory (process_cpu_seconds_total: when
 		// it nears one core, raise procs) and its Go runtime's.
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())

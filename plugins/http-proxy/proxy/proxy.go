@@ -74,6 +74,7 @@ func (p *Proxy) Start(_ context.Context, env sdk.Env) error {
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: cfg.HeaderTimeout,
+		ConnContext:       connContext,
 		// Go's 1 MiB default let each request hold about 2 MiB: 600 such
 		// clients took the proxy past 1 GiB. 64 KiB is several times what
 		// nginx and Apache accept by default.
