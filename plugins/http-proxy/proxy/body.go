@@ -67,8 +67,9 @@ func (s *state) bufferBody(w http.ResponseWriter, r *http.Request) (*keepBody, b
 		s.refuseBody(w, r, "unreadable", err)
 		return nil, false
 	}
-	// The body must survive a dial that failed for want of descriptors
-	// or ports: the transport closes it, but read nothing of it.
+	// The body must survive a dial that failed (no descriptors or ports,
+	// or the service not listening yet): the transport closes it, but
+	// read nothing of it.
 	body := &keepBody{ReadCloser: data}
 	r.Body, r.ContentLength = body, n
 	r.TransferEncoding = nil

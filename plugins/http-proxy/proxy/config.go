@@ -18,6 +18,7 @@ type Config struct {
 	QueueTimeout    time.Duration // queue-timeout: wait for a pool slot before 503 (5s)
 	BarrierTimeout  time.Duration // barrier-timeout: wait for a barrier before 503 (10s)
 	UpstreamTimeout time.Duration // upstream-timeout: wait for upstream response headers (60s)
+	UpstreamWait    time.Duration // upstream-wait: hold requests while the service refuses connections (30s)
 	IdleTimeout     time.Duration // idle-timeout: close idle client connections (120s)
 	HeaderTimeout   time.Duration // header-timeout: a client's time to send its request header (10s)
 	BodyTimeout     time.Duration // body-timeout: a client's time to send its request body, before body-min-rate extends it (20s)
@@ -34,7 +35,7 @@ type Config struct {
 
 // keys are the configuration keys the proxy knows.
 var keys = []string{"listen", "upstream", "pool", "barriers", "max-inflight", "queue-timeout", "barrier-timeout",
-	"upstream-timeout", "idle-timeout", "header-timeout", "body-timeout", "body-min-rate", "max-body",
+	"upstream-timeout", "upstream-wait", "idle-timeout", "header-timeout", "body-timeout", "body-min-rate", "max-body",
 	"spool-memory", "spool-disk", "metrics", "max-conns", "durability", "sync", "none", "procs", "monitor-slack"}
 
 // ParseConfig reads the plugin configuration.
@@ -89,7 +90,8 @@ func parseDurations(c sdk.Config, cfg *Config) error {
 		dst *time.Duration
 		def time.Duration
 	}{{"queue-timeout", &cfg.QueueTimeout, 5 * time.Second}, {"barrier-timeout", &cfg.BarrierTimeout, 10 * time.Second},
-		{"upstream-timeout", &cfg.UpstreamTimeout, time.Minute}, {"idle-timeout", &cfg.IdleTimeout, 2 * time.Minute}, {"header-timeout", &cfg.HeaderTimeout, 10 * time.Second},
+		{"upstream-timeout", &cfg.UpstreamTimeout, time.Minute}, {"upstream-wait", &cfg.UpstreamWait, 30 * time.Second},
+		{"idle-timeout", &cfg.IdleTimeout, 2 * time.Minute}, {"header-timeout", &cfg.HeaderTimeout, 10 * time.Second},
 		{"body-timeout", &cfg.BodyTimeout, 20 * time.Second}}
 	for _, d := range durs {
 		var err error

@@ -25,6 +25,7 @@ func TestConfigErrors(t *testing.T) {
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "procs": "all"},
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "monitor-slack": "-1ms"},
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "monitor-slack": "soon"},
+		{"listen": "127.0.0.1:0", "upstream": "http://x", "upstream-wait": "0s"},
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "body-timeout": "0s"},
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "body-min-rate": "-1"},
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "max-body": "0"},

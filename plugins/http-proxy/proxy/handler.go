@@ -26,15 +26,16 @@ type state struct {
 	transport *http.Transport
 	rp        *httputil.ReverseProxy
 	commit    *committer
-	admit     slots // max-inflight
-	pool      slots // upstream pool
+	admit     slots  // max-inflight
+	pool      *queue // upstream pool
 	spool     *spooler
+	gate      *upstreamGate
 }
 
 func newState(cfg Config, h sdk.Host, log *slog.Logger) *state {
 	m := newMetrics()
 	s := &state{cfg: cfg, host: h, log: log, limited: newLogLimiter(log), m: m,
-		admit: make(slots, cfg.MaxInflight), pool: make(slots, cfg.Pool),
+		admit: make(slots, cfg.MaxInflight), pool: newQueue(cfg.Pool), gate: newGate(cfg.Upstream, log, m),
 		spool: &spooler{mem: cfg.SpoolMemory, disk: cfg.SpoolDisk, gauge: m.spoolBytes}}
 	s.transport = newTransport(cfg.Pool, cfg.UpstreamTimeout, m, s.limited)
 	s.commit = &committer{barrier: h.Barrier, timeout: cfg.BarrierTimeout, inflight: cfg.Barriers, m: m}
@@ -50,11 +51,11 @@ type connKey struct{}
 
 // reqState travels with a request through the reverse proxy's hooks.
 type reqState struct {
-	dur      durability
-	release  func() // gives the upstream slot back; safe to call twice
-	deadline time.Time
-	redial   string   // why the dial failed, when the request may wait for another slot
-	conn     net.Conn // the upstream connection the request got (httptrace)
+	dur     durability
+	release func() // gives the upstream slot back; safe to call twice
+	arrival time.Time
+	redial  string   // why the dial failed, when the request may be sent again
+	conn    net.Conn // the upstream connection the request got (httptrace)
 }
 
 // statusWriter records the status code for the requests metric, and
@@ -121,7 +122,7 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		http.Error(w, "pbfs proxy: HTTP/1.x only", http.StatusHTTPVersionNotSupported)
 		return
 	}
-	if !s.admit.acquire(r.Context(), 0) {
+	if !s.admit.tryAcquire() {
 		s.shed(w, "overloaded", "pbfs proxy: too many requests in flight, retry later")
 		return
 	}
@@ -135,31 +136,70 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if body != nil {
 		defer body.ReadCloser.Close()
 	}
-	deadline := time.Now().Add(s.cfg.QueueTimeout)
+	s.send(w, r, time.Now())
+}
+
+// send forwards r once it has an upstream slot and the service accepts
+// connections. A request whose dial failed, so that nothing reached the
+// service, is sent again: one refused (the service is not up) keeps its
+// slot and waits for the service, one that found no descriptors or ports
+// parks its slot and takes another.
+func (s *state) send(w http.ResponseWriter, r *http.Request, arrival time.Time) {
 	dur := s.cfg.Routes.of(r)
 	for {
-		if !s.pool.acquire(r.Context(), time.Until(deadline)) {
-			if r.Context().Err() != nil {
-				clientLeft()
+		if !s.pool.acquire(r.Context(), func() time.Time { return s.queueDeadline(arrival) }) {
+			s.queueFailed(w, r)
+			return
+		}
+		for {
+			if !s.gate.wait(r.Context(), arrival.Add(s.cfg.UpstreamWait)) {
+				s.pool.release()
+				s.queueFailed(w, r)
+				return
 			}
-			s.shed(w, "queue-timeout", "pbfs proxy: the service is busy, retry later")
-			return
+			rs := s.forward(w, r, dur, arrival)
+			if rs.redial == "" {
+				return
+			}
+			if rs.redial != "refused" {
+				break
+			}
 		}
-		rs := s.forward(w, r, dur, deadline)
-		if rs.redial == "" {
-			return
-		}
-		// The machine could not give the pool another connection, and
-		// nothing reached the service: park this slot for a while (the
-		// pool shrinks to what the machine holds, and grows back slot by
-		// slot) and wait for one whose connection exists.
+		// The machine could not give the pool another connection:
+		// park this slot for a while (the pool shrinks to what the
+		// machine holds, and grows back slot by slot) and wait for one
+		// whose connection exists.
 		s.m.parked.Inc()
 		go func() {
 			time.Sleep(parkFor)
 			s.m.parked.Dec()
-			rs.release()
+			s.pool.release()
 		}()
 	}
+}
+
+// queueDeadline is how long a request that came at arrival may wait for
+// an upstream slot: queue-timeout, or upstream-wait if the service has
+// been down meanwhile (the queue is then the outage's, and drains in
+// order once the service is up).
+func (s *state) queueDeadline(arrival time.Time) time.Time {
+	if s.gate.downSince(arrival) {
+		return arrival.Add(max(s.cfg.QueueTimeout, s.cfg.UpstreamWait))
+	}
+	return arrival.Add(s.cfg.QueueTimeout)
+}
+
+// queueFailed answers a request that waited for a slot, or for the
+// service, in vain.
+func (s *state) queueFailed(w http.ResponseWriter, r *http.Request) {
+	if r.Context().Err() != nil {
+		clientLeft()
+	}
+	if s.gate.down.Load() {
+		s.shed(w, "upstream-down", fmt.Sprintf("pbfs proxy: the service does not accept connections (waited up to upstream-wait, %v); nothing reached it, retry later", s.cfg.UpstreamWait))
+		return
+	}
+	s.shed(w, "queue-timeout", "pbfs proxy: the service is busy, retry later")
 }
 
 // forward sends r upstream on the pool slot acquired for it. The slot is
@@ -168,9 +208,9 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 // there was lost for good, and after as many as the pool holds every
 // request was shed. A request to dial again keeps its slot, for the
 // caller to park.
-func (s *state) forward(w http.ResponseWriter, r *http.Request, dur durability, deadline time.Time) *reqState {
+func (s *state) forward(w http.ResponseWriter, r *http.Request, dur durability, arrival time.Time) *reqState {
 	var once sync.Once
-	rs := &reqState{dur: dur, release: func() { once.Do(s.pool.release) }, deadline: deadline}
+	rs := &reqState{dur: dur, release: func() { once.Do(s.pool.release) }, arrival: arrival}
 	defer func() {
 		if rs.redial == "" {
 			rs.release()
@@ -273,8 +313,14 @@ func (s *state) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.limited.warn("barrier", "response withheld: barrier failed", "method", r.Method, "path", r.URL.Path, "err", held.err)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, fmt.Sprintf("pbfs proxy: the service handled this request, but its effects could not be made durable on the backups (%v); the response is withheld. Check the result before retrying.", held.err), http.StatusServiceUnavailable)
-	case errors.As(err, &dial) && resourceExhausted(dial.reason) && redial(r, dial.reason):
-		// Nothing reached the service; ServeHTTP tries another slot.
+	case errors.As(err, &dial) && dial.reason == "refused" && s.redial(r, dial.reason, s.cfg.UpstreamWait):
+		// The service is not listening (yet): send waits for it.
+		s.gate.markDown(s.cfg.UpstreamWait)
+	case errors.As(err, &dial) && dial.reason == "refused":
+		s.gate.markDown(s.cfg.UpstreamWait)
+		s.queueFailed(w, r)
+	case errors.As(err, &dial) && resourceExhausted(dial.reason) && s.redial(r, dial.reason, s.cfg.QueueTimeout):
+		// Nothing reached the service; send tries another slot.
 	case errors.As(err, &dial) && resourceExhausted(dial.reason):
 		s.shed(w, "upstream-exhausted", "pbfs proxy: cannot open a connection to the service ("+dial.reason+"), retry later")
 	default:
@@ -283,11 +329,11 @@ func (s *state) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// redial marks r to be sent again after a failed dial, if its queue time
-// allows.
-func redial(r *http.Request, reason string) bool {
+// redial marks r to be sent again after a failed dial, if it has not
+// waited wait since it came.
+func (s *state) redial(r *http.Request, reason string, wait time.Duration) bool {
 	rs, _ := r.Context().Value(ctxKey{}).(*reqState)
-	if rs == nil || time.Until(rs.deadline) <= 0 {
+	if rs == nil || time.Since(rs.arrival) >= wait {
 		return false
 	}
 	rs.redial = reason

@@ -23,6 +23,8 @@ type metrics struct {
 	spoolBytes      prometheus.Gauge
 	bodyErrors      *prometheus.CounterVec
 	evictions       *prometheus.CounterVec
+	upstreamDown    prometheus.Gauge
+	upstreamWaiting prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -31,7 +33,7 @@ func newMetrics() *metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_proxy_requests_total",
 			Help: "Requests answered, by status code class (2xx, 4xx, ...)."}, []string{"code"}),
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_proxy_shed_total",
-			Help: "Requests turned away with 503, by reason (overloaded, too-many-connections, queue-timeout, no-fds, upstream-exhausted, spool, spool-full)."}, []string{"reason"}),
+			Help: "Requests turned away with 503, by reason (overloaded, too-many-connections, queue-timeout, no-fds, upstream-exhausted, upstream-down, spool, spool-full)."}, []string{"reason"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_proxy_inflight_requests",
 			Help: "Requests admitted and not yet answered."}),
 		holdSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pbfs_proxy_hold_seconds",
@@ -60,10 +62,14 @@ func newMetrics() *metrics {
 			Help: "Request bodies refused, by reason (too-large: 413, timeout: 408, unreadable: 400)."}, []string{"reason"}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pbfs_proxy_client_evictions_total",
 			Help: "Client connections cut off to admit another while every connection was taken, by reason (waiting, slow-body)."}, []string{"reason"}),
+		upstreamDown: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_proxy_upstream_down",
+			Help: "1 while the service refuses connections and requests wait for it (upstream-wait)."}),
+		upstreamWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pbfs_proxy_upstream_waiting_requests",
+			Help: "Requests waiting for the service to accept connections."}),
 	}
 	m.reg.MustRegister(m.requests, m.shed, m.inflight, m.holdSeconds, m.barrierSeconds, m.barrierFailures,
 		m.groupSize, m.upstreamConns, m.dials, m.dialErrors, m.acceptErrors, m.clientConns, m.parked,
-		m.spoolBytes, m.bodyErrors, m.evictions,
+		m.spoolBytes, m.bodyErrors, m.evictions, m.upstreamDown, m.upstreamWaiting,
 		// The proxy's own CPU and memory (process_cpu_seconds_total: when
 		// it nears one core, raise procs) and its Go runtime's.
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())

@@ -121,6 +121,7 @@ func (p *Proxy) Stop(ctx context.Context) error {
 		return nil
 	}
 	defer slack()
+	s.gate.close() // requests waiting for the service get 503 now
 	err := srv.Shutdown(ctx)
 	<-done
 	if msrv != nil {
