@@ -32,9 +32,10 @@ type forwarder struct {
 	n   *Node
 	srv *http.Server
 
-	mu     sync.Mutex
-	target string // the primary's frontend, host:port
-	at     time.Time
+	mu       sync.Mutex
+	target   string // the primary's frontend, host:port
+	at       time.Time
+	released bool // the address is the plugin's now: this node may be the primary
 }
 
 // forwardFresh is how long a looked-up primary is trusted before etcd is
@@ -42,7 +43,11 @@ type forwarder struct {
 const forwardFresh = 500 * time.Millisecond
 
 // startForwarding listens on the frontend address while this node is a
-// backup; stop releases the address (for the plugin, on promotion).
+// backup; stop releases the address at once (for the plugin, on
+// promotion). The requests still being forwarded finish on their own,
+// within the wait: one that waits for a primary may get this very node,
+// whose plugin then serves it. Had stop waited for them, a promotion
+// waited as long, and the new primary's lease could expire meanwhile.
 func (n *Node) startForwarding() (stop func(), err error) {
 	if n.cfg.Proxy == "" {
 		return func() {}, nil
@@ -70,9 +75,15 @@ func (n *Node) startForwarding() (stop func(), err error) {
 	go f.srv.Serve(ln)
 	n.log.Info("forwarding the frontend to the primary", "listen", n.cfg.Proxy)
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		f.srv.Shutdown(ctx)
+		f.mu.Lock()
+		f.released, f.target = true, ""
+		f.mu.Unlock()
+		ln.Close()
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), wait+10*time.Second)
+			defer cancel()
+			f.srv.Shutdown(ctx)
+		}()
 	}, nil
 }
 
@@ -90,7 +101,9 @@ func (f *forwarder) primary(ctx context.Context) string {
 	f.target, f.at = "", time.Now()
 	if err == nil && len(resp.Kvs) > 0 {
 		var l Leader
-		if json.Unmarshal(resp.Kvs[0].Value, &l) == nil && l.Name != f.n.cfg.Name {
+		// This node as the leader: its own plugin, once the forwarder
+		// released the address; before, that address is the forwarder.
+		if json.Unmarshal(resp.Kvs[0].Value, &l) == nil && (l.Name != f.n.cfg.Name || f.released) {
 			f.target = l.Proxy
 		}
 	}
