@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -18,17 +21,21 @@ import (
 // itself listens there and forwards each request to the primary's
 // frontend, as etcd names it (LiteFS's proxy forwards writes the same
 // way). After a failover the same address keeps working once the new
-// primary serves. A request is never retried: a POST forwarded to a
-// primary that died may or may not have run, and only its client can tell.
+// primary serves. While no primary serves, or the new one's frontend does
+// not listen yet, a request waits for one (waitingTransport), within the
+// http-proxy plugin's upstream-wait. A request is never sent twice once a
+// primary may have seen it: a POST forwarded to a primary that died may or
+// may not have run, and only its client can tell.
 
 // forwarder forwards requests to the current primary's frontend.
 type forwarder struct {
 	n   *Node
 	srv *http.Server
 
-	mu     sync.Mutex
-	target string // the primary's frontend, host:port
-	at     time.Time
+	mu       sync.Mutex
+	target   string // the primary's frontend, host:port
+	at       time.Time
+	released bool // the address is the plugin's now: this node may be the primary
 }
 
 // forwardFresh is how long a looked-up primary is trusted before etcd is
@@ -36,7 +43,11 @@ type forwarder struct {
 const forwardFresh = 500 * time.Millisecond
 
 // startForwarding listens on the frontend address while this node is a
-// backup; stop releases the address (for the plugin, on promotion).
+// backup; stop releases the address at once (for the plugin, on
+// promotion). The requests still being forwarded finish on their own,
+// within the wait: one that waits for a primary may get this very node,
+// whose plugin then serves it. Had stop waited for them, a promotion
+// waited as long, and the new primary's lease could expire meanwhile.
 func (n *Node) startForwarding() (stop func(), err error) {
 	if n.cfg.Proxy == "" {
 		return func() {}, nil
@@ -46,6 +57,7 @@ func (n *Node) startForwarding() (stop func(), err error) {
 		return nil, err
 	}
 	f := &forwarder{n: n}
+	wait := n.forwardWait()
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(&url.URL{Scheme: "http", Host: f.primary(r.In.Context())})
@@ -55,17 +67,23 @@ func (n *Node) startForwarding() (stop func(), err error) {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			f.forget()
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, "pbfs node "+n.cfg.Name+": no primary reachable to forward to ("+err.Error()+")", http.StatusServiceUnavailable)
+			http.Error(w, fmt.Sprintf("pbfs node %s: no primary reachable to forward to within %v (%v)", n.cfg.Name, wait, err), http.StatusServiceUnavailable)
 		},
+		Transport: &waitingTransport{f: f, base: http.DefaultTransport, wait: wait},
 	}
-	rp.Transport = noPrimaryTransport{http.DefaultTransport}
 	f.srv = &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
 	go f.srv.Serve(ln)
 	n.log.Info("forwarding the frontend to the primary", "listen", n.cfg.Proxy)
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		f.srv.Shutdown(ctx)
+		f.mu.Lock()
+		f.released, f.target = true, ""
+		f.mu.Unlock()
+		ln.Close()
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), wait+10*time.Second)
+			defer cancel()
+			f.srv.Shutdown(ctx)
+		}()
 	}, nil
 }
 
@@ -83,21 +101,72 @@ func (f *forwarder) primary(ctx context.Context) string {
 	f.target, f.at = "", time.Now()
 	if err == nil && len(resp.Kvs) > 0 {
 		var l Leader
-		if json.Unmarshal(resp.Kvs[0].Value, &l) == nil && l.Name != f.n.cfg.Name {
+		// This node as the leader: its own plugin, once the forwarder
+		// released the address; before, that address is the forwarder.
+		if json.Unmarshal(resp.Kvs[0].Value, &l) == nil && (l.Name != f.n.cfg.Name || f.released) {
 			f.target = l.Proxy
 		}
 	}
 	return f.target // "": no primary, the transport fails the request
 }
 
-// noPrimaryTransport fails a request with no primary to go to at once.
-type noPrimaryTransport struct{ http.RoundTripper }
+// defaultForwardWait is the http-proxy plugin's default upstream-wait.
+const defaultForwardWait = 30 * time.Second
 
-func (t noPrimaryTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.URL.Host == "" {
-		return nil, errNoPrimary
+// forwardWait is how long a forwarded request waits for a primary whose
+// frontend accepts connections: the wait the primary's proxy gives its
+// own service (the http-proxy plugin's upstream-wait).
+func (n *Node) forwardWait() time.Duration {
+	for _, p := range n.cfg.Mount.Plugins {
+		if p.Name != "http-proxy" || p.Config["upstream-wait"] == "" {
+			continue
+		}
+		if d, err := time.ParseDuration(p.Config["upstream-wait"]); err == nil && d > 0 {
+			return d
+		}
 	}
-	return t.RoundTripper.RoundTrip(r)
+	return defaultForwardWait
+}
+
+// waitingTransport forwards a request to the primary's frontend; while
+// there is none (an election under way) or it refuses connections (the
+// new primary's plugin not listening yet), it asks etcd again every
+// forwardPoll and tries again, within wait. Nothing of a request reaches
+// a frontend that refused the connection, so trying again is safe; a
+// request that failed any other way is never sent again.
+type waitingTransport struct {
+	f    *forwarder
+	base http.RoundTripper
+	wait time.Duration
+}
+
+// forwardPoll is how often a waiting forward looks for a primary.
+const forwardPoll = 50 * time.Millisecond
+
+func (t *waitingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	deadline := time.Now().Add(t.wait)
+	r = r.Clone(r.Context())
+	if r.Body != nil {
+		// A refused dial closes the body, read or not: keep it for the
+		// next try, and close it once.
+		defer r.Body.Close()
+		r.Body = io.NopCloser(r.Body)
+	}
+	for {
+		err := errNoPrimary
+		if r.URL.Host != "" {
+			resp, rerr := t.base.RoundTrip(r)
+			if rerr == nil || !errors.Is(rerr, syscall.ECONNREFUSED) {
+				return resp, rerr
+			}
+			err = rerr
+		}
+		t.f.forget()
+		if time.Until(deadline) < forwardPoll || !sleep(r.Context(), forwardPoll) {
+			return nil, err
+		}
+		r.URL.Host = t.f.primary(r.Context())
+	}
 }
 
 func (f *forwarder) forget() {

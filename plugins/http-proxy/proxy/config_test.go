@@ -25,6 +25,13 @@ func TestConfigErrors(t *testing.T) {
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "procs": "all"},
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "monitor-slack": "-1ms"},
 		{"listen": "127.0.0.1:0", "upstream": "http://x", "monitor-slack": "soon"},
+		{"listen": "127.0.0.1:0", "upstream": "http://x", "upstream-wait": "0s"},
+		{"listen": "127.0.0.1:0", "upstream": "http://x", "body-timeout": "0s"},
+		{"listen": "127.0.0.1:0", "upstream": "http://x", "body-min-rate": "-1"},
+		{"listen": "127.0.0.1:0", "upstream": "http://x", "max-body": "0"},
+		{"listen": "127.0.0.1:0", "upstream": "http://x", "spool-memory": "-1"},
+		// A body that could never be spooled: request bodies get half of spool-disk.
+		{"listen": "127.0.0.1:0", "upstream": "http://x", "max-body": "600", "spool-memory": "100", "spool-disk": "1000"},
 	} {
 		if _, err := proxy.ParseConfig(c); err == nil {
 			t.Errorf("config %v accepted", c)

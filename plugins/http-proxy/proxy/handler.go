@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -27,14 +26,17 @@ type state struct {
 	transport *http.Transport
 	rp        *httputil.ReverseProxy
 	commit    *committer
-	admit     slots // max-inflight
-	pool      slots // upstream pool
+	admit     slots  // max-inflight
+	pool      *queue // upstream pool
+	spool     *spooler
+	gate      *upstreamGate
 }
 
 func newState(cfg Config, h sdk.Host, log *slog.Logger) *state {
 	m := newMetrics()
 	s := &state{cfg: cfg, host: h, log: log, limited: newLogLimiter(log), m: m,
-		admit: make(slots, cfg.MaxInflight), pool: make(slots, cfg.Pool)}
+		admit: make(slots, cfg.MaxInflight), pool: newQueue(cfg.Pool), gate: newGate(cfg.Upstream, log, m),
+		spool: &spooler{mem: cfg.SpoolMemory, disk: cfg.SpoolDisk, gauge: m.spoolBytes}}
 	s.transport = newTransport(cfg.Pool, cfg.UpstreamTimeout, m, s.limited)
 	s.commit = &committer{barrier: h.Barrier, timeout: cfg.BarrierTimeout, inflight: cfg.Barriers, m: m}
 	s.rp = newReverseProxy(s)
@@ -43,13 +45,17 @@ func newState(cfg Config, h sdk.Host, log *slog.Logger) *state {
 
 type ctxKey struct{}
 
+// connKey finds the client connection (a *countedClient) in a request's
+// context.
+type connKey struct{}
+
 // reqState travels with a request through the reverse proxy's hooks.
 type reqState struct {
-	dur      durability
-	release  func() // gives the upstream slot back; safe to call twice
-	deadline time.Time
-	redial   string   // why the dial failed, when the request may wait for another slot
-	conn     net.Conn // the upstream connection the request got (httptrace)
+	dur     durability
+	release func() // gives the upstream slot back; safe to call twice
+	arrival time.Time
+	redial  string   // why the dial failed, when the request may be sent again
+	conn    net.Conn // the upstream connection the request got (httptrace)
 }
 
 // statusWriter records the status code for the requests metric, and
@@ -116,7 +122,7 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		http.Error(w, "pbfs proxy: HTTP/1.x only", http.StatusHTTPVersionNotSupported)
 		return
 	}
-	if !s.admit.acquire(r.Context(), 0) {
+	if !s.admit.tryAcquire() {
 		s.shed(w, "overloaded", "pbfs proxy: too many requests in flight, retry later")
 		return
 	}
@@ -130,31 +136,70 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if body != nil {
 		defer body.ReadCloser.Close()
 	}
-	deadline := time.Now().Add(s.cfg.QueueTimeout)
+	s.send(w, r, time.Now())
+}
+
+// send forwards r once it has an upstream slot and the service accepts
+// connections. A request whose dial failed, so that nothing reached the
+// service, is sent again: one refused (the service is not up) keeps its
+// slot and waits for the service, one that found no descriptors or ports
+// parks its slot and takes another.
+func (s *state) send(w http.ResponseWriter, r *http.Request, arrival time.Time) {
 	dur := s.cfg.Routes.of(r)
 	for {
-		if !s.pool.acquire(r.Context(), time.Until(deadline)) {
-			if r.Context().Err() != nil {
-				clientLeft()
+		if !s.pool.acquire(r.Context(), func() time.Time { return s.queueDeadline(arrival) }) {
+			s.queueFailed(w, r)
+			return
+		}
+		for {
+			if !s.gate.wait(r.Context(), arrival.Add(s.cfg.UpstreamWait)) {
+				s.pool.release()
+				s.queueFailed(w, r)
+				return
 			}
-			s.shed(w, "queue-timeout", "pbfs proxy: the service is busy, retry later")
-			return
+			rs := s.forward(w, r, dur, arrival)
+			if rs.redial == "" {
+				return
+			}
+			if rs.redial != "refused" {
+				break
+			}
 		}
-		rs := s.forward(w, r, dur, deadline)
-		if rs.redial == "" {
-			return
-		}
-		// The machine could not give the pool another connection, and
-		// nothing reached the service: park this slot for a while (the
-		// pool shrinks to what the machine holds, and grows back slot by
-		// slot) and wait for one whose connection exists.
+		// The machine could not give the pool another connection:
+		// park this slot for a while (the pool shrinks to what the
+		// machine holds, and grows back slot by slot) and wait for one
+		// whose connection exists.
 		s.m.parked.Inc()
 		go func() {
 			time.Sleep(parkFor)
 			s.m.parked.Dec()
-			rs.release()
+			s.pool.release()
 		}()
 	}
+}
+
+// queueDeadline is how long a request that came at arrival may wait for
+// an upstream slot: queue-timeout, or upstream-wait if the service has
+// been down meanwhile (the queue is then the outage's, and drains in
+// order once the service is up).
+func (s *state) queueDeadline(arrival time.Time) time.Time {
+	if s.gate.downSince(arrival) {
+		return arrival.Add(max(s.cfg.QueueTimeout, s.cfg.UpstreamWait))
+	}
+	return arrival.Add(s.cfg.QueueTimeout)
+}
+
+// queueFailed answers a request that waited for a slot, or for the
+// service, in vain.
+func (s *state) queueFailed(w http.ResponseWriter, r *http.Request) {
+	if r.Context().Err() != nil {
+		clientLeft()
+	}
+	if s.gate.down.Load() {
+		s.shed(w, "upstream-down", fmt.Sprintf("pbfs proxy: the service does not accept connections (waited up to upstream-wait, %v); nothing reached it, retry later", s.cfg.UpstreamWait))
+		return
+	}
+	s.shed(w, "queue-timeout", "pbfs proxy: the service is busy, retry later")
 }
 
 // forward sends r upstream on the pool slot acquired for it. The slot is
@@ -163,9 +208,9 @@ func (s *state) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 // there was lost for good, and after as many as the pool holds every
 // request was shed. A request to dial again keeps its slot, for the
 // caller to park.
-func (s *state) forward(w http.ResponseWriter, r *http.Request, dur durability, deadline time.Time) *reqState {
+func (s *state) forward(w http.ResponseWriter, r *http.Request, dur durability, arrival time.Time) *reqState {
 	var once sync.Once
-	rs := &reqState{dur: dur, release: func() { once.Do(s.pool.release) }, deadline: deadline}
+	rs := &reqState{dur: dur, release: func() { once.Do(s.pool.release) }, arrival: arrival}
 	defer func() {
 		if rs.redial == "" {
 			rs.release()
@@ -194,53 +239,6 @@ func clientLeft() {
 // stays out of the pool.
 const parkFor = time.Second
 
-// bufferBody reads the client's whole request body before the request
-// takes an upstream slot, as nginx's proxy_request_buffering does, and
-// puts it back as a body of known length. Streamed as it arrived, a body
-// trickled at a byte a second held a slot for as long, and as many such
-// uploads as the pool holds kept every other request out. It answers the
-// request itself, and reports false, when the body cannot be had.
-func (s *state) bufferBody(w http.ResponseWriter, r *http.Request) (*keepBody, bool) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, true
-	}
-	data, n, err := spool(r.Body, s.cfg.SpoolMemory)
-	var spooled *spoolError
-	switch {
-	case err == nil:
-	case r.Context().Err() != nil:
-		clientLeft()
-	case errors.As(err, &spooled):
-		s.m.shed.WithLabelValues("spool").Inc()
-		s.limited.warn("spool", "request refused: cannot spool its body", "method", r.Method, "path", r.URL.Path, "err", spooled.err)
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, fmt.Sprintf("pbfs proxy: cannot keep the request body (%v); nothing reached the service, retry later", spooled.err), http.StatusServiceUnavailable)
-		return nil, false
-	default:
-		s.limited.warn("client-body", "request body unreadable", "method", r.Method, "path", r.URL.Path, "err", err)
-		http.Error(w, "pbfs proxy: the request body could not be read: "+err.Error(), http.StatusBadRequest)
-		return nil, false
-	}
-	// The body must survive a dial that failed for want of descriptors
-	// or ports: the transport closes it, but read nothing of it.
-	body := &keepBody{ReadCloser: data}
-	r.Body, r.ContentLength = body, n
-	r.TransferEncoding = nil
-	if len(r.Trailer) > 0 { // trailers need the chunked encoding
-		r.ContentLength, r.TransferEncoding = -1, []string{"chunked"}
-	}
-	// The client has had its 100 Continue (Go's server sends it at the
-	// first read); the service's own would reach it as a second one.
-	r.Header.Del("Expect")
-	return body, true
-}
-
-// keepBody ignores the transport's Close, so a request whose dial failed
-// can be sent again; ServeHTTP closes the spooled body.
-type keepBody struct{ io.ReadCloser }
-
-func (*keepBody) Close() error { return nil }
-
 // errHeld is a response withheld because its barrier failed.
 type errHeld struct{ err error }
 
@@ -265,7 +263,7 @@ func (s *state) hold(resp *http.Response) error {
 	if rs == nil || rs.dur == durNone {
 		return nil
 	}
-	body, n, err := spool(resp.Body, s.cfg.SpoolMemory)
+	body, n, err := s.spool.response(resp.Body)
 	resp.Body.Close()
 	rs.release()
 	if err != nil {
@@ -303,16 +301,26 @@ func (s *state) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var spooled *spoolError
 	switch {
 	case errors.As(err, &spooled):
-		s.m.shed.WithLabelValues("spool").Inc()
-		s.limited.warn("spool", "response withheld: cannot spool it", "method", r.Method, "path", r.URL.Path, "err", spooled.err)
+		reason := "spool"
+		if errors.Is(spooled, errSpoolFull) {
+			reason = "spool-full"
+		}
+		s.m.shed.WithLabelValues(reason).Inc()
+		s.limited.warn(reason, "response withheld: cannot spool it", "method", r.Method, "path", r.URL.Path, "err", spooled.err)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, fmt.Sprintf("pbfs proxy: the service handled this request, but the proxy could not keep its response to hold it (%v); the response is withheld. Check the result before retrying.", spooled.err), http.StatusServiceUnavailable)
 	case errors.As(err, &held):
 		s.limited.warn("barrier", "response withheld: barrier failed", "method", r.Method, "path", r.URL.Path, "err", held.err)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, fmt.Sprintf("pbfs proxy: the service handled this request, but its effects could not be made durable on the backups (%v); the response is withheld. Check the result before retrying.", held.err), http.StatusServiceUnavailable)
-	case errors.As(err, &dial) && resourceExhausted(dial.reason) && redial(r, dial.reason):
-		// Nothing reached the service; ServeHTTP tries another slot.
+	case errors.As(err, &dial) && dial.reason == "refused" && s.redial(r, dial.reason, s.cfg.UpstreamWait):
+		// The service is not listening (yet): send waits for it.
+		s.gate.markDown(s.cfg.UpstreamWait)
+	case errors.As(err, &dial) && dial.reason == "refused":
+		s.gate.markDown(s.cfg.UpstreamWait)
+		s.queueFailed(w, r)
+	case errors.As(err, &dial) && resourceExhausted(dial.reason) && s.redial(r, dial.reason, s.cfg.QueueTimeout):
+		// Nothing reached the service; send tries another slot.
 	case errors.As(err, &dial) && resourceExhausted(dial.reason):
 		s.shed(w, "upstream-exhausted", "pbfs proxy: cannot open a connection to the service ("+dial.reason+"), retry later")
 	default:
@@ -321,11 +329,11 @@ func (s *state) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// redial marks r to be sent again after a failed dial, if its queue time
-// allows.
-func redial(r *http.Request, reason string) bool {
+// redial marks r to be sent again after a failed dial, if it has not
+// waited wait since it came.
+func (s *state) redial(r *http.Request, reason string, wait time.Duration) bool {
 	rs, _ := r.Context().Value(ctxKey{}).(*reqState)
-	if rs == nil || time.Until(rs.deadline) <= 0 {
+	if rs == nil || time.Since(rs.arrival) >= wait {
 		return false
 	}
 	rs.redial = reason
@@ -339,11 +347,26 @@ func (s *state) shed(w http.ResponseWriter, reason, msg string) {
 	http.Error(w, msg, http.StatusServiceUnavailable)
 }
 
-func (s *state) connState(_ net.Conn, cs http.ConnState) {
+func (s *state) connState(nc net.Conn, cs http.ConnState) {
+	c, _ := nc.(*countedClient)
 	switch cs {
 	case http.StateNew:
 		s.m.clientConns.Inc()
 	case http.StateClosed, http.StateHijacked:
 		s.m.clientConns.Dec()
 	}
+	if c == nil {
+		return
+	}
+	switch cs {
+	case http.StateNew, http.StateIdle:
+		c.setPhase(phaseWaiting, nil)
+	case http.StateActive, http.StateHijacked:
+		c.setPhase(phaseBusy, nil)
+	}
+}
+
+// connContext puts the client connection in its requests' contexts.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
 }

@@ -19,9 +19,11 @@ const shedResponse = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/pla
 // listener bounds client connections and keeps accepting when the
 // process runs out of file descriptors.
 //
-// Past maxConns open client connections it answers new clients 503 at
-// once: descriptors are kept for the upstream pool, which every request
-// needs, rather than spent on clients it could not serve. If accept(2)
+// Past maxConns open client connections it cuts off the one that
+// achieves least to admit a new client (conns.go), or, with none to cut
+// off, answers the new client 503 at once: descriptors are kept for the
+// upstream pool, which every request needs, rather than spent on clients
+// it could not serve. If accept(2)
 // still fails with EMFILE or ENFILE (other descriptors, or the whole
 // system, ran out), the client waits in the kernel's backlog; instead of
 // spinning or giving up, the listener backs off, and frees a reserved
@@ -34,21 +36,26 @@ type listener struct {
 	maxConns int64
 	open     atomic.Int64
 	shedding chan struct{} // bounds the goroutines answering shed clients
+	evicting atomic.Int64  // connections cut off and not closed yet
+
+	connsMu sync.Mutex
+	conns   map[*countedClient]struct{}
 
 	mu      sync.Mutex
 	reserve *os.File
 }
 
 func newListener(ln net.Listener, maxConns int, log *slog.Logger, m *metrics) *listener {
-	l := &listener{Listener: ln, log: newLogLimiter(log), m: m, maxConns: int64(maxConns), shedding: make(chan struct{}, 48)}
+	l := &listener{Listener: ln, log: newLogLimiter(log), m: m, maxConns: int64(maxConns), shedding: make(chan struct{}, 48),
+		conns: map[*countedClient]struct{}{}}
 	l.reserve, _ = os.Open(os.DevNull)
 	return l
 }
 
 // maxClientConns is the client-connection bound for a descriptor limit:
 // what is left after the upstream pool and a margin for everything else
-// (48 connections being turned away, the plugin's gRPC, metrics, spool
-// files, logs).
+// (48 connections being turned away, 16 being cut off, the plugin's
+// gRPC, metrics, spool files, logs).
 func maxClientConns(configured, pool int) int {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 1<<30 {
@@ -61,18 +68,6 @@ func maxClientConns(configured, pool int) int {
 		return 10000
 	}
 	return configured
-}
-
-// countedClient gives its slot back when the server closes it.
-type countedClient struct {
-	net.Conn
-	l    *listener
-	once sync.Once
-}
-
-func (c *countedClient) Close() error {
-	c.once.Do(func() { c.l.open.Add(-1) })
-	return c.Conn.Close()
 }
 
 // turnAway answers c 503 and closes it, off the accept loop. When as
@@ -124,12 +119,11 @@ func (l *listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err == nil {
-			if l.open.Load() >= l.maxConns {
+			if l.open.Load() >= l.maxConns && !l.makeRoom() {
 				l.turnAway(c, "too-many-connections")
 				continue
 			}
-			l.open.Add(1)
-			return &countedClient{Conn: c, l: l}, nil
+			return l.admit(c), nil
 		}
 		if errors.Is(err, net.ErrClosed) {
 			return nil, err

@@ -43,14 +43,24 @@ type rig struct {
 // a test service.
 func start(t testing.TB, extra string, up http.Handler) *rig {
 	t.Helper()
-	r := &rig{addr: fstest.FreeAddr(t), metrics: fstest.FreeAddr(t), host: sdktest.NewHost()}
+	var svc *testservice.Service
 	if up == nil {
-		r.svc = &testservice.Service{Dir: t.TempDir()}
-		up = r.svc
+		svc = &testservice.Service{Dir: t.TempDir()}
+		up = svc
 	}
+	r := startTo(t, extra, serve(t, up))
+	r.svc = svc
+	return r
+}
+
+// startTo runs the proxy in front of whatever serves upstream, host:port
+// (perhaps nothing yet).
+func startTo(t testing.TB, extra, upstream string) *rig {
+	t.Helper()
+	r := &rig{addr: fstest.FreeAddr(t), metrics: fstest.FreeAddr(t), host: sdktest.NewHost()}
 	// procs=0: the proxy runs in the test's process, whose GOMAXPROCS it
 	// must leave alone.
-	cfg := sdk.Config{"listen": r.addr, "upstream": "http://" + serve(t, up), "metrics": r.metrics, "procs": "0"}
+	cfg := sdk.Config{"listen": r.addr, "upstream": "http://" + upstream, "metrics": r.metrics, "procs": "0"}
 	for _, kv := range strings.Split(extra, ",") {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			cfg[k] = v

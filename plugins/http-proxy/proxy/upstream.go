@@ -84,24 +84,15 @@ func (c *countedConn) leave() {
 	})
 }
 
-// slots bounds the requests using upstream connections: a request waits
-// for a slot at most the queue timeout, then gets a 503.
+// slots bounds the requests admitted at once (max-inflight); one past
+// it is shed at once.
 type slots chan struct{}
 
-func (s slots) acquire(ctx context.Context, wait time.Duration) bool {
+func (s slots) tryAcquire() bool {
 	select {
 	case s <- struct{}{}:
 		return true
 	default:
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case s <- struct{}{}:
-		return true
-	case <-t.C:
-		return false
-	case <-ctx.Done():
 		return false
 	}
 }
