@@ -46,6 +46,7 @@ type Shipper struct {
 	overGRPC   atomic.Bool // the stream that is up is gRPC's: the backup is older than raw streams
 	sparseSums atomic.Bool // the backup takes resync sums of data blocks only (Welcome.sparse_sums)
 	rootEntry  atomic.Bool // the backup takes a resync entry for the root (Welcome.root_entry)
+	allocMap   atomic.Bool // the backup takes resync allocation maps (Welcome.alloc_map)
 	deposed    atomic.Bool
 	stale      atomic.Bool // the backup's history differs: it needs a resync
 	// degraded: dropped from the ack set by the degrade policy (Primary.watch)
@@ -225,6 +226,7 @@ func (s *Shipper) session(parent context.Context) error {
 	}
 	s.sparseSums.Store(w.SparseSums)
 	s.rootEntry.Store(w.RootEntry)
+	s.allocMap.Store(w.AllocMap)
 	if s.force.Load() {
 		// After the Welcome, not before the Hello: the resync needs what
 		// the backup takes. Without it a mount's first resync left out
