@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -148,6 +149,9 @@ func StartPromote(t testing.TB, vol, journalDir string, args ...string) *Proc {
 func startPrimary(t testing.TB, prefix []string, cmd, vol, journalDir string, args ...string) *Proc {
 	t.Helper()
 	RequireFUSE(t)
+	if !slices.Contains(args, "--backing") {
+		noteBacking(t, vol)
+	}
 	argv := append(append([]string{}, prefix...), Binary(t), cmd, "--journal", journalDir)
 	argv = append(append(argv, args...), vol)
 	p := &Proc{t: t, Cmd: exec.Command(argv[0], argv[1:]...), Out: &Buffer{}, Vol: vol, Journal: journalDir}
