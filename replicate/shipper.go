@@ -310,6 +310,7 @@ func (s *Shipper) receive(stream primaryStream) error {
 				s.applied.Store(ack.AppliedSeq)
 			}
 			s.setStalled(ack.Stalled)
+			s.noteBlocked(ack.ApplyBlockedSeq, ack.ApplyBlocked)
 			s.joinIfCaughtUp()
 			s.notify()
 			if ack.Stalled {

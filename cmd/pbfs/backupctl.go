@@ -25,7 +25,8 @@ func (c backupControl) Status() control.Status {
 	st := c.b.Status()
 	j := c.b.Journal()
 	return control.Status{Role: "backup", Volume: c.volume, VolumeID: st.VolumeID, LastSeq: st.DurableSeq, Epoch: st.Epoch, Capture: false,
-		Backup:       &control.BackupSide{DurableSeq: st.DurableSeq, AppliedSeq: st.AppliedSeq, Stalled: st.Stalled, JournalFull: j.Refusing()},
+		Backup: &control.BackupSide{DurableSeq: st.DurableSeq, AppliedSeq: st.AppliedSeq, Stalled: st.Stalled, JournalFull: j.Refusing(),
+			ApplyBlocked: st.ApplyBlocked},
 		JournalBytes: j.DiskBytes(), JournalFree: j.FreeBytes(), JournalReserve: j.ReserveBytes()}
 }
 

@@ -1554,9 +1554,15 @@ type Ack struct {
 	Stalled    bool                   `protobuf:"varint,3,opt,name=stalled,proto3" json:"stalled,omitempty"` // as in Welcome
 	// received and checksummed, in memory (Hello.ack_received); an ack
 	// that carries it may leave durable_seq 0 (not reported)
-	ReceivedSeq   uint64 `protobuf:"varint,4,opt,name=received_seq,json=receivedSeq,proto3" json:"received_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReceivedSeq uint64 `protobuf:"varint,4,opt,name=received_seq,json=receivedSeq,proto3" json:"received_seq,omitempty"`
+	// The backup cannot apply batch apply_blocked_seq to its volume, and
+	// retries it (ENOSPC, EDQUOT, out of descriptors or memory): why, in
+	// words (the op, its path, the errno, what would help). 0 and empty
+	// while it applies; a backup from before sends neither.
+	ApplyBlockedSeq uint64 `protobuf:"varint,5,opt,name=apply_blocked_seq,json=applyBlockedSeq,proto3" json:"apply_blocked_seq,omitempty"`
+	ApplyBlocked    string `protobuf:"bytes,6,opt,name=apply_blocked,json=applyBlocked,proto3" json:"apply_blocked,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Ack) Reset() {
@@ -1615,6 +1621,20 @@ func (x *Ack) GetReceivedSeq() uint64 {
 		return x.ReceivedSeq
 	}
 	return 0
+}
+
+func (x *Ack) GetApplyBlockedSeq() uint64 {
+	if x != nil {
+		return x.ApplyBlockedSeq
+	}
+	return 0
+}
+
+func (x *Ack) GetApplyBlocked() string {
+	if x != nil {
+		return x.ApplyBlocked
+	}
+	return ""
 }
 
 type Reject struct {
@@ -1793,14 +1813,16 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"sparseSums\x12\x1d\n" +
 	"\n" +
 	"root_entry\x18\v \x01(\bR\trootEntry\x12\x1b\n" +
-	"\talloc_map\x18\f \x01(\bR\ballocMap\"\x84\x01\n" +
+	"\talloc_map\x18\f \x01(\bR\ballocMap\"\xd5\x01\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vdurable_seq\x18\x01 \x01(\x04R\n" +
 	"durableSeq\x12\x1f\n" +
 	"\vapplied_seq\x18\x02 \x01(\x04R\n" +
 	"appliedSeq\x12\x18\n" +
 	"\astalled\x18\x03 \x01(\bR\astalled\x12!\n" +
-	"\freceived_seq\x18\x04 \x01(\x04R\vreceivedSeq\"\xd3\x01\n" +
+	"\freceived_seq\x18\x04 \x01(\x04R\vreceivedSeq\x12*\n" +
+	"\x11apply_blocked_seq\x18\x05 \x01(\x04R\x0fapplyBlockedSeq\x12#\n" +
+	"\rapply_blocked\x18\x06 \x01(\tR\fapplyBlocked\"\xd3\x01\n" +
 	"\x06Reject\x122\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1e.pbfs.replicate.v1.Reject.CodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x14\n" +
