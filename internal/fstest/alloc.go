@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,45 +22,41 @@ import (
 // same kind of file system with the same block size are compared so, and
 // only where both could be mapped: another file system allocates
 // otherwise, and tmpfs and FUSE have no FIEMAP. A primary's volume is a
-// FUSE mount over its backing directory, so the tests remember that
-// directory before pbfs mounts over it (noteBacking) and map the
-// primary's files there.
+// FUSE mount over its backing directory, so its files are mapped through
+// the descriptor of that directory its daemon holds
+// (/proc/PID/fd/N/...): the test process holds none of its own, which the
+// mount would report as a process holding files open beneath it.
 
-// backings maps a volume's path to a descriptor of the directory a pbfs
-// mount covers there.
-var backings sync.Map // string -> *os.File
+// daemons maps a volume's path to the pid of the pbfs process a test
+// started to serve it over itself.
+var daemons sync.Map // string -> int
 
-// noteBacking remembers the directory at vol before a pbfs mount covers
-// it (the first time only: a later mount covers the same directory).
-func noteBacking(t testing.TB, vol string) {
-	if _, ok := backings.Load(vol); ok || Mounted(vol) {
-		return
-	}
-	d, err := os.OpenFile(vol, unix.O_PATH|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return // a mount the test never compares
-	}
-	if _, loaded := backings.LoadOrStore(vol, d); loaded {
-		d.Close()
-		return
-	}
-	t.Cleanup(func() {
-		backings.Delete(vol)
-		d.Close()
-	})
+// noteDaemon remembers that pid serves vol, mounted over itself.
+func noteDaemon(t testing.TB, vol string, pid int) {
+	daemons.Store(vol, pid)
+	t.Cleanup(func() { daemons.CompareAndDelete(vol, pid) })
 }
 
 // backingPath is where p, a path on a pbfs mount a test started, lies in
 // the directory the mount covers; p itself otherwise.
 func backingPath(p string) string {
 	out := p
-	backings.Range(func(k, v any) bool {
+	daemons.Range(func(k, v any) bool {
 		vol := k.(string)
 		rel, ok := strings.CutPrefix(p, vol)
 		if !ok || (rel != "" && rel[0] != '/') || !Mounted(vol) {
 			return true
 		}
-		out = fmt.Sprintf("/proc/self/fd/%d%s", v.(*os.File).Fd(), rel)
+		fds := fmt.Sprintf("/proc/%d/fd", v.(int))
+		ents, _ := os.ReadDir(fds)
+		for _, e := range ents {
+			if target, err := os.Readlink(filepath.Join(fds, e.Name())); err == nil && target == vol {
+				if fi, err := os.Stat(filepath.Join(fds, e.Name())); err == nil && fi.IsDir() {
+					out = filepath.Join(fds, e.Name()) + rel
+					break
+				}
+			}
+		}
 		return false
 	})
 	return out
@@ -98,12 +95,66 @@ func allocOf(p string, size int64) string {
 	return b.String()
 }
 
-// sameAlloc reports whether two allocOf descriptions agree, or cannot be
-// compared (either unknown, or another file system).
-func sameAlloc(a, b string) bool {
-	fa, _, _ := strings.Cut(a, ":")
-	fb, _, _ := strings.Cut(b, ":")
-	return a == "" || b == "" || fa != fb || a == b
+// sameAlloc reports whether two allocOf descriptions of files of size
+// bytes agree, or cannot be compared (either unknown, or another file
+// system). Past the size they must agree exactly. Inside it they may
+// differ by single blocks here and there: replaying coalesced batches
+// does not allocate the block a later truncate cuts a write down into
+// (the write is dropped, the primary's block stays), nor do the kinds
+// of space agree (file systems turn unwritten space written on their
+// own). What resyncs lost, preallocation, unwritten ranges, runs of
+// zeros turned holes, spans more.
+func sameAlloc(a, b string, size int64) bool {
+	fa, ra, _ := strings.Cut(a, ":")
+	fb, rb, _ := strings.Cut(b, ":")
+	if a == "" || b == "" || fa != fb || a == b {
+		return true
+	}
+	var bsize int64
+	if _, bs, ok := strings.Cut(fa, "/"); ok {
+		fmt.Sscan(bs, &bsize)
+	}
+	ea, eb := parseAlloc(ra), parseAlloc(rb)
+	eof := (size + 4095) / 4096 * 4096
+	cuts := []int64{0, eof}
+	for _, e := range append(append([]sparse.Extent{}, ea...), eb...) {
+		cuts = append(cuts, e.Off, e.End)
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	var run int64 // length of the difference running up to the current cut
+	for i := 0; i+1 < len(cuts); i++ {
+		x, y := cuts[i], cuts[i+1]
+		if covers(ea, x) == covers(eb, x) {
+			run = 0
+			continue
+		}
+		if run += y - x; x >= eof || run > bsize {
+			return false
+		}
+	}
+	return true
+}
+
+// parseAlloc reads allocOf's ranges.
+func parseAlloc(s string) []sparse.Extent {
+	var out []sparse.Extent
+	for _, r := range strings.Split(strings.TrimSuffix(s, ","), ",") {
+		var e sparse.Extent
+		if _, err := fmt.Sscanf(r, "%d-%d", &e.Off, &e.End); err == nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func covers(exts []sparse.Extent, off int64) bool {
+	for _, e := range exts {
+		if e.Off <= off && off < e.End {
+			return true
+		}
+	}
+	return false
 }
 
 // copyFile copies src's bytes and allocation to a new file dst, as a

@@ -149,15 +149,15 @@ func StartPromote(t testing.TB, vol, journalDir string, args ...string) *Proc {
 func startPrimary(t testing.TB, prefix []string, cmd, vol, journalDir string, args ...string) *Proc {
 	t.Helper()
 	RequireFUSE(t)
-	if !slices.Contains(args, "--backing") {
-		noteBacking(t, vol)
-	}
 	argv := append(append([]string{}, prefix...), Binary(t), cmd, "--journal", journalDir)
 	argv = append(append(argv, args...), vol)
 	p := &Proc{t: t, Cmd: exec.Command(argv[0], argv[1:]...), Out: &Buffer{}, Vol: vol, Journal: journalDir}
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Out, p.Out
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Contains(args, "--backing") {
+		noteDaemon(t, vol, p.Cmd.Process.Pid)
 	}
 	t.Cleanup(func() { p.Stop() })
 	for i := 0; i < 400; i++ {

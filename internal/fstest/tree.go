@@ -159,7 +159,7 @@ func Diff(want, got Tree, max int) []string {
 // same reports whether two entries agree: in everything, and in their
 // allocation where both could be mapped on the same kind of file system.
 func (w Entry) same(g Entry) bool {
-	if !sameAlloc(w.Alloc, g.Alloc) {
+	if w.Size != g.Size || !sameAlloc(w.Alloc, g.Alloc, w.Size) {
 		return false
 	}
 	w.Alloc, g.Alloc = "", ""

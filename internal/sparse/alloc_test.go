@@ -2,6 +2,7 @@ package sparse_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -125,5 +126,25 @@ func TestMapSeesThePageCache(t *testing.T) {
 	want := []sparse.AllocExtent{{Off: 0, End: 8 * k, Unwritten: true}, {Off: 8 * k, End: 9 * k}, {Off: 9 * k, End: 16 * k, Unwritten: true}}
 	if !slices.Equal(m, want) {
 		t.Fatalf("map with pages cached and written:\n got  %+v\n want %+v", m, want)
+	}
+}
+
+// TestCheckMapRefuses: a map from a primary that is out of order,
+// overlapping, empty-ranged or past any file's offsets is refused before
+// the backup allocates anything by it.
+func TestCheckMapRefuses(t *testing.T) {
+	for _, m := range [][]sparse.AllocExtent{
+		{{Off: 8, End: 16}, {Off: 0, End: 4}},
+		{{Off: 0, End: 16}, {Off: 8, End: 32}},
+		{{Off: 4, End: 4}},
+		{{Off: -1, End: 4}},
+		{{Off: 0, End: 1<<62 + 1, Unwritten: true}},
+	} {
+		if err := sparse.CheckMap(m); !errors.Is(err, sparse.ErrBadMap) {
+			t.Errorf("CheckMap(%+v) = %v, want ErrBadMap", m, err)
+		}
+	}
+	if err := sparse.CheckMap([]sparse.AllocExtent{{Off: 0, End: 4}, {Off: 4, End: 8, Unwritten: true}}); err != nil {
+		t.Errorf("a good map refused: %v", err)
 	}
 }
