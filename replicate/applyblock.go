@@ -83,7 +83,7 @@ func (bl *applyBlock) String() string {
 	fmt.Fprintf(&b, ": %s (%s)", bl.Err, bl.Errno)
 	switch {
 	case bl.Refused:
-		fmt.Fprintf(&b, " with %s free: the volume's file system refuses this op itself, and more room will not help: "+
+		fmt.Fprintf(&b, " with %s free: the volume's file system refuses this op with room to spare, so more room is unlikely to help: "+
 			"give this backup a file system that takes it (for an extended attribute larger than a block on ext4, the ea_inode feature), "+
 			"or undo it on the primary and resync this backup", human.Bytes(bl.Free))
 	case bl.Errno == "ENOSPC" || bl.Errno == "EDQUOT":

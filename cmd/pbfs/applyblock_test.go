@@ -18,7 +18,7 @@ import (
 // attribute of 64 KiB, which its backup's ext4 refuses with ENOSPC
 // however much room it has. The backup keeps the batch and retries it,
 // and says so: its status names the state, the batch, the op, the path
-// and the errno, and that more room will not help; the primary's status
+// and the errno, and that more room is unlikely to help; the primary's status
 // shows it for that backup; both count it in a metric. A promotion of
 // that backup, the primary gone, refuses with the reason instead of
 // waiting for the apply for good.
@@ -50,7 +50,7 @@ func TestBackupCannotApplyLargeXattr(t *testing.T) {
 			t.Fatalf("the backup's status does not say it cannot apply:\n%s\nbackup:\n%s", out, b.Out)
 		}
 	}
-	for _, want := range []string{"ENOSPC", `"f"`, "user.big", "more room will not help"} {
+	for _, want := range []string{"ENOSPC", `"f"`, "user.big", "more room is unlikely to help"} {
 		if !strings.Contains(state, want) {
 			t.Errorf("the backup's status lacks %q:\n%s", want, state)
 		}
