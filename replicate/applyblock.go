@@ -26,7 +26,7 @@ import (
 // the file system grown or given the feature it lacks), and nothing else
 // can apply the batch meanwhile: a resync would meet the same op. What
 // the backup tells apart is the cause, for the operator: an ENOSPC while
-// the volume's file system has room for the op and inodes to spare is
+// the volume's file system has room to spare (roomSlack) and free inodes is
 // the file system refusing the op itself (ext4 refuses an extended
 // attribute larger than a block, without ea_inode, with ENOSPC), which
 // no amount of waiting cures; an ENOSPC on a full file system is waiting
@@ -46,9 +46,11 @@ type applyBlock struct {
 	Tries   int
 }
 
-// roomSlack is the room beyond an op's own bytes below which an ENOSPC is
-// taken for a full file system.
-const roomSlack = 1 << 20
+// roomSlack is the room beyond an op's own bytes, and beyond a fiftieth
+// of the file system, below which an ENOSPC is taken for a full file
+// system: ext4 keeps back up to 2 % (at most 16 MiB) for its own
+// metadata, which even root cannot write data into.
+const roomSlack = 16 << 20
 
 // blockOf describes the failure err of batch seq on the volume at vol.
 func blockOf(seq uint64, err error, vol string) *applyBlock {
@@ -65,7 +67,8 @@ func blockOf(seq uint64, err error, vol string) *applyBlock {
 	var st unix.Statfs_t
 	if unix.Statfs(vol, &st) == nil {
 		bl.Free = int64(st.Bfree) * st.Bsize // the backup runs as root
-		bl.Refused = errno == unix.ENOSPC && bl.Free >= int64(need)+roomSlack && (st.Files == 0 || st.Ffree > 0)
+		spare := bl.Free - int64(need) - int64(st.Blocks)*st.Bsize/50
+		bl.Refused = errno == unix.ENOSPC && spare >= roomSlack && (st.Files == 0 || st.Ffree > 0)
 	}
 	return bl
 }
