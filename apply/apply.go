@@ -25,7 +25,13 @@ type OpError struct {
 	Seq   uint64
 	Index int
 	Op    string
+	Path  string // the op's path
+	Bytes int    // what it writes: data, an extended attribute's value
 	Err   error
+}
+
+func opError(seq uint64, i int, op *journal.Op, err error) *OpError {
+	return &OpError{Seq: seq, Index: i, Op: op.String(), Path: op.Path, Bytes: len(op.Data), Err: err}
 }
 
 func (e *OpError) Error() string {
@@ -107,7 +113,7 @@ func (a *Applier) ops(b *journal.Batch, start int, redo bool) error {
 	for i := start; i < len(b.Ops); i++ {
 		op := &b.Ops[i]
 		if err := a.markOp(b.Seq, i, op); err != nil {
-			return &OpError{Seq: b.Seq, Index: i, Op: op.String(), Err: err}
+			return opError(b.Seq, i, op, err)
 		}
 		if redo {
 			op = redoable(op)
@@ -121,7 +127,7 @@ func (a *Applier) ops(b *journal.Batch, start int, redo bool) error {
 		}
 		if err != nil {
 			a.log.Error("apply op failed", "seq", b.Seq, "index", i, "op", op.String(), "err", err)
-			return &OpError{Seq: b.Seq, Index: i, Op: op.String(), Err: err}
+			return opError(b.Seq, i, op, err)
 		}
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -31,6 +30,11 @@ type Spec struct {
 	Xattrs map[string][]byte
 	LinkTo string
 	Mtime  int64 // nanoseconds since the epoch
+	// MatchAlloc: Alloc is where the primary's file holds space
+	// (sparse.Map), which the copy gets too (alloc.go). Without it, from
+	// a primary that sends no map, zeros become holes.
+	MatchAlloc bool
+	Alloc      []sparse.AllocExtent
 }
 
 func (s *Spec) typ() uint32 { return s.Mode & unix.S_IFMT }
@@ -44,6 +48,7 @@ type Reconciler struct {
 	fresh   map[string]bool   // files this resync created
 	dirs    []Spec
 	open    []string // directories whose entries are still coming (sweep.go)
+	cur     *Spec    // the regular file whose blocks are coming
 	Changed int      // paths created, replaced or whose data differed
 	Removed int
 	Foreign int // directories left alone: not the volume's (guard.go)
@@ -77,6 +82,7 @@ func IsHole(sum []byte) bool { return len(sum) == 0 }
 // metadata, see Finish). It reports whether the path is a regular file
 // whose data must be compared.
 func (r *Reconciler) Ensure(s *Spec) (bool, error) {
+	r.cur = s
 	compare, err := r.ensure(s)
 	if outOfRoom(err) && r.sweepOpen() {
 		compare, err = r.ensure(s)
@@ -190,76 +196,6 @@ func (r *Reconciler) readlink(p string) string {
 // Fresh reports whether this resync created p (and counted it changed).
 func (r *Reconciler) Fresh(p string) bool { return r.fresh[p] }
 
-// Compare lists the blocks of p the primary must send, given the
-// primary's block checksums: blocks whose data differs. Where the primary
-// has a hole and p has data, p gets a hole too; where p has a hole, a block
-// of zeros on the primary is taken as equal. With fresh set (p was just
-// created empty) nothing is read.
-func (r *Reconciler) Compare(p string, blockSize int, theirs Sums, fresh bool) ([]uint64, error) {
-	if fresh {
-		return theirs.data(), nil
-	}
-	f, err := openRegular(r.a.root, p, os.O_RDWR)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return nil, err
-	}
-	exts, err := sparse.DataExtents(int(f.Fd()), st.Size)
-	if err != nil {
-		return nil, err
-	}
-	ours := sparse.NewCursor(exts)
-	var want []uint64
-	buf := make([]byte, blockSize)
-	err = theirs.each(func(i uint64, sum []byte) error {
-		off := int64(i) * int64(blockSize)
-		end := min(off+int64(blockSize), st.Size)
-		data := off < end && ours.HasData(off, end)
-		switch {
-		case IsHole(sum):
-			if data {
-				if err := punch(f, off, end-off); err != nil {
-					return fmt.Errorf("punch %s at %d: %w", p, off, err)
-				}
-			}
-			return nil
-		case off >= st.Size:
-			want = append(want, i)
-			return nil
-		}
-		n, err := f.ReadAt(buf[:end-off], off)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		if string(BlockSum(buf[:n])) != string(sum) {
-			want = append(want, i)
-		}
-		return nil
-	})
-	return want, err
-}
-
-// WriteBlock writes one block the primary sent. Its pages of zeros are
-// punched rather than written, so a sparse file stays sparse: written
-// whole, a 4 KiB edit in a 1 TiB sparse file left the backup with the
-// block's 64 KiB allocated, and a backup's disk use grew with each resync.
-func (r *Reconciler) WriteBlock(p string, off int64, data []byte) error {
-	f, err := openRegular(r.a.root, p, os.O_WRONLY)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	err = writeSparse(f, off, data)
-	if outOfRoom(err) && r.sweepOpen() {
-		err = writeSparse(f, off, data)
-	}
-	return err
-}
-
 // Finish sets s's size and metadata; directories get theirs at Done, after
 // their entries stopped changing.
 func (r *Reconciler) Finish(s *Spec) error {
@@ -271,13 +207,7 @@ func (r *Reconciler) Finish(s *Spec) error {
 		return nil
 	}
 	if s.typ() == unix.S_IFREG {
-		f, err := openRegular(r.a.root, s.Path, os.O_WRONLY)
-		if err != nil {
-			return err
-		}
-		err = f.Truncate(int64(s.Size))
-		f.Close()
-		if err != nil {
+		if err := r.finishData(s); err != nil {
 			return err
 		}
 	}

@@ -81,7 +81,7 @@ func (a *Applier) Resume(b *journal.Batch, index int, ino uint64) error {
 func (a *Applier) finishOp(seq uint64, i int, op *journal.Op, ino uint64) error {
 	fail := func(err error) error {
 		a.log.Error("resume op failed", "seq", seq, "index", i, "op", op.String(), "err", err)
-		return &OpError{Seq: seq, Index: i, Op: op.String(), Err: err}
+		return opError(seq, i, op, err)
 	}
 	if op.Kind == journal.KindRename && a.inode(op.Path) != ino {
 		return nil // the source moved: the rename happened

@@ -3,6 +3,12 @@ package apply
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/internal/sparse"
 )
 
 // Sums is what a resync says of one file's blocks: a checksum for each
@@ -77,4 +83,82 @@ func (s Sums) data() []uint64 {
 		}
 	}
 	return out
+}
+
+// Compare lists the blocks of p the primary must send, given the
+// primary's block checksums: blocks whose data differs. Where p has a
+// hole, a block of zeros on the primary is taken as equal: the bytes are,
+// and Finish gives p the primary's allocation (alloc.go). Without a map
+// from the primary, where it has a hole and p has data, p gets a hole.
+// With fresh set (p was just created empty) nothing is read.
+func (r *Reconciler) Compare(p string, blockSize int, theirs Sums, fresh bool) ([]uint64, error) {
+	if fresh {
+		return theirs.data(), nil
+	}
+	f, err := openRegular(r.a.root, p, os.O_RDWR)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, err
+	}
+	exts, err := sparse.DataExtents(int(f.Fd()), st.Size)
+	if err != nil {
+		return nil, err
+	}
+	ours := sparse.NewCursor(exts)
+	var want []uint64
+	buf := make([]byte, blockSize)
+	err = theirs.each(func(i uint64, sum []byte) error {
+		off := int64(i) * int64(blockSize)
+		end := min(off+int64(blockSize), st.Size)
+		data := off < end && ours.HasData(off, end)
+		switch {
+		case IsHole(sum):
+			if data && !r.matching(p) {
+				if err := punch(f, off, end-off); err != nil {
+					return fmt.Errorf("punch %s at %d: %w", p, off, err)
+				}
+			}
+			return nil
+		case off >= st.Size:
+			want = append(want, i)
+			return nil
+		}
+		n, err := f.ReadAt(buf[:end-off], off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if string(BlockSum(buf[:n])) != string(sum) {
+			want = append(want, i)
+		}
+		return nil
+	})
+	return want, err
+}
+
+// WriteBlock writes one block the primary sent. Its pages of zeros are
+// punched rather than written, so a sparse file stays sparse: written
+// whole, a 4 KiB edit in a 1 TiB sparse file left the backup with the
+// block's 64 KiB allocated, and a backup's disk use grew with each resync.
+//
+// With a map from the primary, only what the map calls data is written,
+// zeros included; Finish makes the rest holes or unwritten space.
+func (r *Reconciler) WriteBlock(p string, off int64, data []byte) error {
+	f, err := openRegular(r.a.root, p, os.O_WRONLY)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	write := writeSparse
+	if r.matching(p) {
+		write = func(f *os.File, off int64, data []byte) error { return writeData(f, off, data, r.cur.Alloc) }
+	}
+	err = write(f, off, data)
+	if outOfRoom(err) && r.sweepOpen() {
+		err = write(f, off, data)
+	}
+	return err
 }

@@ -82,6 +82,9 @@ type BackupSide struct {
 	// JournalFull: its journal refused the last batch for want of space,
 	// so it acks nothing until it has room.
 	JournalFull bool `json:"journal_full,omitempty"`
+	// ApplyBlocked: a batch it cannot apply and retries, in words (the
+	// op, its path, the errno, what would help).
+	ApplyBlocked string `json:"apply_blocked,omitempty"`
 }
 
 // Backend is what the socket exposes.

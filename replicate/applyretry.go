@@ -39,10 +39,12 @@ func transientApply(err error) bool {
 // resumes the batch at the op that failed: the ops before it are done,
 // the apply mark names it, and apply.Resume tells whether it took effect.
 func (b *Backup) retryApply(seq uint64, err error) error {
+	defer b.setBlocked(seq, nil)
 	start, r := time.Now(), retrier{wait: applyRetryFirst}
 	for tries := 1; ; tries++ {
+		bl := b.setBlocked(seq, err)
 		if !b.pause(&r, "applying a batch failed for want of a resource; the volume lags until it goes in, retrying",
-			"seq", seq, "err", err, "tries", tries) {
+			"seq", seq, "state", bl.String(), "tries", tries) {
 			return errClosing
 		}
 		if b.stalled.Load() || b.applied.Load()+1 != seq {
@@ -72,8 +74,12 @@ func (b *Backup) retryApply(seq uint64, err error) error {
 func (b *Backup) syncVolume() error {
 	err := b.applier.Sync()
 	r := retrier{wait: applyRetryFirst}
+	if err != nil && transientApply(err) {
+		defer b.setBlocked(0, nil)
+	}
 	for tries := 1; err != nil && transientApply(err); tries++ {
-		if !b.pause(&r, "syncing the volume failed for want of a resource; retrying", "err", err, "tries", tries) {
+		bl := b.setBlocked(b.applied.Load(), err)
+		if !b.pause(&r, "syncing the volume failed for want of a resource; retrying", "state", bl.String(), "tries", tries) {
 			return err
 		}
 		if err = b.applier.Sync(); err == nil {

@@ -127,6 +127,9 @@ type Backup struct {
 	progressMu sync.Mutex
 	progress   chan struct{}
 	stalled    atomic.Bool // apply failed: the volume needs a resync
+	// blocked: a batch that fails for want of a resource, retried
+	// (applyblock.go); nil while the backup applies.
+	blocked atomic.Pointer[applyBlock]
 	// retrySeq is a torn batch whose recovery failed for want of a
 	// resource, with that error, for the apply loop to retry first.
 	retrySeq uint64

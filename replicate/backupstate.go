@@ -34,8 +34,14 @@ func (b *Backup) stall(seq uint64, err error) {
 	if perr := b.store.SetMetaUint("stalled", seq); perr != nil {
 		b.log.Error("record stall", "err", perr)
 	}
+	b.notifyProgress() // tell the primary
+}
+
+// notifyProgress wakes what waits for the backup's progress: the acks
+// (stream.go) and WaitApplied.
+func (b *Backup) notifyProgress() {
 	b.progressMu.Lock()
-	close(b.progress) // tell the primary
+	close(b.progress)
 	b.progress = make(chan struct{})
 	b.progressMu.Unlock()
 }
@@ -58,15 +64,19 @@ type Status struct {
 	// never acknowledged (coord's election).
 	FormerEpoch uint64
 	Stalled     bool
-	Policy      AckPolicy // the last primary's
+	// ApplyBlocked: a batch it cannot apply and retries, in words
+	// (applyblock.go); "" while it applies.
+	ApplyBlocked string
+	Policy       AckPolicy // the last primary's
 }
 
 // Status reports the backup's progress.
 func (b *Backup) Status() Status {
+	blocked, _ := b.blockedWords()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return Status{VolumeID: b.volumeID, DurableSeq: b.store.Last().Seq, CompleteSeq: b.complete.Load(), AppliedSeq: b.applied.Load(),
-		Epoch: b.store.Epoch(), Fenced: b.fenced.Load(), FormerEpoch: b.formerEpoch, Stalled: b.stalled.Load(), Policy: b.policy}
+		Epoch: b.store.Epoch(), Fenced: b.fenced.Load(), FormerEpoch: b.formerEpoch, Stalled: b.stalled.Load(), ApplyBlocked: blocked, Policy: b.policy}
 }
 
 // WaitApplied waits until seq is applied (tests and promotion use it).
@@ -94,10 +104,7 @@ func (b *Backup) appliedChanged() <-chan struct{} {
 func (b *Backup) setApplied(seq uint64) {
 	b.applied.Store(seq)
 	b.m.applied.Set(float64(seq))
-	b.progressMu.Lock()
-	close(b.progress)
-	b.progress = make(chan struct{})
-	b.progressMu.Unlock()
+	b.notifyProgress()
 }
 
 // Journal is the backup's journal store, for reading (the control

@@ -46,6 +46,10 @@ type BackupStatus struct {
 	Degraded   bool   `json:"degraded"` // dropped from the ack set by the degrade policy
 	Stalled    bool   `json:"stalled"`  // the backup cannot apply what it holds
 	State      string `json:"state"`    // in words: "up, holds seq 12", "unreachable since 12:03:04 (...)", "resyncing 43 %"
+	// ApplyBlocked: the backup cannot apply batch ApplyBlockedSeq and
+	// retries it; why, in its words (the op, its path, the errno).
+	ApplyBlocked    string `json:"apply_blocked,omitempty"`
+	ApplyBlockedSeq uint64 `json:"apply_blocked_seq,omitempty"`
 	// Resyncing: a resync is under way, ResyncPercent of the volume's
 	// bytes compared so far.
 	Resyncing     bool    `json:"resyncing,omitempty"`
@@ -108,6 +112,9 @@ func (p *Primary) Status() []BackupStatus {
 			State: s.describe(0), Resyncing: s.resyncing.Load(), ResyncPercent: float64(s.resyncPct.Load()) / 10}
 		if last := p.store.Last().Seq; last > st.AckedSeq {
 			st.LagBatches = last - st.AckedSeq
+		}
+		if bl := s.blocked.Load(); bl != nil {
+			st.ApplyBlocked, st.ApplyBlockedSeq = bl.words, bl.seq
 		}
 		if since := s.degradedSince.Load(); since > 0 {
 			st.DegradedFor = time.Since(time.Unix(0, since))

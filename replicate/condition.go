@@ -31,6 +31,32 @@ type shipperState struct {
 	staleSince    atomic.Int64 // unix ns when its history was found to differ; 0 while it does not
 	resyncing     atomic.Bool
 	resyncPct     atomic.Uint32 // tenths of a percent
+	// blocked: the batch the backup reports it cannot apply, and why in
+	// its words (Ack.apply_blocked); nil while it applies.
+	blocked atomic.Pointer[blockedReport]
+}
+
+// blockedReport is a backup's report of a batch it cannot apply.
+type blockedReport struct {
+	seq   uint64
+	words string
+}
+
+// noteBlocked keeps what an ack says of a batch the backup cannot apply.
+func (s *Shipper) noteBlocked(seq uint64, words string) {
+	old := s.blocked.Load()
+	switch {
+	case words == "" && old != nil:
+		s.blocked.Store(nil)
+		s.m.applyBlocked.WithLabelValues(s.addr).Set(0)
+		s.log.Info("backup applies again", "seq", old.seq)
+	case words != "" && (old == nil || old.seq != seq):
+		s.log.Warn("backup cannot apply a batch; it keeps it and retries, and its volume lags until it goes in", "seq", seq, "state", words)
+		fallthrough
+	case words != "":
+		s.blocked.Store(&blockedReport{seq: seq, words: words})
+		s.m.applyBlocked.WithLabelValues(s.addr).Set(1)
+	}
 }
 
 // streamDown records why the stream went down; the first error of an
@@ -90,6 +116,9 @@ func (s *Shipper) describe(seq uint64) string {
 			since = " since " + time.Unix(0, t).Format("15:04:05")
 		}
 		parts = append(parts, "stale"+since+": needs a resync (its journal does not continue this primary's history)")
+	}
+	if bl := s.blocked.Load(); bl != nil {
+		parts = append(parts, bl.words)
 	}
 	if s.degraded.Load() {
 		parts = append(parts, "degraded: out of the ack set")

@@ -11,6 +11,7 @@ type backupMetrics struct {
 	applyFailures prometheus.Counter
 	resyncFails   prometheus.Counter
 	applyRetries  prometheus.Counter
+	applyBlocked  prometheus.Gauge
 	accepts       prometheus.Counter
 	store         prometheus.Histogram
 }
@@ -29,6 +30,9 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 		applyRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pbfs_backup_apply_retries_total", Help: "Times a batch that failed for want of a resource (ENOSPC, EDQUOT, EMFILE, ENFILE, ENOMEM) was retried.",
 		}),
+		applyBlocked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pbfs_backup_apply_blocked", Help: "1 while a batch cannot be applied to the volume and is retried (pbfs status --journal says why).",
+		}),
 		accepts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pbfs_backup_accept_failures_total", Help: "Connections the backup's port could not accept (EMFILE, ENFILE: out of descriptors), retried after a pause.",
 		}),
@@ -39,7 +43,7 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.durable, m.applied, m.fenced, m.rejected, m.authFailures, m.applyFailures, m.resyncFails, m.applyRetries, m.accepts, m.store)
+		reg.MustRegister(m.durable, m.applied, m.fenced, m.rejected, m.authFailures, m.applyFailures, m.resyncFails, m.applyRetries, m.applyBlocked, m.accepts, m.store)
 	}
 	return m
 }
@@ -51,8 +55,10 @@ type shipMetrics struct {
 	state    *prometheus.GaugeVec
 	raw      *prometheus.GaugeVec
 	degraded *prometheus.CounterVec
-	barriers prometheus.Histogram
-	resyncs  prometheus.Counter
+	// applyBlocked: 1 while a backup reports a batch it cannot apply.
+	applyBlocked *prometheus.GaugeVec
+	barriers     prometheus.Histogram
+	resyncs      prometheus.Counter
 	// resyncPause is how long mutations waited while a resync listed the tree.
 	resyncPause prometheus.Histogram
 }
@@ -69,6 +75,9 @@ func newShipMetrics(reg prometheus.Registerer) *shipMetrics {
 		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pbfs_replicate_degraded_seconds_total", Help: "Seconds a backup spent dropped from the ack set.",
 		}, []string{"backup"}),
+		applyBlocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pbfs_replicate_backup_apply_blocked", Help: "1 while a backup reports a batch it cannot apply to its volume (pbfs status says why).",
+		}, []string{"backup"}),
 		barriers: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "pbfs_replicate_barrier_seconds", Help: "Time for a barrier to be durable on the ack set.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
@@ -80,7 +89,7 @@ func newShipMetrics(reg prometheus.Registerer) *shipMetrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.acked, m.sent, m.sentB, m.state, m.raw, m.degraded, m.barriers, m.resyncs, m.resyncPause)
+		reg.MustRegister(m.acked, m.sent, m.sentB, m.state, m.raw, m.degraded, m.applyBlocked, m.barriers, m.resyncs, m.resyncPause)
 	}
 	return m
 }

@@ -122,7 +122,13 @@ func Promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 		cfg.Logger.Error("PROMOTING BY FORCE: acknowledged writes may be lost", "reasons", strings.Join(reasons, "; "))
 	}
 	if !st.Stalled {
-		if err := b.WaitApplied(ctx, p.Seq); err != nil {
+		err := b.waitVolume(ctx, p.Seq, cfg.Logger)
+		if stuck, ok := errors.AsType[*errApplyStuck](err); ok && cfg.Force {
+			p.Forced, p.Reasons = true, append(p.Reasons, stuck.Error())
+			cfg.Logger.Error("PROMOTING BY FORCE: acknowledged writes are lost", "reason", stuck.Error())
+		} else if ok {
+			return p, fmt.Errorf("promote: %w: %w", ErrNotPromotable, err)
+		} else if err != nil {
 			return p, fmt.Errorf("promote: apply what the journal holds: %w", err)
 		}
 		// The last apply window is in the page cache; the volume must

@@ -63,6 +63,7 @@ func (b *Backup) welcome() *replpb.Welcome {
 		AckNeed: b.policy.Need, Backups: b.policy.Of, Degrade: b.policy.Degrade,
 		SparseSums: true,
 		RootEntry:  true,
+		AllocMap:   true,
 	}
 }
 

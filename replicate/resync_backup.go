@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/internal/sparse"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
@@ -95,7 +96,13 @@ func (r *resyncer) step(msg *replpb.ResyncPrimaryMsg) (*replpb.ResyncBackupMsg, 
 		}
 		e := msg.GetEntry()
 		spec := &apply.Spec{Path: string(e.Path), Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, Target: string(e.Target),
-			Rdev: e.Rdev, Xattrs: replpb.XattrMap(e.Xattrs), LinkTo: string(e.LinkTo), Mtime: e.MtimeNs}
+			Rdev: e.Rdev, Xattrs: replpb.XattrMap(e.Xattrs), LinkTo: string(e.LinkTo), Mtime: e.MtimeNs, MatchAlloc: e.AllocMap}
+		if e.AllocMap {
+			spec.Alloc = theirAlloc(e.Alloc)
+			if err := sparse.CheckMap(spec.Alloc); err != nil {
+				return nil, false, fmt.Errorf("resync %q: %w", e.Path, err)
+			}
+		}
 		compare, err := r.rc.Ensure(spec)
 		if err != nil {
 			return nil, false, err
@@ -318,6 +325,19 @@ func (b *Backup) resyncFailed(err error) error {
 	b.log.Error("resync failed; the backup stays stalled until the next one", "err", err)
 	b.m.resyncFails.Inc()
 	return fmt.Errorf("resync: %w", err)
+}
+
+// theirAlloc is an entry's allocation map; an extent out of any file's
+// range comes out as one CheckMap refuses.
+func theirAlloc(exts []*replpb.Extent) []sparse.AllocExtent {
+	out := make([]sparse.AllocExtent, len(exts))
+	for i, x := range exts {
+		out[i] = sparse.AllocExtent{Off: -1, Unwritten: x.Unwritten}
+		if x.Offset < 1<<62 && x.Length < 1<<62 {
+			out[i].Off, out[i].End = int64(x.Offset), int64(x.Offset+x.Length)
+		}
+	}
+	return out
 }
 
 // theirSums is what e says of its file's blocks.

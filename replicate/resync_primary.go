@@ -144,6 +144,12 @@ func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture
 			if err != nil {
 				return 0, err
 			}
+			if s.allocMap.Load() {
+				if msg.Alloc, err = allocMap(f, st.Size); err != nil {
+					return 0, err
+				}
+				msg.AllocMap = msg.Alloc != nil
+			}
 			if s.sparseSums.Load() {
 				msg.SparseSums, msg.SumBlocks, msg.BlockSums = true, index, sums
 			} else {
@@ -195,6 +201,24 @@ func dataSums(f *os.File, size int64) ([]uint64, [][]byte, error) {
 		return nil, nil, err
 	}
 	return index, sums, nil
+}
+
+// allocMap is where f holds space, for a backup to give its copy the
+// same; nil where the file system does not say (no FIEMAP: the backup
+// then goes by the sums alone).
+func allocMap(f *os.File, size int64) ([]*replpb.Extent, error) {
+	m, err := sparse.Map(int(f.Fd()), size)
+	if errors.Is(err, sparse.ErrNoMap) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", f.Name(), err)
+	}
+	out := make([]*replpb.Extent, len(m))
+	for i, e := range m {
+		out[i] = &replpb.Extent{Offset: uint64(e.Off), Length: uint64(e.End - e.Off), Unwritten: e.Unwritten}
+	}
+	return out, nil
 }
 
 // denseSums lists a sum for every block of a file of size bytes, HoleSum

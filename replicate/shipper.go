@@ -46,6 +46,7 @@ type Shipper struct {
 	overGRPC   atomic.Bool // the stream that is up is gRPC's: the backup is older than raw streams
 	sparseSums atomic.Bool // the backup takes resync sums of data blocks only (Welcome.sparse_sums)
 	rootEntry  atomic.Bool // the backup takes a resync entry for the root (Welcome.root_entry)
+	allocMap   atomic.Bool // the backup takes resync allocation maps (Welcome.alloc_map)
 	deposed    atomic.Bool
 	stale      atomic.Bool   // the backup's history differs: it needs a resync
 	damagedSeq atomic.Uint64 // the last damaged batch the backup needed (logged once)
@@ -226,6 +227,7 @@ func (s *Shipper) session(parent context.Context) error {
 	}
 	s.sparseSums.Store(w.SparseSums)
 	s.rootEntry.Store(w.RootEntry)
+	s.allocMap.Store(w.AllocMap)
 	if s.force.Load() {
 		// After the Welcome, not before the Hello: the resync needs what
 		// the backup takes. Without it a mount's first resync left out
@@ -323,6 +325,7 @@ func (s *Shipper) receive(stream primaryStream) error {
 				s.applied.Store(ack.AppliedSeq)
 			}
 			s.setStalled(ack.Stalled)
+			s.noteBlocked(ack.ApplyBlockedSeq, ack.ApplyBlocked)
 			s.joinIfCaughtUp()
 			s.notify()
 			if ack.Stalled {

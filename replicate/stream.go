@@ -202,8 +202,9 @@ func (b *Backup) ackReceived(stream backupStream, epoch uint64, encs [][]byte) (
 	// Only received_seq: the durable seq is the store's, whose lock an
 	// earlier batch's append may hold for as long as the disk takes, and
 	// the primary keeps the highest it was told anyway.
+	blocked, blockedSeq := b.blockedWords()
 	err := stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Ack{Ack: &replpb.Ack{
-		AppliedSeq: b.applied.Load(), Stalled: b.stalled.Load(), ReceivedSeq: last,
+		AppliedSeq: b.applied.Load(), Stalled: b.stalled.Load(), ReceivedSeq: last, ApplyBlockedSeq: blockedSeq, ApplyBlocked: blocked,
 	}}})
 	if err != nil {
 		return 0, err
@@ -276,11 +277,13 @@ type acker struct {
 	delay       *time.Timer // armed while progress waits to be sent
 	armed       bool
 	sentApplied uint64
+	sentBlocked *applyBlock
 }
 
-// applied notes that the applied seq advanced (or the backup stalled).
+// applied notes that the applied seq advanced (or the backup stalled, or
+// a batch it cannot apply changed).
 func (a *acker) applied() error {
-	if a.b.stalled.Load() {
+	if a.b.stalled.Load() || a.b.blocked.Load() != a.sentBlocked {
 		return a.send()
 	}
 	if !a.armed && a.b.applied.Load() > a.sentApplied {
@@ -296,12 +299,14 @@ func (a *acker) send() error {
 		a.armed = false
 		a.delay.Stop()
 	}
-	applied := a.b.applied.Load()
-	err := a.stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Ack{Ack: &replpb.Ack{
-		DurableSeq: a.b.store.Last().Seq, AppliedSeq: applied, Stalled: a.b.stalled.Load(),
-	}}})
+	applied, bl := a.b.applied.Load(), a.b.blocked.Load()
+	ack := &replpb.Ack{DurableSeq: a.b.store.Last().Seq, AppliedSeq: applied, Stalled: a.b.stalled.Load()}
+	if bl != nil {
+		ack.ApplyBlocked, ack.ApplyBlockedSeq = bl.String(), bl.Seq
+	}
+	err := a.stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Ack{Ack: ack}})
 	if err == nil {
-		a.sentApplied = applied
+		a.sentApplied, a.sentBlocked = applied, bl
 	}
 	return err
 }

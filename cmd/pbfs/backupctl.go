@@ -26,7 +26,8 @@ func (c backupControl) Status() control.Status {
 	j := c.b.Journal()
 	check := j.BatchCheck()
 	return control.Status{Role: "backup", Volume: c.volume, VolumeID: st.VolumeID, LastSeq: st.DurableSeq, Epoch: st.Epoch, Capture: false,
-		Backup:       &control.BackupSide{DurableSeq: st.DurableSeq, AppliedSeq: st.AppliedSeq, Stalled: st.Stalled, JournalFull: j.Refusing()},
+		Backup: &control.BackupSide{DurableSeq: st.DurableSeq, AppliedSeq: st.AppliedSeq, Stalled: st.Stalled, JournalFull: j.Refusing(),
+			ApplyBlocked: st.ApplyBlocked},
 		JournalBytes: j.DiskBytes(), JournalFree: j.FreeBytes(), JournalReserve: j.ReserveBytes(),
 		JournalCheck: check.String(), JournalDamaged: check.DamagedBatches()}
 }

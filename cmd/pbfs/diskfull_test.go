@@ -260,9 +260,16 @@ func TestBackupVolumeFills(t *testing.T) {
 	if strings.Contains(b.Out.String(), "needs a resync") || b.Cmd.ProcessState != nil {
 		t.Fatalf("the backup stalled or died with its volume full:\n%s", b.Out)
 	}
+	// A full disk, not an op the file system refuses: room would help.
+	if out, _ := run(t, "status", "--journal", b.Jdir); !strings.Contains(out, "cannot apply batch") || !strings.Contains(out, "make room on the volume's file system") {
+		t.Errorf("the backup's status does not say it waits for room:\n%s", out)
+	}
 
 	fstest.GiveSpace(t, ballast)
 	c.RequireConverged()
+	if out, _ := run(t, "status", "--journal", c.Jdir); strings.Contains(out, "cannot apply") {
+		t.Errorf("the primary's status still says the backup cannot apply once it caught up:\n%s", out)
+	}
 	if n := strings.Count(c.Primary.Out.String(), "resync done"); n != resyncs {
 		t.Fatalf("the backup was resynced (%d resyncs, %d before):\n%s", n, resyncs, c.Primary.Out)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/internal/human"
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/journal"
 )
@@ -104,11 +105,11 @@ func journalLs(c *cli.Context) error {
 				return nil
 			}
 			if k.Err != nil {
-				fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\t%s\tBAD: %v\t\n", k.Seq, humanBytes(int64(k.Size)), k.Err)
+				fmt.Fprintf(w, "%d\t-\t-\t-\t-\t-\t%s\tBAD: %v\t\n", k.Seq, human.Bytes(int64(k.Size)), k.Err)
 				return nil
 			}
 			fmt.Fprintf(w, "%d\t%d\t%s\t%d\t%s\t%s\t%s\t%08x\t\n", h.Seq, h.Epoch, h.Created.UTC().Format("2006-01-02T15:04:05.000Z"),
-				h.OpCount, humanBytes(int64(h.Written)), humanBytes(int64(h.RawLen)), humanBytes(int64(k.Size)), h.Checksum)
+				h.OpCount, human.Bytes(int64(h.Written)), human.Bytes(int64(h.RawLen)), human.Bytes(int64(k.Size)), h.Checksum)
 			return nil
 		})
 		w.Flush()
@@ -184,9 +185,9 @@ func journalStats(c *cli.Context) error {
 				fmt.Fprintf(w, "  %-12s %d\n", k, s.Ops[k])
 			}
 		}
-		fmt.Fprintf(w, "written      %s (by the service)\n", humanBytes(int64(s.Written)))
-		fmt.Fprintf(w, "coalesced    %s of payload, %s encoded (%s of written)\n", humanBytes(int64(s.Payload)), humanBytes(int64(s.Raw)), ratio(s.Raw, s.Written))
-		fmt.Fprintf(w, "stored       %s compressed (%s of encoded, %s of written)\n", humanBytes(int64(s.Stored)), ratio(s.Stored, s.Raw), ratio(s.Stored, s.Written))
+		fmt.Fprintf(w, "written      %s (by the service)\n", human.Bytes(int64(s.Written)))
+		fmt.Fprintf(w, "coalesced    %s of payload, %s encoded (%s of written)\n", human.Bytes(int64(s.Payload)), human.Bytes(int64(s.Raw)), ratio(s.Raw, s.Written))
+		fmt.Fprintf(w, "stored       %s compressed (%s of encoded, %s of written)\n", human.Bytes(int64(s.Stored)), ratio(s.Stored, s.Raw), ratio(s.Stored, s.Written))
 		if s.Corrupt > 0 {
 			fmt.Fprintf(w, "corrupt      %d batches (not counted above)\n", s.Corrupt)
 			return cli.Exit("", 1)

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/internal/human"
 )
 
 // localStatus prints one running primary's or backup's status, from its
@@ -29,7 +30,7 @@ func localStatus(c *cli.Context) error {
 	fmt.Fprintf(tw, "role\t%s\nvolume\t%s\nvolume id\t%s\nepoch\t%d\n", st.Role, st.Volume, st.VolumeID, st.Epoch)
 	if st.JournalBytes > 0 || st.JournalFree > 0 {
 		fmt.Fprintf(tw, "journal\t%s on disk; %s free on its file system, %s of it kept in reserve (room for %s more)\n",
-			humanBytes(st.JournalBytes), humanBytes(st.JournalFree), humanBytes(st.JournalReserve), humanBytes(max(0, st.JournalFree-st.JournalReserve)))
+			human.Bytes(st.JournalBytes), human.Bytes(st.JournalFree), human.Bytes(st.JournalReserve), human.Bytes(max(0, st.JournalFree-st.JournalReserve)))
 	}
 	if st.JournalCheck != "" {
 		fmt.Fprintf(tw, "journal check\t%s\n", st.JournalCheck)
@@ -39,6 +40,8 @@ func localStatus(c *cli.Context) error {
 		switch {
 		case b.Stalled:
 			state = "stalled: cannot apply what it holds; the primary resyncs it"
+		case b.ApplyBlocked != "":
+			state = b.ApplyBlocked
 		case b.JournalFull:
 			state = "journal full: refusing the primary's batches until its file system has room above the reserve"
 		case b.AppliedSeq >= b.DurableSeq:
@@ -47,7 +50,7 @@ func localStatus(c *cli.Context) error {
 		fmt.Fprintf(tw, "durable\tseq %d\napplied\tseq %d (%d behind)\nstate\t%s\n", b.DurableSeq, b.AppliedSeq, b.DurableSeq-min(b.AppliedSeq, b.DurableSeq), state)
 		return tw.Flush()
 	}
-	fmt.Fprintf(tw, "sealed\tseq %d\npending\t%s in %d files\n", st.LastSeq, humanBytes(st.PendingBytes), st.Nodes)
+	fmt.Fprintf(tw, "sealed\tseq %d\npending\t%s in %d files\n", st.LastSeq, human.Bytes(st.PendingBytes), st.Nodes)
 	if st.BarrierP50 > 0 {
 		fmt.Fprintf(tw, "barriers\tp50 %v, p95 %v, p99 %v (the last ones, up to 1024)\n", st.BarrierP50.Round(time.Microsecond),
 			st.BarrierP95.Round(time.Microsecond), st.BarrierP99.Round(time.Microsecond))
@@ -67,7 +70,7 @@ func localStatus(c *cli.Context) error {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "BACKUP\tDURABLE\tAPPLIED\tLAG\tLAG BYTES\tLAG AGE\tDEGRADED FOR\tSTATE")
 		for _, b := range st.Backups {
-			lagBytes := humanBytes(b.LagBytes)
+			lagBytes := human.Bytes(b.LagBytes)
 			if b.LagBytesAtLeast {
 				lagBytes = "≥ " + lagBytes
 			}
@@ -90,18 +93,4 @@ func localStatus(c *cli.Context) error {
 		tw.Flush()
 	}
 	return nil
-}
-
-// humanBytes writes a byte count for people: 1.5 MiB.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -154,6 +155,9 @@ func startPrimary(t testing.TB, prefix []string, cmd, vol, journalDir string, ar
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Out, p.Out
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Contains(args, "--backing") {
+		noteDaemon(t, vol, p.Cmd.Process.Pid)
 	}
 	t.Cleanup(func() { p.Stop() })
 	for i := 0; i < 400; i++ {

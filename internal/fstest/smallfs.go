@@ -57,6 +57,24 @@ func SmallFS(t testing.TB, size int64) string {
 	return mnt
 }
 
+// MountTmpfs mounts a tmpfs of size bytes at dir, unmounted in Cleanup.
+// Its extended attributes take values of up to 64 KiB, where ext4
+// (without ea_inode) refuses one larger than a block.
+func MountTmpfs(t testing.TB, dir string, size int64) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=755", size)); err != nil {
+		t.Fatalf("mount a tmpfs at %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+}
+
 // FreeSpace returns the bytes free (to anyone but root) on dir's file
 // system, and its size.
 func FreeSpace(t testing.TB, dir string) (free, size int64) {

@@ -29,6 +29,7 @@ type Entry struct {
 	Xattrs string // every extended attribute (user, trusted, security...), sorted name=value list
 	Links  string // other names of the same inode, sorted
 	Mtime  int64  // modification time, ns
+	Alloc  string // regular files: where they hold space (alloc.go); compared where both sides can say
 }
 
 // Tree maps relative paths to entries.
@@ -36,7 +37,8 @@ type Tree map[string]Entry
 
 // Snapshot reads dir completely: names, types, contents, sizes, modes,
 // owners, symlink targets, device numbers, extended attributes (of every
-// namespace, on every type), hard-link groups and modification times.
+// namespace, on every type), hard-link groups, modification times and
+// where regular files hold space (alloc.go).
 // Access and change times are not compared: pbfs replicates neither.
 func Snapshot(t testing.TB, dir string) Tree {
 	t.Helper()
@@ -70,6 +72,7 @@ func ReadTree(dir string) (Tree, error) {
 				return err
 			}
 			e.Hash = h
+			e.Alloc = allocOf(p, st.Size)
 		case unix.S_IFDIR:
 			e.Type = "dir"
 		case unix.S_IFLNK:
@@ -143,7 +146,7 @@ func Diff(want, got Tree, max int) []string {
 			out = append(out, fmt.Sprintf("%s: missing (want %+v)", n, w))
 		case !wok:
 			out = append(out, fmt.Sprintf("%s: unexpected (got %+v)", n, g))
-		case w != g:
+		case !w.same(g):
 			out = append(out, fmt.Sprintf("%s:\n\twant %+v\n\tgot  %+v", n, w, g))
 		}
 		if len(out) >= max {
@@ -151,6 +154,16 @@ func Diff(want, got Tree, max int) []string {
 		}
 	}
 	return out
+}
+
+// same reports whether two entries agree: in everything, and in their
+// allocation where both could be mapped on the same kind of file system.
+func (w Entry) same(g Entry) bool {
+	if w.Size != g.Size || !sameAlloc(w.Alloc, g.Alloc, w.Size) {
+		return false
+	}
+	w.Alloc, g.Alloc = "", ""
+	return w == g
 }
 
 // RequireEqual fails t if the trees differ.
@@ -162,7 +175,7 @@ func RequireEqual(t testing.TB, want, got Tree, what string) {
 }
 
 // CopyTree copies src into dst (which must exist), preserving modes,
-// owners, symlinks, hard links and user xattrs.
+// owners, symlinks, hard links, user xattrs and allocation (copyFile).
 func CopyTree(t testing.TB, src, dst string) {
 	t.Helper()
 	links := map[uint64]string{}
@@ -196,11 +209,7 @@ func CopyTree(t testing.TB, src, dst string) {
 				return os.Link(first, to)
 			}
 			links[st.Ino] = to
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(to, data, 0o600); err != nil {
+			if err := copyFile(p, to, st.Size); err != nil {
 				return err
 			}
 		default:

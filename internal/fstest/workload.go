@@ -160,8 +160,11 @@ func (w *Workload) Step(r *rand.Rand) {
 // the middle of worker 0's steps.
 func (w *Workload) Run(seed uint64, workers, steps int, barrier, midway func()) {
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		// Run returns only once no barrier is under way: a test may kill
+		// the primary next.
+		defer close(stopped)
 		r := rand.New(rand.NewPCG(seed, 99))
 		for {
 			select {
@@ -187,6 +190,7 @@ func (w *Workload) Run(seed uint64, workers, steps int, barrier, midway func()) 
 	}
 	wg.Wait()
 	close(stop)
+	<-stopped
 }
 
 // openNB opens p without blocking: the workload turns names into FIFOs,

@@ -94,7 +94,7 @@ func (x Reject_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Reject_Code.Descriptor instead.
 func (Reject_Code) EnumDescriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{18, 0}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{19, 0}
 }
 
 type ReportRequest struct {
@@ -511,9 +511,19 @@ type Entry struct {
 	// With sparse_sums (sent only to a backup whose Welcome offered it),
 	// block_sums holds only the blocks with data, and sum_blocks their
 	// indices, ascending; every other block is a hole.
-	BlockSums     [][]byte `protobuf:"bytes,11,rep,name=block_sums,json=blockSums,proto3" json:"block_sums,omitempty"`
-	SumBlocks     []uint64 `protobuf:"varint,12,rep,packed,name=sum_blocks,json=sumBlocks,proto3" json:"sum_blocks,omitempty"`
-	SparseSums    bool     `protobuf:"varint,13,opt,name=sparse_sums,json=sparseSums,proto3" json:"sparse_sums,omitempty"`
+	BlockSums  [][]byte `protobuf:"bytes,11,rep,name=block_sums,json=blockSums,proto3" json:"block_sums,omitempty"`
+	SumBlocks  []uint64 `protobuf:"varint,12,rep,packed,name=sum_blocks,json=sumBlocks,proto3" json:"sum_blocks,omitempty"`
+	SparseSums bool     `protobuf:"varint,13,opt,name=sparse_sums,json=sparseSums,proto3" json:"sparse_sums,omitempty"`
+	// Regular files, with alloc_map set (sent only to a backup whose Welcome
+	// offered alloc_map, and only where the primary's file system lists a
+	// file's extents, FIEMAP): where the file holds space, within its size
+	// and past it (preallocation), in order; a range not listed is a hole.
+	// The backup gives its copy the same: data where the primary has data,
+	// zeros included, space allocated unwritten, holes, and exactly this
+	// preallocation past the size. Without alloc_map the block sums alone
+	// decide, and zeros become holes.
+	Alloc         []*Extent `protobuf:"bytes,14,rep,name=alloc,proto3" json:"alloc,omitempty"`
+	AllocMap      bool      `protobuf:"varint,15,opt,name=alloc_map,json=allocMap,proto3" json:"alloc_map,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -639,6 +649,81 @@ func (x *Entry) GetSparseSums() bool {
 	return false
 }
 
+func (x *Entry) GetAlloc() []*Extent {
+	if x != nil {
+		return x.Alloc
+	}
+	return nil
+}
+
+func (x *Entry) GetAllocMap() bool {
+	if x != nil {
+		return x.AllocMap
+	}
+	return false
+}
+
+// Extent is a range of a file that holds space.
+type Extent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offset        uint64                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length        uint64                 `protobuf:"varint,2,opt,name=length,proto3" json:"length,omitempty"`
+	Unwritten     bool                   `protobuf:"varint,3,opt,name=unwritten,proto3" json:"unwritten,omitempty"` // allocated and never written: reads as zeros
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Extent) Reset() {
+	*x = Extent{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Extent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Extent) ProtoMessage() {}
+
+func (x *Extent) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Extent.ProtoReflect.Descriptor instead.
+func (*Extent) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Extent) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *Extent) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *Extent) GetUnwritten() bool {
+	if x != nil {
+		return x.Unwritten
+	}
+	return false
+}
+
 // Xattr is one extended attribute; its name may be any bytes.
 type Xattr struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -650,7 +735,7 @@ type Xattr struct {
 
 func (x *Xattr) Reset() {
 	*x = Xattr{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +747,7 @@ func (x *Xattr) String() string {
 func (*Xattr) ProtoMessage() {}
 
 func (x *Xattr) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +760,7 @@ func (x *Xattr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Xattr.ProtoReflect.Descriptor instead.
 func (*Xattr) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{6}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Xattr) GetName() []byte {
@@ -703,7 +788,7 @@ type BlockData struct {
 
 func (x *BlockData) Reset() {
 	*x = BlockData{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +800,7 @@ func (x *BlockData) String() string {
 func (*BlockData) ProtoMessage() {}
 
 func (x *BlockData) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +813,7 @@ func (x *BlockData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockData.ProtoReflect.Descriptor instead.
 func (*BlockData) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{7}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BlockData) GetPath() []byte {
@@ -760,7 +845,7 @@ type ResyncDone struct {
 
 func (x *ResyncDone) Reset() {
 	*x = ResyncDone{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +857,7 @@ func (x *ResyncDone) String() string {
 func (*ResyncDone) ProtoMessage() {}
 
 func (x *ResyncDone) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +870,7 @@ func (x *ResyncDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncDone.ProtoReflect.Descriptor instead.
 func (*ResyncDone) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{8}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{9}
 }
 
 type ResyncBackupMsg struct {
@@ -801,7 +886,7 @@ type ResyncBackupMsg struct {
 
 func (x *ResyncBackupMsg) Reset() {
 	*x = ResyncBackupMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +898,7 @@ func (x *ResyncBackupMsg) String() string {
 func (*ResyncBackupMsg) ProtoMessage() {}
 
 func (x *ResyncBackupMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +911,7 @@ func (x *ResyncBackupMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncBackupMsg.ProtoReflect.Descriptor instead.
 func (*ResyncBackupMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{9}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ResyncBackupMsg) GetMsg() isResyncBackupMsg_Msg {
@@ -881,7 +966,7 @@ type Want struct {
 
 func (x *Want) Reset() {
 	*x = Want{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +978,7 @@ func (x *Want) String() string {
 func (*Want) ProtoMessage() {}
 
 func (x *Want) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +991,7 @@ func (x *Want) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Want.ProtoReflect.Descriptor instead.
 func (*Want) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{10}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Want) GetPath() []byte {
@@ -934,7 +1019,7 @@ type ResyncResult struct {
 
 func (x *ResyncResult) Reset() {
 	*x = ResyncResult{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1031,7 @@ func (x *ResyncResult) String() string {
 func (*ResyncResult) ProtoMessage() {}
 
 func (x *ResyncResult) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1044,7 @@ func (x *ResyncResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncResult.ProtoReflect.Descriptor instead.
 func (*ResyncResult) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{11}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResyncResult) GetFilesChanged() uint64 {
@@ -996,7 +1081,7 @@ type PrimaryMsg struct {
 
 func (x *PrimaryMsg) Reset() {
 	*x = PrimaryMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1093,7 @@ func (x *PrimaryMsg) String() string {
 func (*PrimaryMsg) ProtoMessage() {}
 
 func (x *PrimaryMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1106,7 @@ func (x *PrimaryMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrimaryMsg.ProtoReflect.Descriptor instead.
 func (*PrimaryMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{12}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PrimaryMsg) GetMsg() isPrimaryMsg_Msg {
@@ -1090,7 +1175,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1187,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1200,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{13}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Hello) GetVolumeId() string {
@@ -1178,7 +1263,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1275,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1288,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{14}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Batch) GetSeq() uint64 {
@@ -1234,7 +1319,7 @@ type BackupMsg struct {
 
 func (x *BackupMsg) Reset() {
 	*x = BackupMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1331,7 @@ func (x *BackupMsg) String() string {
 func (*BackupMsg) ProtoMessage() {}
 
 func (x *BackupMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1344,7 @@ func (x *BackupMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupMsg.ProtoReflect.Descriptor instead.
 func (*BackupMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{15}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BackupMsg) GetMsg() isBackupMsg_Msg {
@@ -1341,14 +1426,16 @@ type Welcome struct {
 	SparseSums bool `protobuf:"varint,10,opt,name=sparse_sums,json=sparseSums,proto3" json:"sparse_sums,omitempty"`
 	// The backup takes a resync entry for the volume's root (path "."): its
 	// mode, owner, extended attributes and mtime. An older one is sent none.
-	RootEntry     bool `protobuf:"varint,11,opt,name=root_entry,json=rootEntry,proto3" json:"root_entry,omitempty"`
+	RootEntry bool `protobuf:"varint,11,opt,name=root_entry,json=rootEntry,proto3" json:"root_entry,omitempty"`
+	// The backup takes resync entries with alloc_map.
+	AllocMap      bool `protobuf:"varint,12,opt,name=alloc_map,json=allocMap,proto3" json:"alloc_map,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[16]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1447,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[16]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1460,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{16}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Welcome) GetVolumeId() string {
@@ -1453,6 +1540,13 @@ func (x *Welcome) GetRootEntry() bool {
 	return false
 }
 
+func (x *Welcome) GetAllocMap() bool {
+	if x != nil {
+		return x.AllocMap
+	}
+	return false
+}
+
 type Ack struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	DurableSeq uint64                 `protobuf:"varint,1,opt,name=durable_seq,json=durableSeq,proto3" json:"durable_seq,omitempty"`
@@ -1460,14 +1554,20 @@ type Ack struct {
 	Stalled    bool                   `protobuf:"varint,3,opt,name=stalled,proto3" json:"stalled,omitempty"` // as in Welcome
 	// received and checksummed, in memory (Hello.ack_received); an ack
 	// that carries it may leave durable_seq 0 (not reported)
-	ReceivedSeq   uint64 `protobuf:"varint,4,opt,name=received_seq,json=receivedSeq,proto3" json:"received_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReceivedSeq uint64 `protobuf:"varint,4,opt,name=received_seq,json=receivedSeq,proto3" json:"received_seq,omitempty"`
+	// The backup cannot apply batch apply_blocked_seq to its volume, and
+	// retries it (ENOSPC, EDQUOT, out of descriptors or memory): why, in
+	// words (the op, its path, the errno, what would help). 0 and empty
+	// while it applies; a backup from before sends neither.
+	ApplyBlockedSeq uint64 `protobuf:"varint,5,opt,name=apply_blocked_seq,json=applyBlockedSeq,proto3" json:"apply_blocked_seq,omitempty"`
+	ApplyBlocked    string `protobuf:"bytes,6,opt,name=apply_blocked,json=applyBlocked,proto3" json:"apply_blocked,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[17]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1579,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[17]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1592,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{17}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Ack) GetDurableSeq() uint64 {
@@ -1523,6 +1623,20 @@ func (x *Ack) GetReceivedSeq() uint64 {
 	return 0
 }
 
+func (x *Ack) GetApplyBlockedSeq() uint64 {
+	if x != nil {
+		return x.ApplyBlockedSeq
+	}
+	return 0
+}
+
+func (x *Ack) GetApplyBlocked() string {
+	if x != nil {
+		return x.ApplyBlocked
+	}
+	return ""
+}
+
 type Reject struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          Reject_Code            `protobuf:"varint,1,opt,name=code,proto3,enum=pbfs.replicate.v1.Reject_Code" json:"code,omitempty"`
@@ -1534,7 +1648,7 @@ type Reject struct {
 
 func (x *Reject) Reset() {
 	*x = Reject{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[18]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1660,7 @@ func (x *Reject) String() string {
 func (*Reject) ProtoMessage() {}
 
 func (x *Reject) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[18]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1673,7 @@ func (x *Reject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reject.ProtoReflect.Descriptor instead.
 func (*Reject) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{18}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Reject) GetCode() Reject_Code {
@@ -1616,7 +1730,7 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06anchor\x18\x04 \x01(\fR\x06anchor\x12\x1d\n" +
 	"\n" +
-	"block_size\x18\x05 \x01(\rR\tblockSize\"\xd8\x02\n" +
+	"block_size\x18\x05 \x01(\rR\tblockSize\"\xa6\x03\n" +
 	"\x05Entry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x10\n" +
@@ -1634,7 +1748,13 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\n" +
 	"sum_blocks\x18\f \x03(\x04R\tsumBlocks\x12\x1f\n" +
 	"\vsparse_sums\x18\r \x01(\bR\n" +
-	"sparseSums\"1\n" +
+	"sparseSums\x12/\n" +
+	"\x05alloc\x18\x0e \x03(\v2\x19.pbfs.replicate.v1.ExtentR\x05alloc\x12\x1b\n" +
+	"\talloc_map\x18\x0f \x01(\bR\ballocMap\"V\n" +
+	"\x06Extent\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x16\n" +
+	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x1c\n" +
+	"\tunwritten\x18\x03 \x01(\bR\tunwritten\"1\n" +
 	"\x05Xattr\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\fR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"I\n" +
@@ -1675,7 +1795,7 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\awelcome\x18\x01 \x01(\v2\x1a.pbfs.replicate.v1.WelcomeH\x00R\awelcome\x12*\n" +
 	"\x03ack\x18\x02 \x01(\v2\x16.pbfs.replicate.v1.AckH\x00R\x03ack\x123\n" +
 	"\x06reject\x18\x03 \x01(\v2\x19.pbfs.replicate.v1.RejectH\x00R\x06rejectB\x05\n" +
-	"\x03msg\"\xd2\x02\n" +
+	"\x03msg\"\xef\x02\n" +
 	"\aWelcome\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x1f\n" +
 	"\vdurable_seq\x18\x02 \x01(\x04R\n" +
@@ -1692,14 +1812,17 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	" \x01(\bR\n" +
 	"sparseSums\x12\x1d\n" +
 	"\n" +
-	"root_entry\x18\v \x01(\bR\trootEntry\"\x84\x01\n" +
+	"root_entry\x18\v \x01(\bR\trootEntry\x12\x1b\n" +
+	"\talloc_map\x18\f \x01(\bR\ballocMap\"\xd5\x01\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vdurable_seq\x18\x01 \x01(\x04R\n" +
 	"durableSeq\x12\x1f\n" +
 	"\vapplied_seq\x18\x02 \x01(\x04R\n" +
 	"appliedSeq\x12\x18\n" +
 	"\astalled\x18\x03 \x01(\bR\astalled\x12!\n" +
-	"\freceived_seq\x18\x04 \x01(\x04R\vreceivedSeq\"\xd3\x01\n" +
+	"\freceived_seq\x18\x04 \x01(\x04R\vreceivedSeq\x12*\n" +
+	"\x11apply_blocked_seq\x18\x05 \x01(\x04R\x0fapplyBlockedSeq\x12#\n" +
+	"\rapply_blocked\x18\x06 \x01(\tR\fapplyBlocked\"\xd3\x01\n" +
 	"\x06Reject\x122\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1e.pbfs.replicate.v1.Reject.CodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x14\n" +
@@ -1731,7 +1854,7 @@ func file_replicate_replpb_replicate_proto_rawDescGZIP() []byte {
 }
 
 var file_replicate_replpb_replicate_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_replicate_replpb_replicate_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_replicate_replpb_replicate_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_replicate_replpb_replicate_proto_goTypes = []any{
 	(Reject_Code)(0),         // 0: pbfs.replicate.v1.Reject.Code
 	(*ReportRequest)(nil),    // 1: pbfs.replicate.v1.ReportRequest
@@ -1740,47 +1863,49 @@ var file_replicate_replpb_replicate_proto_goTypes = []any{
 	(*ResyncPrimaryMsg)(nil), // 4: pbfs.replicate.v1.ResyncPrimaryMsg
 	(*ResyncStart)(nil),      // 5: pbfs.replicate.v1.ResyncStart
 	(*Entry)(nil),            // 6: pbfs.replicate.v1.Entry
-	(*Xattr)(nil),            // 7: pbfs.replicate.v1.Xattr
-	(*BlockData)(nil),        // 8: pbfs.replicate.v1.BlockData
-	(*ResyncDone)(nil),       // 9: pbfs.replicate.v1.ResyncDone
-	(*ResyncBackupMsg)(nil),  // 10: pbfs.replicate.v1.ResyncBackupMsg
-	(*Want)(nil),             // 11: pbfs.replicate.v1.Want
-	(*ResyncResult)(nil),     // 12: pbfs.replicate.v1.ResyncResult
-	(*PrimaryMsg)(nil),       // 13: pbfs.replicate.v1.PrimaryMsg
-	(*Hello)(nil),            // 14: pbfs.replicate.v1.Hello
-	(*Batch)(nil),            // 15: pbfs.replicate.v1.Batch
-	(*BackupMsg)(nil),        // 16: pbfs.replicate.v1.BackupMsg
-	(*Welcome)(nil),          // 17: pbfs.replicate.v1.Welcome
-	(*Ack)(nil),              // 18: pbfs.replicate.v1.Ack
-	(*Reject)(nil),           // 19: pbfs.replicate.v1.Reject
+	(*Extent)(nil),           // 7: pbfs.replicate.v1.Extent
+	(*Xattr)(nil),            // 8: pbfs.replicate.v1.Xattr
+	(*BlockData)(nil),        // 9: pbfs.replicate.v1.BlockData
+	(*ResyncDone)(nil),       // 10: pbfs.replicate.v1.ResyncDone
+	(*ResyncBackupMsg)(nil),  // 11: pbfs.replicate.v1.ResyncBackupMsg
+	(*Want)(nil),             // 12: pbfs.replicate.v1.Want
+	(*ResyncResult)(nil),     // 13: pbfs.replicate.v1.ResyncResult
+	(*PrimaryMsg)(nil),       // 14: pbfs.replicate.v1.PrimaryMsg
+	(*Hello)(nil),            // 15: pbfs.replicate.v1.Hello
+	(*Batch)(nil),            // 16: pbfs.replicate.v1.Batch
+	(*BackupMsg)(nil),        // 17: pbfs.replicate.v1.BackupMsg
+	(*Welcome)(nil),          // 18: pbfs.replicate.v1.Welcome
+	(*Ack)(nil),              // 19: pbfs.replicate.v1.Ack
+	(*Reject)(nil),           // 20: pbfs.replicate.v1.Reject
 }
 var file_replicate_replpb_replicate_proto_depIdxs = []int32{
 	5,  // 0: pbfs.replicate.v1.ResyncPrimaryMsg.start:type_name -> pbfs.replicate.v1.ResyncStart
 	6,  // 1: pbfs.replicate.v1.ResyncPrimaryMsg.entry:type_name -> pbfs.replicate.v1.Entry
-	8,  // 2: pbfs.replicate.v1.ResyncPrimaryMsg.block:type_name -> pbfs.replicate.v1.BlockData
-	9,  // 3: pbfs.replicate.v1.ResyncPrimaryMsg.done:type_name -> pbfs.replicate.v1.ResyncDone
-	7,  // 4: pbfs.replicate.v1.Entry.xattrs:type_name -> pbfs.replicate.v1.Xattr
-	11, // 5: pbfs.replicate.v1.ResyncBackupMsg.want:type_name -> pbfs.replicate.v1.Want
-	12, // 6: pbfs.replicate.v1.ResyncBackupMsg.result:type_name -> pbfs.replicate.v1.ResyncResult
-	14, // 7: pbfs.replicate.v1.PrimaryMsg.hello:type_name -> pbfs.replicate.v1.Hello
-	15, // 8: pbfs.replicate.v1.PrimaryMsg.batch:type_name -> pbfs.replicate.v1.Batch
-	17, // 9: pbfs.replicate.v1.BackupMsg.welcome:type_name -> pbfs.replicate.v1.Welcome
-	18, // 10: pbfs.replicate.v1.BackupMsg.ack:type_name -> pbfs.replicate.v1.Ack
-	19, // 11: pbfs.replicate.v1.BackupMsg.reject:type_name -> pbfs.replicate.v1.Reject
-	0,  // 12: pbfs.replicate.v1.Reject.code:type_name -> pbfs.replicate.v1.Reject.Code
-	13, // 13: pbfs.replicate.v1.Replication.Stream:input_type -> pbfs.replicate.v1.PrimaryMsg
-	4,  // 14: pbfs.replicate.v1.Replication.Resync:input_type -> pbfs.replicate.v1.ResyncPrimaryMsg
-	1,  // 15: pbfs.replicate.v1.Replication.Report:input_type -> pbfs.replicate.v1.ReportRequest
-	2,  // 16: pbfs.replicate.v1.Replication.Manifest:input_type -> pbfs.replicate.v1.ManifestRequest
-	16, // 17: pbfs.replicate.v1.Replication.Stream:output_type -> pbfs.replicate.v1.BackupMsg
-	10, // 18: pbfs.replicate.v1.Replication.Resync:output_type -> pbfs.replicate.v1.ResyncBackupMsg
-	17, // 19: pbfs.replicate.v1.Replication.Report:output_type -> pbfs.replicate.v1.Welcome
-	3,  // 20: pbfs.replicate.v1.Replication.Manifest:output_type -> pbfs.replicate.v1.ManifestEntry
-	17, // [17:21] is the sub-list for method output_type
-	13, // [13:17] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	9,  // 2: pbfs.replicate.v1.ResyncPrimaryMsg.block:type_name -> pbfs.replicate.v1.BlockData
+	10, // 3: pbfs.replicate.v1.ResyncPrimaryMsg.done:type_name -> pbfs.replicate.v1.ResyncDone
+	8,  // 4: pbfs.replicate.v1.Entry.xattrs:type_name -> pbfs.replicate.v1.Xattr
+	7,  // 5: pbfs.replicate.v1.Entry.alloc:type_name -> pbfs.replicate.v1.Extent
+	12, // 6: pbfs.replicate.v1.ResyncBackupMsg.want:type_name -> pbfs.replicate.v1.Want
+	13, // 7: pbfs.replicate.v1.ResyncBackupMsg.result:type_name -> pbfs.replicate.v1.ResyncResult
+	15, // 8: pbfs.replicate.v1.PrimaryMsg.hello:type_name -> pbfs.replicate.v1.Hello
+	16, // 9: pbfs.replicate.v1.PrimaryMsg.batch:type_name -> pbfs.replicate.v1.Batch
+	18, // 10: pbfs.replicate.v1.BackupMsg.welcome:type_name -> pbfs.replicate.v1.Welcome
+	19, // 11: pbfs.replicate.v1.BackupMsg.ack:type_name -> pbfs.replicate.v1.Ack
+	20, // 12: pbfs.replicate.v1.BackupMsg.reject:type_name -> pbfs.replicate.v1.Reject
+	0,  // 13: pbfs.replicate.v1.Reject.code:type_name -> pbfs.replicate.v1.Reject.Code
+	14, // 14: pbfs.replicate.v1.Replication.Stream:input_type -> pbfs.replicate.v1.PrimaryMsg
+	4,  // 15: pbfs.replicate.v1.Replication.Resync:input_type -> pbfs.replicate.v1.ResyncPrimaryMsg
+	1,  // 16: pbfs.replicate.v1.Replication.Report:input_type -> pbfs.replicate.v1.ReportRequest
+	2,  // 17: pbfs.replicate.v1.Replication.Manifest:input_type -> pbfs.replicate.v1.ManifestRequest
+	17, // 18: pbfs.replicate.v1.Replication.Stream:output_type -> pbfs.replicate.v1.BackupMsg
+	11, // 19: pbfs.replicate.v1.Replication.Resync:output_type -> pbfs.replicate.v1.ResyncBackupMsg
+	18, // 20: pbfs.replicate.v1.Replication.Report:output_type -> pbfs.replicate.v1.Welcome
+	3,  // 21: pbfs.replicate.v1.Replication.Manifest:output_type -> pbfs.replicate.v1.ManifestEntry
+	18, // [18:22] is the sub-list for method output_type
+	14, // [14:18] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_replicate_replpb_replicate_proto_init() }
@@ -1794,15 +1919,15 @@ func file_replicate_replpb_replicate_proto_init() {
 		(*ResyncPrimaryMsg_Block)(nil),
 		(*ResyncPrimaryMsg_Done)(nil),
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[9].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[10].OneofWrappers = []any{
 		(*ResyncBackupMsg_Want)(nil),
 		(*ResyncBackupMsg_Result)(nil),
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[12].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[13].OneofWrappers = []any{
 		(*PrimaryMsg_Hello)(nil),
 		(*PrimaryMsg_Batch)(nil),
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[15].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[16].OneofWrappers = []any{
 		(*BackupMsg_Welcome)(nil),
 		(*BackupMsg_Ack)(nil),
 		(*BackupMsg_Reject)(nil),
@@ -1813,7 +1938,7 @@ func file_replicate_replpb_replicate_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicate_replpb_replicate_proto_rawDesc), len(file_replicate_replpb_replicate_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
