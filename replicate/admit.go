@@ -56,7 +56,7 @@ func (b *Backup) admit(parent context.Context, stream backupStream, hello *replp
 
 func (b *Backup) refuse(stream backupStream, label string, msg *replpb.BackupMsg) error {
 	b.m.rejected.WithLabelValues(label).Inc()
-	b.log.Warn("refused a primary", "reason", msg.GetReject().GetReason())
+	b.flood("primary "+label, "refused a primary", "reason", msg.GetReject().GetReason())
 	stream.Send(msg)
 	return errors.New(msg.GetReject().GetReason())
 }

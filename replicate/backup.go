@@ -17,6 +17,7 @@ import (
 
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/internal/pathcheck"
+	"github.com/pbfs/pbfs/internal/ratelog"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
@@ -142,8 +143,8 @@ type Backup struct {
 	rawWG sync.WaitGroup
 	// grpcOnly serves the stream over gRPC alone, as backups before the
 	// raw stream did (tests of the primary's fallback).
-	grpcOnly     bool
-	acceptLogged atomic.Int64 // unix ns of the last accept failure logged
+	grpcOnly bool
+	floods   *ratelog.Limiter // the lines of backupserve.go's flood
 	// heartbeat is how often a stream acks with nothing new (heartbeatEvery).
 	heartbeat time.Duration
 	loops     sync.WaitGroup
@@ -229,7 +230,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	}
 	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, mark: mark, prog: prog, lock: lock, m: newBackupMetrics(cfg.Registry),
 		kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{}), raws: map[net.Conn]struct{}{},
-		heartbeat: heartbeatEvery}
+		heartbeat: heartbeatEvery, floods: ratelog.New(floodEvery)}
 	vid, err := st.Meta("volume")
 	if err != nil {
 		b.Close()
