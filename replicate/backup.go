@@ -49,6 +49,19 @@ type BackupConfig struct {
 	// (0: journal.DefaultReserve); batches that would cut into it are
 	// refused, not acked.
 	JournalReserve int64
+	// AcceptEpoch: a primary may raise the backup's epoch up to this one
+	// however far above it is (the operator's --accept-epoch); otherwise
+	// by at most MaxEpochStep (epoch.go).
+	AcceptEpoch uint64
+	// EpochIssued, if set, is asked about every epoch a primary would
+	// raise the backup's to, and replaces MaxEpochStep: nil if its
+	// coordinator issued it, an error wrapping ErrEpochNotIssued if not
+	// (pbfs node: etcd's term records).
+	EpochIssued func(ctx context.Context, epoch uint64) error
+	// RepairEpoch replaces an epoch no term can take (MaxEpoch or above,
+	// stored by a Hello before backups refused such epochs) when the
+	// backup opens; an epoch in range is left alone.
+	RepairEpoch uint64
 }
 
 // The journal's role, in its metadata: a journal a primary used and a
@@ -243,6 +256,10 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	if f, err := st.MetaUint(fencedKey); err == nil {
 		b.fenced.Store(f)
 		b.m.fenced.Set(float64(f))
+	}
+	if err := b.repairEpoch(cfg.RepairEpoch); err != nil {
+		b.Close()
+		return nil, err
 	}
 	applied, applying, err := prog.loadOrMigrate(st)
 	if err != nil {
