@@ -169,3 +169,35 @@ func TestCallsOfAKindAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenFrameIsReadAlone: a raw stream's opening reads the token
+// frame and not a byte past it before the token is checked; what the
+// peer sent after it is still unread when a wrong token is refused.
+func TestTokenFrameIsReadAlone(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer ln.Close()
+	after := bytes.Repeat([]byte("after the token "), 64)
+	go func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.ReadFull(c, make([]byte, len(rawMagic)))
+		c.Write(append(append(binary.BigEndian.AppendUint32(nil, 5), "wrong"...), after...)) // one segment
+
+		io.Copy(io.Discard, c)
+	}()
+	c, err := ln.Accept()
+	must(t, err)
+	defer c.Close()
+	if _, err := acceptRaw(c, nil, "right", func(string) {}); err == nil {
+		t.Fatal("a wrong token was taken")
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got := make([]byte, len(after))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, after) {
+		t.Fatalf("what followed the token frame: %q, %v; the opening read past the token frame", got, err)
+	}
+}

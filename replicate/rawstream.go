@@ -129,13 +129,9 @@ func (f *frameConn) writeMsg(m proto.Message) error {
 
 // readFrame returns the next frame's bytes, valid until the next read.
 func (f *frameConn) readFrame(limit int) ([]byte, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
+	n, err := frameLen(f.r, limit)
+	if err != nil {
 		return nil, err
-	}
-	n := int(binary.BigEndian.Uint32(hdr[:]))
-	if n > limit {
-		return nil, fmt.Errorf("read a frame of %d bytes, over %d: %w", n, limit, ErrFrame)
 	}
 	buf := f.rbuf
 	if cap(buf) < n {
@@ -149,6 +145,19 @@ func (f *frameConn) readFrame(limit int) ([]byte, error) {
 		return nil, noEOF(err)
 	}
 	return buf, nil
+}
+
+// frameLen reads a frame's length from r, at most limit.
+func frameLen(r io.Reader, limit int) (int, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	if n > limit {
+		return 0, fmt.Errorf("read a frame of %d bytes, over %d: %w", n, limit, ErrFrame)
+	}
+	return n, nil
 }
 
 // readMsg decodes the next frame, at most limit bytes, into m (protobuf
@@ -297,11 +306,17 @@ func acceptRaw(c net.Conn, tlsCfg *tls.Config, token string, refused func(reason
 		}
 		c = tc
 	}
-	fc := newFrameConn(c)
-	got, err := fc.readFrame(maxTokenFrame)
+	// Straight from the connection, unbuffered: nothing past the token
+	// frame is read before the token is checked.
+	n, err := frameLen(c, maxTokenFrame)
 	if err != nil {
 		return nil, fmt.Errorf("read token: %w", err)
 	}
+	got := make([]byte, n)
+	if _, err := io.ReadFull(c, got); err != nil {
+		return nil, fmt.Errorf("read token: %w", noEOF(err))
+	}
+	fc := newFrameConn(c)
 	if subtle.ConstantTimeCompare(got, []byte(token)) != 1 {
 		reason := "wrong token"
 		if len(got) == 0 {
