@@ -283,6 +283,12 @@ func (n *Node) takeTerm(ctx context.Context, st replicate.Status, t ended, floor
 		n.refusing("this node never received the volume, and a term was decided before")
 		return nil, nil
 	}
+	if floor >= replicate.MaxEpoch-1 {
+		// Stored from a Hello by a version that took any epoch: the next
+		// term would be out of range, or wrap round to 0.
+		n.refusing(fmt.Sprintf("a member reports epoch %d, which no term can follow: restart it with this version, which repairs it", floor))
+		return nil, nil
+	}
 	epoch := floor + 1
 	// The lease runs from when etcd grants it: count from before asking.
 	sent := time.Now()

@@ -305,15 +305,10 @@ func (n *Node) publish(ctx context.Context, m Member) error {
 // serveBackup runs the backup role until this node wins an election
 // (true) or ctx ends.
 func (n *Node) serveBackup(ctx context.Context) (bool, error) {
-	bcfg := n.cfg.Backup
-	bcfg.Volume, bcfg.Journal = n.volume(), n.cfg.Mount.Journal
-	bcfg.Logger = n.log
+	bcfg := n.backupConfig(ctx)
 	bcfg.Guarded = true // by Run
 	reg := prometheus.NewRegistry()
 	bcfg.Registry = reg
-	if er, err := n.cli.Get(ctx, n.k.epoch()); err == nil && len(er.Kvs) == 0 {
-		bcfg.FirstTerm = true // a journal a pbfs mount left is the volume's copy
-	}
 	n.firstTerm = bcfg.FirstTerm
 	// A primary of this node killed before left its mount behind.
 	mount.ClearStaleMount(n.cfg.Mount.Mountpoint, n.log)

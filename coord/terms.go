@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/pbfs/pbfs/replicate"
 )
 
 // A backup's ack policy is the one the last primary that streamed to it
@@ -59,6 +62,46 @@ func (n *Node) recordTerm(ctx context.Context, epoch uint64, starting []Member) 
 		return fmt.Errorf("record term %d: %w", epoch, err)
 	}
 	return nil
+}
+
+// epochIssued is the backup role's EpochIssued hook (replicate's
+// epoch.go): a primary may raise this node's backup to an epoch only if
+// a term of it was recorded (terms/EPOCH), or it is the current term (a
+// primary of a version that records none). A token holder's Hello of an
+// epoch no election issued is refused, so it cannot raise a backup past
+// the term the next election takes.
+func (n *Node) epochIssued(ctx context.Context, epoch uint64) error {
+	resp, err := retried(ctx, func(c context.Context) (*clientv3.TxnResponse, error) {
+		return n.cli.Txn(c).Then(clientv3.OpGet(n.k.term(epoch), clientv3.WithCountOnly()), clientv3.OpGet(n.k.epoch())).Commit()
+	})
+	if err != nil {
+		return fmt.Errorf("ask etcd about epoch %d: %w", epoch, err)
+	}
+	if resp.Responses[0].GetResponseRange().Count > 0 {
+		return nil
+	}
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 && string(kvs[0].Value) == strconv.FormatUint(epoch, 10) {
+		return nil
+	}
+	return fmt.Errorf("%w: etcd records no term %d", replicate.ErrEpochNotIssued, epoch)
+}
+
+// backupConfig is the backup role's configuration. A primary may raise
+// its epoch only to one the coordinator issued (terms.go), and a journal
+// holding an epoch no term can take goes back to the current term's.
+func (n *Node) backupConfig(ctx context.Context) replicate.BackupConfig {
+	bcfg := n.cfg.Backup
+	bcfg.Volume, bcfg.Journal = n.volume(), n.cfg.Mount.Journal
+	bcfg.Logger = n.log
+	bcfg.EpochIssued = n.epochIssued
+	if er, err := n.cli.Get(ctx, n.k.epoch()); err == nil && len(er.Kvs) == 0 {
+		bcfg.FirstTerm = true // a journal a pbfs mount left is the volume's copy
+	} else if err == nil {
+		if e, err := strconv.ParseUint(string(er.Kvs[0].Value), 10, 64); err == nil && e < replicate.MaxEpoch {
+			bcfg.RepairEpoch = e
+		}
+	}
+	return bcfg
 }
 
 // history is what an election knows of the terms: their records, read

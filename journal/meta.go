@@ -30,6 +30,23 @@ func (s *Store) SetEpoch(e uint64) error {
 	if e < s.epoch {
 		return fmt.Errorf("set epoch %d: below current %d", e, s.epoch)
 	}
+	return s.writeEpoch(e)
+}
+
+// ResetEpoch durably sets the epoch, lower than the current one too: the
+// repair of an epoch no term can take (replicate's RepairEpoch). It never
+// goes below the newest batch's.
+func (s *Store) ResetEpoch(e uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e < s.last.Epoch {
+		return fmt.Errorf("reset epoch %d: below the newest batch's %d", e, s.last.Epoch)
+	}
+	return s.writeEpoch(e)
+}
+
+// writeEpoch stores e as the epoch; the caller holds s.mu.
+func (s *Store) writeEpoch(e uint64) error {
 	err := s.update(func(txn *badger.Txn) error {
 		return setMeta(txn, epochKey, binary.BigEndian.AppendUint64(nil, e))
 	})

@@ -10,11 +10,12 @@ import (
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
-// admit checks a primary's Hello: volume and epoch. A new primary session
-// replaces the one being served (the same primary reconnecting, or a new
-// one with a higher epoch). The Welcome is what the backup holds as the
-// session begins, read under the same lock: a Fence cannot come between.
-func (b *Backup) admit(parent context.Context, stream backupStream, hello *replpb.Hello) (context.Context, *replpb.Welcome, error) {
+// admit checks a primary's Hello: volume and epoch (word is the
+// coordinator's on it, epoch.go). A new primary session replaces the one
+// being served (the same primary reconnecting, or a new one with a higher
+// epoch). The Welcome is what the backup holds as the session begins,
+// read under the same lock: a Fence cannot come between.
+func (b *Backup) admit(parent context.Context, stream backupStream, hello *replpb.Hello, word issuedWord) (context.Context, *replpb.Welcome, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if hello.VolumeId == "" {
@@ -29,6 +30,9 @@ func (b *Backup) admit(parent context.Context, stream backupStream, hello *replp
 	} else if b.volumeID != hello.VolumeId {
 		return nil, nil, b.refuse(stream, "wrong_volume", reject(replpb.Reject_WRONG_VOLUME, 0,
 			"this backup serves volume %s, not %s", b.volumeID, hello.VolumeId))
+	}
+	if label, why := b.epochRefusal(hello.Epoch, word); label != "" {
+		return nil, nil, b.refuseEpoch(stream, label, why)
 	}
 	if b.fencingOut(hello.Epoch) {
 		return nil, nil, b.refuse(stream, "fenced", b.refuseFenced(hello.Epoch))
@@ -56,7 +60,7 @@ func (b *Backup) admit(parent context.Context, stream backupStream, hello *replp
 
 func (b *Backup) refuse(stream backupStream, label string, msg *replpb.BackupMsg) error {
 	b.m.rejected.WithLabelValues(label).Inc()
-	b.log.Warn("refused a primary", "reason", msg.GetReject().GetReason())
+	b.flood("primary "+label, "refused a primary", "reason", msg.GetReject().GetReason())
 	stream.Send(msg)
 	return errors.New(msg.GetReject().GetReason())
 }

@@ -6,12 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"strings"
+	"sync"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
 // ErrNoToken is returned when no replication token is configured.
@@ -21,6 +26,14 @@ var ErrNoToken = errors.New("no replication token: set --token, --token-file or 
 // the PBFS_TOKEN environment variable (a file or the environment keeps it
 // out of ps).
 func LoadToken(flag, file string) (string, error) {
+	t, err := loadToken(flag, file)
+	if err == nil && len(t) > maxTokenFrame {
+		return "", fmt.Errorf("the replication token is %d bytes long; at most %d are sent", len(t), maxTokenFrame)
+	}
+	return t, err
+}
+
+func loadToken(flag, file string) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
@@ -52,29 +65,63 @@ func (c tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]s
 
 func (c tokenCreds) RequireTransportSecurity() bool { return c.secure }
 
-// checkToken is a stream interceptor that refuses calls without the token.
-func checkToken(token string, refused func(reason string)) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := authorized(ss.Context(), token, refused); err != nil {
-			return err
-		}
-		return handler(srv, ss)
-	}
+// callsAtOnce bounds the calls of each kind a backup serves at once: each
+// may hold a message of up to a batch's size while it is read, however
+// many connections a token holder opens. A primary makes one stream and
+// one resync at a time; the second of each covers a reconnection while
+// its old connection is still open.
+var callsAtOnce = map[string]int{
+	replpb.Replication_Stream_FullMethodName:   2,
+	replpb.Replication_Resync_FullMethodName:   2,
+	replpb.Replication_Report_FullMethodName:   4,
+	replpb.Replication_Manifest_FullMethodName: 2,
 }
 
-// checkTokenUnary is checkToken for unary calls.
-func checkTokenUnary(token string, refused func(reason string)) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := authorized(ctx, token, refused); err != nil {
+// maxHeaderList bounds a call's headers (HTTP/2's header list), read
+// before the token is checked: the token (at most maxTokenFrame) and
+// gRPC's own few.
+const maxHeaderList = 16 << 10
+
+// tapToken checks a call's token when its headers arrive, before any of
+// its messages is read (gRPC reads a unary call's request before any
+// interceptor runs), and refuses it with Unauthenticated without the
+// token, or ResourceExhausted when as many calls of its kind are being
+// served. A call with the token marks its connection authenticated
+// (peers.go). It runs under the connection's lock: no waiting.
+func (b *Backup) tapToken(g *peerGate) tap.ServerInHandle {
+	var mu sync.Mutex
+	serving := map[string]int{}
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if err := authorized(info.Header, b.cfg.Token, b.refusedCaller); err != nil {
 			return nil, err
 		}
-		return handler(ctx, req)
+		if p, ok := peer.FromContext(ctx); ok {
+			g.authenticated(p.Addr)
+		}
+		limit, ok := callsAtOnce[info.FullMethodName]
+		if !ok {
+			return ctx, nil // gRPC answers Unimplemented, reading nothing
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if serving[info.FullMethodName] >= limit {
+			b.m.busy.WithLabelValues(path.Base(info.FullMethodName)).Inc()
+			b.flood("busy "+info.FullMethodName, "refused a call: as many of its kind are being served", "method", info.FullMethodName, "at_once", limit)
+			return nil, status.Errorf(codes.ResourceExhausted, "pbfs backup: %d %s calls are being served; retry when one ends", limit, path.Base(info.FullMethodName))
+		}
+		serving[info.FullMethodName]++
+		// The call's context ends with the call.
+		context.AfterFunc(ctx, func() {
+			mu.Lock()
+			serving[info.FullMethodName]--
+			mu.Unlock()
+		})
+		return ctx, nil
 	}
 }
 
-// authorized checks the call's token in constant time.
-func authorized(ctx context.Context, token string, refused func(reason string)) error {
-	md, _ := metadata.FromIncomingContext(ctx)
+// authorized checks a call's token in constant time.
+func authorized(md metadata.MD, token string, refused func(reason string)) error {
 	got := md.Get("authorization")
 	if len(got) == 1 && subtle.ConstantTimeCompare([]byte(got[0]), []byte("Bearer "+token)) == 1 {
 		return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/internal/pathcheck"
+	"github.com/pbfs/pbfs/internal/ratelog"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
@@ -51,6 +52,19 @@ type BackupConfig struct {
 	// whose FUSE mount goes over the copy on promotion); otherwise the
 	// backup guards it while it runs.
 	Guarded bool
+	// AcceptEpoch: a primary may raise the backup's epoch up to this one
+	// however far above it is (the operator's --accept-epoch); otherwise
+	// by at most MaxEpochStep (epoch.go).
+	AcceptEpoch uint64
+	// EpochIssued, if set, is asked about every epoch a primary would
+	// raise the backup's to, and replaces MaxEpochStep: nil if its
+	// coordinator issued it, an error wrapping ErrEpochNotIssued if not
+	// (pbfs node: etcd's term records).
+	EpochIssued func(ctx context.Context, epoch uint64) error
+	// RepairEpoch replaces an epoch no term can take (MaxEpoch or above,
+	// stored by a Hello before backups refused such epochs) when the
+	// backup opens; an epoch in range is left alone.
+	RepairEpoch uint64
 }
 
 // The journal's role, in its metadata: a journal a primary used and a
@@ -148,8 +162,8 @@ type Backup struct {
 	rawWG sync.WaitGroup
 	// grpcOnly serves the stream over gRPC alone, as backups before the
 	// raw stream did (tests of the primary's fallback).
-	grpcOnly     bool
-	acceptLogged atomic.Int64 // unix ns of the last accept failure logged
+	grpcOnly bool
+	floods   *ratelog.Limiter // the lines of backupserve.go's flood
 	// heartbeat is how often a stream acks with nothing new (heartbeatEvery).
 	heartbeat time.Duration
 	loops     sync.WaitGroup
@@ -232,7 +246,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	}
 	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, mark: mark, prog: prog, lock: lock, m: newBackupMetrics(cfg.Registry),
 		kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{}), raws: map[net.Conn]struct{}{},
-		heartbeat: heartbeatEvery}
+		heartbeat: heartbeatEvery, floods: ratelog.New(floodEvery)}
 	vid, err := st.Meta("volume")
 	if err != nil {
 		b.Close()
@@ -245,6 +259,10 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	if f, err := st.MetaUint(fencedKey); err == nil {
 		b.fenced.Store(f)
 		b.m.fenced.Set(float64(f))
+	}
+	if err := b.repairEpoch(cfg.RepairEpoch); err != nil {
+		b.Close()
+		return nil, err
 	}
 	applied, applying, err := prog.loadOrMigrate(st)
 	if err != nil {

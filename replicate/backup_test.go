@@ -39,12 +39,16 @@ func startBackupHeartbeat(t *testing.T, beat time.Duration) (*Backup, string, st
 	return startBackupOpts(t, false, beat)
 }
 
-func startBackupOpts(t *testing.T, grpcOnly bool, beat time.Duration) (*Backup, string, string) {
+func startBackupOpts(t *testing.T, grpcOnly bool, beat time.Duration, opts ...func(*BackupConfig)) (*Backup, string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	vol := filepath.Join(dir, "vol")
 	os.Mkdir(vol, 0o755)
-	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(dir, "j"), Token: "right"})
+	cfg := BackupConfig{Volume: vol, Journal: filepath.Join(dir, "j"), Token: "right"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	b, err := OpenBackup(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

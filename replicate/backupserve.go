@@ -30,9 +30,10 @@ func (b *Backup) Serve(ln net.Listener) error {
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg.Clone())))
 	}
+	gate := newPeerGate(b.m, b.flood)
 	srv0 := grpc.NewServer(append(opts,
-		grpc.StreamInterceptor(checkToken(b.cfg.Token, b.refusedCaller)),
-		grpc.UnaryInterceptor(checkTokenUnary(b.cfg.Token, b.refusedCaller)),
+		grpc.InTapHandle(b.tapToken(gate)),
+		grpc.MaxHeaderListSize(maxHeaderList),
 		grpc.MaxRecvMsgSize(journal.HeaderSize+journal.MaxBodySize+1024),
 		grpc.MaxConcurrentStreams(4),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -50,27 +51,36 @@ func (b *Backup) Serve(ln net.Listener) error {
 	b.mu.Unlock()
 	b.log.Info("backup serving", "addr", ln.Addr().String(), "volume", b.cfg.Volume,
 		"durable_seq", b.store.Last().Seq, "applied_seq", b.applied.Load(), "epoch", b.store.Epoch(), "retain", retainWords(b.cfg.Retain))
+	raw := func(c net.Conn) { b.serveRaw(c, tlsCfg, gate) }
 	if b.grpcOnly {
-		return srv.Serve(ln)
+		raw = nil
 	}
-	return srv.Serve(newSplitListener(ln, func(c net.Conn) { b.serveRaw(c, tlsCfg) }, b.acceptFailed))
+	return srv.Serve(newSplitListener(ln, gate, raw, b.acceptFailed))
 }
 
 // acceptFailed counts a connection the port could not accept and logs
-// it, once every 10 s while it goes on: gRPC's Serve pauses (5 ms,
+// it, once every floodEvery while it goes on: gRPC's Serve pauses (5 ms,
 // doubling to 1 s) before it accepts again, and the streams already up
 // carry on.
 func (b *Backup) acceptFailed(err error) {
 	b.m.accepts.Inc()
-	now := time.Now().UnixNano()
-	if last := b.acceptLogged.Load(); now-last >= int64(10*time.Second) && b.acceptLogged.CompareAndSwap(last, now) {
-		b.log.Error("cannot accept connections; retrying after a pause", "err", err)
+	if ok, held := b.floods.Allow("accept", time.Now()); ok {
+		b.log.Error("cannot accept connections; retrying after a pause", "err", err, "held_back", held)
 	}
 }
 
 func (b *Backup) refusedCaller(reason string) {
 	b.m.authFailures.Inc()
-	b.log.Warn("refused a caller", "reason", reason)
+	b.flood("refused "+reason, "refused a caller", "reason", reason)
+}
+
+// flood logs a line of a kind that may come in floods (a peer's refused
+// calls and connections) once every floodEvery, with how many lines of
+// it were held back since.
+func (b *Backup) flood(kind, msg string, args ...any) {
+	if ok, held := b.floods.Allow(kind, time.Now()); ok {
+		b.log.Warn(msg, append(args, "held_back", held)...)
+	}
 }
 
 // Close stops serving and applying.

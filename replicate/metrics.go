@@ -13,6 +13,9 @@ type backupMetrics struct {
 	applyRetries  prometheus.Counter
 	applyBlocked  prometheus.Gauge
 	accepts       prometheus.Counter
+	conns         *prometheus.GaugeVec
+	connsClosed   *prometheus.CounterVec
+	busy          *prometheus.CounterVec
 	store         prometheus.Histogram
 }
 
@@ -36,6 +39,16 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 		accepts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pbfs_backup_accept_failures_total", Help: "Connections the backup's port could not accept (EMFILE, ENFILE: out of descriptors), retried after a pause.",
 		}),
+		conns: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pbfs_backup_connections", Help: "Connections the backup's port holds, by whether they showed the token.",
+		}, []string{"state"}),
+		connsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pbfs_backup_connections_closed_total",
+			Help: "Connections the backup closed before they showed the token, or turned away, by reason: auth_timeout, unauthenticated_limit, descriptor_limit, connection_limit.",
+		}, []string{"reason"}),
+		busy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pbfs_backup_calls_busy_total", Help: "Calls refused because as many of their kind were already being served, by method.",
+		}, []string{"method"}),
 		store: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pbfs_backup_store_seconds",
 			Help:    "Time to check and durably append a group of batches that arrived together, before the ack.",
@@ -43,7 +56,7 @@ func newBackupMetrics(reg prometheus.Registerer) *backupMetrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.durable, m.applied, m.fenced, m.rejected, m.authFailures, m.applyFailures, m.resyncFails, m.applyRetries, m.applyBlocked, m.accepts, m.store)
+		reg.MustRegister(m.durable, m.applied, m.fenced, m.rejected, m.authFailures, m.applyFailures, m.resyncFails, m.applyRetries, m.applyBlocked, m.accepts, m.conns, m.connsClosed, m.busy, m.store)
 	}
 	return m
 }

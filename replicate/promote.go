@@ -102,7 +102,8 @@ func Promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 	// term is above it too.
 	top := max(st.Epoch, st.Fenced, maxEpoch)
 	if top >= MaxEpoch {
-		return Promotion{}, fmt.Errorf("promote: epoch %d leaves no term after it (at most %d)", top, uint64(MaxEpoch))
+		return Promotion{}, fmt.Errorf("promote: epoch %d leaves no term after it (at most %d): a Hello stored it in this backup or a peer "+
+			"before backups refused such epochs; run that backup once with pbfs backup --repair-epoch N, N the last primary's epoch", top, uint64(MaxEpoch))
 	}
 	p := Promotion{Seq: b.complete.Load(), Epoch: top + 1}
 	if cfg.Checked && cfg.Epoch > 0 {

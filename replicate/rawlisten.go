@@ -13,9 +13,11 @@ import (
 // splitListener sorts the connections to a backup's port by their first
 // bytes: raw streams (rawMagic) go to raw, in a goroutine of their own;
 // everything else is handed to gRPC, which reads this listener, with the
-// bytes read to sort it put back in front.
+// bytes read to sort it put back in front. With raw nil, everything goes
+// to gRPC unread. Every connection passes the gate (peers.go) first.
 type splitListener struct {
 	ln     net.Listener
+	gate   *peerGate
 	raw    func(net.Conn)
 	failed func(error)   // an accept failed
 	toGRPC chan accepted // to gRPC
@@ -28,8 +30,8 @@ type accepted struct {
 	err error
 }
 
-func newSplitListener(ln net.Listener, raw func(net.Conn), failed func(error)) *splitListener {
-	l := &splitListener{ln: ln, raw: raw, failed: failed, toGRPC: make(chan accepted), done: make(chan struct{})}
+func newSplitListener(ln net.Listener, gate *peerGate, raw func(net.Conn), failed func(error)) *splitListener {
+	l := &splitListener{ln: ln, gate: gate, raw: raw, failed: failed, toGRPC: make(chan accepted), done: make(chan struct{})}
 	go l.acceptLoop()
 	return l
 }
@@ -62,7 +64,9 @@ func (l *splitListener) acceptLoop() {
 			continue
 		}
 		tuneAccepted(c)
-		go l.sort(c)
+		if c, ok := l.gate.admit(c); ok {
+			go l.sort(c)
+		}
 	}
 }
 
@@ -75,6 +79,10 @@ func isTemporary(err error) bool {
 // within rawHandshake, or closes first, is dropped: gRPC's clients and TLS
 // both speak first.
 func (l *splitListener) sort(c net.Conn) {
+	if l.raw == nil {
+		l.handToGRPC(c)
+		return
+	}
 	c.SetReadDeadline(time.Now().Add(rawHandshake))
 	var head [len(rawMagic)]byte
 	n, err := io.ReadFull(c, head[:])
@@ -87,8 +95,13 @@ func (l *splitListener) sort(c net.Conn) {
 		c.Close()
 		return
 	}
+	l.handToGRPC(&prefixConn{Conn: c, head: head[:n]})
+}
+
+// handToGRPC hands c to gRPC's Accept, or closes it once the listener is.
+func (l *splitListener) handToGRPC(c net.Conn) {
 	select {
-	case l.toGRPC <- accepted{c: &prefixConn{Conn: c, head: head[:n]}}:
+	case l.toGRPC <- accepted{c: c}:
 	case <-l.done:
 		c.Close()
 	}
@@ -133,7 +146,7 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 }
 
 // serveRaw serves one raw stream until it ends or the backup closes.
-func (b *Backup) serveRaw(c net.Conn, tlsCfg *tls.Config) {
+func (b *Backup) serveRaw(c net.Conn, tlsCfg *tls.Config, gate *peerGate) {
 	if !b.trackRaw(c) {
 		c.Close()
 		return
@@ -144,9 +157,10 @@ func (b *Backup) serveRaw(c net.Conn, tlsCfg *tls.Config) {
 		b.log.Debug("raw stream not opened", "remote", c.RemoteAddr().String(), "err", err)
 		return
 	}
+	gate.authenticated(c.RemoteAddr())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	err = b.serveStream(ctx, rawBackupStream{fc})
+	err = b.serveStream(ctx, &rawBackupStream{frameConn: fc})
 	b.log.Debug("raw stream ended", "remote", c.RemoteAddr().String(), "err", err)
 }
 

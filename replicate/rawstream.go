@@ -39,7 +39,12 @@ import (
 //   - the primary's token, in a frame of its own, checked in constant time
 //     and answered with an empty BackupMsg, or with a Reject and the
 //     connection closed;
-//   - Hello, Welcome, Batches and Acks, as on gRPC.
+//   - Hello, at most maxHelloFrame, then Welcome, Batches and Acks, as on
+//     gRPC.
+//
+// The backup reads nothing larger than the token frame before the token,
+// and nothing larger than a Hello before the Hello; the opening, Hello
+// included, has rawHandshake in all.
 
 // rawMagic opens a raw stream, both ways. gRPC's own first bytes are the
 // HTTP/2 preface ("PRI * HTTP/2.0") or a TLS record (0x16), so the two
@@ -52,6 +57,9 @@ const (
 	maxFrame = journal.HeaderSize + journal.MaxBodySize + 1024
 	// maxTokenFrame bounds the token frame.
 	maxTokenFrame = 4096
+	// maxHelloFrame bounds the Hello: a few dozen bytes now, room for
+	// what later versions add.
+	maxHelloFrame = 64 << 10
 	// rawHandshake bounds the opening (magic, TLS, token) on both sides.
 	rawHandshake = 10 * time.Second
 	// keepBuf is the largest write or read buffer a raw stream keeps
@@ -121,13 +129,9 @@ func (f *frameConn) writeMsg(m proto.Message) error {
 
 // readFrame returns the next frame's bytes, valid until the next read.
 func (f *frameConn) readFrame(limit int) ([]byte, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
+	n, err := frameLen(f.r, limit)
+	if err != nil {
 		return nil, err
-	}
-	n := int(binary.BigEndian.Uint32(hdr[:]))
-	if n > limit {
-		return nil, fmt.Errorf("read a frame of %d bytes, over %d: %w", n, limit, ErrFrame)
 	}
 	buf := f.rbuf
 	if cap(buf) < n {
@@ -143,9 +147,23 @@ func (f *frameConn) readFrame(limit int) ([]byte, error) {
 	return buf, nil
 }
 
-// readMsg decodes the next frame into m (protobuf copies what it keeps).
-func (f *frameConn) readMsg(m proto.Message) error {
-	b, err := f.readFrame(maxFrame)
+// frameLen reads a frame's length from r, at most limit.
+func frameLen(r io.Reader, limit int) (int, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	if n > limit {
+		return 0, fmt.Errorf("read a frame of %d bytes, over %d: %w", n, limit, ErrFrame)
+	}
+	return n, nil
+}
+
+// readMsg decodes the next frame, at most limit bytes, into m (protobuf
+// copies what it keeps).
+func (f *frameConn) readMsg(m proto.Message, limit int) error {
+	b, err := f.readFrame(limit)
 	if err != nil {
 		return err
 	}
@@ -177,7 +195,7 @@ func (s rawPrimaryStream) Send(m *replpb.PrimaryMsg) error { return s.writeMsg(m
 func (s rawPrimaryStream) Recv() (*replpb.BackupMsg, error) {
 	s.c.SetReadDeadline(time.Now().Add(s.silence))
 	m := new(replpb.BackupMsg)
-	if err := s.readMsg(m); err != nil {
+	if err := s.readMsg(m, maxFrame); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			return nil, fmt.Errorf("no word from the backup in %v: %w", s.silence, err)
@@ -187,14 +205,26 @@ func (s rawPrimaryStream) Recv() (*replpb.BackupMsg, error) {
 	return m, nil
 }
 
-// rawBackupStream is the backup's end of a raw stream.
-type rawBackupStream struct{ *frameConn }
+// rawBackupStream is the backup's end of a raw stream. Its first message
+// ends the opening: at most maxHelloFrame, within the opening's deadline.
+type rawBackupStream struct {
+	*frameConn
+	opened bool // the first message was read
+}
 
-func (s rawBackupStream) Send(m *replpb.BackupMsg) error { return s.writeMsg(m) }
+func (s *rawBackupStream) Send(m *replpb.BackupMsg) error { return s.writeMsg(m) }
 
-func (s rawBackupStream) Recv() (*replpb.PrimaryMsg, error) {
+func (s *rawBackupStream) Recv() (*replpb.PrimaryMsg, error) {
 	m := new(replpb.PrimaryMsg)
-	return m, s.readMsg(m)
+	if s.opened {
+		return m, s.readMsg(m, maxFrame)
+	}
+	if err := s.readMsg(m, maxHelloFrame); err != nil {
+		return m, err
+	}
+	s.opened = true
+	s.c.SetDeadline(time.Time{})
+	return m, nil
 }
 
 // rawDialer opens raw streams to one backup.
@@ -245,7 +275,7 @@ func (d rawDialer) open(c net.Conn) (*frameConn, error) {
 		return nil, err
 	}
 	var answer replpb.BackupMsg
-	if err := fc.readMsg(&answer); err != nil {
+	if err := fc.readMsg(&answer, maxFrame); err != nil {
 		return nil, fmt.Errorf("read the token's answer: %w", noEOF(err))
 	}
 	if rej := answer.GetReject(); rej != nil {
@@ -262,7 +292,8 @@ func (r *rawRefusal) Error() string { return r.rej.Reason }
 
 // acceptRaw takes a raw stream the backup's listener recognised by its
 // magic (already read) through TLS and the token. A wrong token is
-// answered with a Reject; refused reports it.
+// answered with a Reject; refused reports it. The opening's deadline
+// stays for the Hello (rawBackupStream).
 func acceptRaw(c net.Conn, tlsCfg *tls.Config, token string, refused func(reason string)) (*frameConn, error) {
 	c.SetDeadline(time.Now().Add(rawHandshake))
 	if _, err := io.WriteString(c, rawMagic); err != nil {
@@ -275,11 +306,17 @@ func acceptRaw(c net.Conn, tlsCfg *tls.Config, token string, refused func(reason
 		}
 		c = tc
 	}
-	fc := newFrameConn(c)
-	got, err := fc.readFrame(maxTokenFrame)
+	// Straight from the connection, unbuffered: nothing past the token
+	// frame is read before the token is checked.
+	n, err := frameLen(c, maxTokenFrame)
 	if err != nil {
 		return nil, fmt.Errorf("read token: %w", err)
 	}
+	got := make([]byte, n)
+	if _, err := io.ReadFull(c, got); err != nil {
+		return nil, fmt.Errorf("read token: %w", noEOF(err))
+	}
+	fc := newFrameConn(c)
 	if subtle.ConstantTimeCompare(got, []byte(token)) != 1 {
 		reason := "wrong token"
 		if len(got) == 0 {
@@ -295,7 +332,6 @@ func acceptRaw(c net.Conn, tlsCfg *tls.Config, token string, refused func(reason
 	if err := fc.writeMsg(&replpb.BackupMsg{}); err != nil {
 		return nil, err
 	}
-	c.SetDeadline(time.Time{})
 	return fc, nil
 }
 

@@ -124,7 +124,7 @@ func TestRawStreamRefusals(t *testing.T) {
 		fc.c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		var m replpb.BackupMsg
 		for {
-			err := fc.readMsg(&m)
+			err := fc.readMsg(&m, maxFrame)
 			if err == nil {
 				continue // a Reject, say
 			}
@@ -205,7 +205,7 @@ func FuzzRawFrames(f *testing.F) {
 		fc := &frameConn{r: bufio.NewReader(bytes.NewReader(data))}
 		for range 64 {
 			var pm replpb.PrimaryMsg
-			if err := fc.readMsg(&pm); err != nil {
+			if err := fc.readMsg(&pm, maxFrame); err != nil {
 				if !errors.Is(err, ErrFrame) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 					t.Fatalf("unclassified error: %v", err)
 				}
@@ -255,7 +255,7 @@ func TestSilentBackupEndsRawStream(t *testing.T) {
 				return
 			}
 			var hello replpb.PrimaryMsg
-			fc.readMsg(&hello)
+			fc.readMsg(&hello, maxFrame)
 			fc.writeMsg(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Welcome{Welcome: &replpb.Welcome{VolumeId: "v"}}})
 		}
 	}()

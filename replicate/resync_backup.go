@@ -35,7 +35,7 @@ func (b *Backup) Resync(stream replpb.Replication_ResyncServer) error {
 	if start == nil || start.BlockSize == 0 || start.BlockSize > 16<<20 {
 		return status.Error(codes.InvalidArgument, "resync must start with ResyncStart")
 	}
-	gen, err := b.beginResync(start)
+	gen, err := b.beginResync(start, b.askIssued(stream.Context(), start.Epoch))
 	if err != nil {
 		return err
 	}
@@ -170,10 +170,11 @@ func (b *Backup) resyncCurrent(gen, epoch uint64) error {
 	return nil
 }
 
-// beginResync checks a resync's start and marks the backup stalled; it
-// returns the resync's generation (b.resyncs). It waits for a resync under
-// way to finish the message it is handling, which then goes no further.
-func (b *Backup) beginResync(start *replpb.ResyncStart) (uint64, error) {
+// beginResync checks a resync's start (word is the coordinator's on its
+// epoch, epoch.go) and marks the backup stalled; it returns the resync's
+// generation (b.resyncs). It waits for a resync under way to finish the
+// message it is handling, which then goes no further.
+func (b *Backup) beginResync(start *replpb.ResyncStart, word issuedWord) (uint64, error) {
 	b.resyncMu.Lock()
 	defer b.resyncMu.Unlock()
 	b.mu.Lock()
@@ -186,6 +187,11 @@ func (b *Backup) beginResync(start *replpb.ResyncStart) (uint64, error) {
 		if err := b.refuseForeignVolume(start.VolumeId); err != nil {
 			return 0, err
 		}
+	}
+	if label, why := b.epochRefusal(start.Epoch, word); label != "" {
+		b.m.rejected.WithLabelValues(label).Inc()
+		b.flood("resync "+label, "refused a resync", "reason", why)
+		return 0, status.Error(codes.FailedPrecondition, why)
 	}
 	if b.fencingOut(start.Epoch) {
 		b.m.rejected.WithLabelValues("fenced").Inc()

@@ -54,7 +54,7 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 	// closes the channel waited on, and is reported, instead of going
 	// unreported until the next one.
 	progressed := b.appliedChanged()
-	ctx, w, err := b.admit(parent, stream, hello)
+	ctx, w, err := b.admit(parent, stream, hello, b.askIssued(parent, hello.Epoch))
 	if err != nil {
 		return err
 	}

@@ -88,6 +88,8 @@ func backupCommand() *cli.Command {
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "the backup's own journal directory (outside VOLUME)"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics (pbfs_backup_*, pbfs_journal_*) over HTTP at this address (host:port), at /metrics"},
 			&cli.DurationFlag{Name: "retain", Value: 10 * time.Minute, Usage: "trim applied batches from the backup's journal once they are this old (0 keeps everything, as on a mount)"},
+			&cli.Uint64Flag{Name: "accept-epoch", Usage: "admit a primary of this epoch however far above the backup's it is (otherwise a primary may raise it by at most 65536: docs/FAILOVER.md)"},
+			&cli.Uint64Flag{Name: "repair-epoch", Usage: "if the journal holds an epoch no term can take (2^63 or above, stored from a Hello by an earlier version), replace it with this one, the current primary's epoch"},
 			journalReserveFlag, tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], adminFlag, adoptFlag, timerSlackFlag, procsFlag, cpusFlag,
 		},
 		Action: func(c *cli.Context) error {
@@ -113,6 +115,11 @@ func backupCommand() *cli.Command {
 			}
 			if err := checkAdmin(c.String("admin"), token); err != nil {
 				return cli.Exit("backup: "+err.Error(), 2)
+			}
+			for _, f := range []string{"accept-epoch", "repair-epoch"} {
+				if e := c.Uint64(f); e >= replicate.MaxEpoch {
+					return cli.Exit(fmt.Sprintf("backup: --%s %d: want below %d", f, e, uint64(replicate.MaxEpoch)), 2)
+				}
 			}
 			if err := tlsFiles(c).Check(); err != nil {
 				return cli.Exit("backup: "+err.Error(), 2)
@@ -147,7 +154,8 @@ func backupCommand() *cli.Command {
 			defer ln.Close()
 			reg := prometheus.NewRegistry()
 			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: backupRetain(c.Duration("retain")),
-				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Registry: reg, Adopt: c.Bool("adopt")})
+				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Registry: reg, Adopt: c.Bool("adopt"),
+				AcceptEpoch: c.Uint64("accept-epoch"), RepairEpoch: c.Uint64("repair-epoch")})
 			if errors.Is(err, pathcheck.ErrInside) {
 				return cli.Exit("backup: "+err.Error()+": put the journal outside the volume", 2)
 			}

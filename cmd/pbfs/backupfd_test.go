@@ -15,15 +15,14 @@ import (
 	"github.com/pbfs/pbfs/replicate"
 )
 
-// TestBackupOutOfDescriptors: connections pile up on a backup's port until
-// its descriptors run out (a hard limit lowered with prlimit while it
-// runs). The backup does not crash: its primary's stream carries on, the
-// failed accepts are logged and counted, its volume does not stall, and
-// once the connections close it takes new ones and has applied everything.
+// TestBackupOutOfDescriptors: the backup's descriptors run out under it
+// (its limit lowered with prlimit below what it holds, while it runs), so
+// it cannot accept the connections that come. It does not crash: its
+// primary's stream carries on, the failed accepts are logged and
+// counted, its volume does not stall, and once its limit is back it takes
+// new connections and has applied everything. (Peers alone cannot run a
+// backup out: TestIdlePeersLeaveTheJournalItsDescriptors.)
 func TestBackupOutOfDescriptors(t *testing.T) {
-	if _, err := exec.LookPath("prlimit"); err != nil {
-		t.Skip("prlimit not installed")
-	}
 	c := fstest.NewCluster(t, 1, nil)
 	b := c.Backups[0]
 	must(t, os.WriteFile(filepath.Join(c.Vol, "before"), []byte("one"), 0o644))
@@ -34,10 +33,15 @@ func TestBackupOutOfDescriptors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit := len(fds) + 8
-	if out, err := exec.Command("prlimit", "--pid", fmt.Sprint(pid), fmt.Sprintf("--nofile=%d:%d", limit, limit)).CombinedOutput(); err != nil {
-		t.Fatalf("prlimit: %v: %s", err, out)
+	// The soft limit only: raising it back needs no privilege.
+	prlimit := func(n string) {
+		t.Helper()
+		if out, err := exec.Command("prlimit", "--pid", fmt.Sprint(pid), "--nofile="+n+":").CombinedOutput(); err != nil {
+			t.Fatalf("prlimit: %v: %s", err, out)
+		}
 	}
+	was := softNofile(t, pid)
+	prlimit(fmt.Sprint(len(fds) - 4))
 	var junk []net.Conn
 	defer func() {
 		for _, j := range junk {
@@ -45,7 +49,7 @@ func TestBackupOutOfDescriptors(t *testing.T) {
 		}
 	}()
 	for i := 0; i < 32; i++ {
-		j, err := net.Dial("tcp", b.Addr) // says nothing: the backup holds it while it waits for a first byte
+		j, err := net.Dial("tcp", b.Addr) // waits in the port's backlog
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,6 +73,7 @@ func TestBackupOutOfDescriptors(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
+	prlimit(was)
 	for _, j := range junk {
 		j.Close()
 	}
@@ -96,4 +101,18 @@ func TestBackupOutOfDescriptors(t *testing.T) {
 	if fstest.MetricSum(controlMetrics(t, b.Jdir), "pbfs_backup_accept_failures_total", "") < 1 {
 		t.Error("no failed accept counted")
 	}
+}
+
+// softNofile is pid's soft limit on open files, as prlimit takes it.
+func softNofile(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	must(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Max open files"); ok {
+			return strings.Fields(rest)[0]
+		}
+	}
+	t.Fatal("no open files limit")
+	return ""
 }
