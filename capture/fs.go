@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pbfs/pbfs/internal/ratelog"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -85,7 +86,7 @@ type FS struct {
 	flowCond   *sync.Cond
 	refusedLog atomic.Int64          // unix ns of the last "refusing writes" log line
 	noACL      atomic.Bool           // the backing file system has no POSIX ACLs
-	backingLog logLimiter            // "backing filesystem error" lines, per op and errno
+	backingLog *ratelog.Limiter      // "backing filesystem error" lines, per op and errno
 	stopping   atomic.Pointer[error] // set by Refuse: throttled writers fail with it
 	stuckSince atomic.Int64          // unix ns since the journal refused every batch (Stuck); 0: it takes them
 }
@@ -108,7 +109,8 @@ func New(rootFd int, o Options) (*FS, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return nil, fmt.Errorf("backing root: not a directory")
 	}
-	f := &FS{root: rootFd, opts: o, log: o.Logger, m: o.Metrics, table: newTable(st.Ino), sealSig: make(chan struct{}, 1)}
+	f := &FS{root: rootFd, opts: o, log: o.Logger, m: o.Metrics, table: newTable(st.Ino), sealSig: make(chan struct{}, 1),
+		backingLog: ratelog.New(logEvery)}
 	if o.Capture {
 		f.table.local = o.Classify
 	}
@@ -177,6 +179,11 @@ func (f *FS) stat(n *Node) (Attr, error) {
 	return attrFromStat(&st), nil
 }
 
+// logEvery is how often one kind of repeating backing error is logged: a
+// service that hits EMFILE in a loop gets a line saying so, not a log that
+// buries everything else; the metric still counts every error.
+const logEvery = 10 * time.Second
+
 // fail counts and returns a backing error. Exhausted resources are
 // logged, once per op and errno every logEvery.
 func (f *FS) fail(op string, err error) error {
@@ -186,7 +193,7 @@ func (f *FS) fail(op string, err error) error {
 		case unix.EMFILE, unix.ENFILE, unix.ENOSPC, unix.EDQUOT, unix.ENOMEM, unix.EIO:
 			name := errnoName(errno)
 			f.m.BackingErrors.WithLabelValues(op, name).Inc()
-			if ok, held := f.backingLog.allow(op+" "+name, time.Now()); ok {
+			if ok, held := f.backingLog.Allow(op+" "+name, time.Now()); ok {
 				f.log.Warn("backing filesystem error", "op", op, "err", err, "similar_not_logged", held)
 			}
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pbfs/pbfs/internal/manifest"
+	"github.com/pbfs/pbfs/internal/ratelog"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
@@ -176,7 +177,7 @@ func Listen(journalDir string) (net.Listener, error) {
 func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Registry, log *slog.Logger) error {
 	p := ln.Addr().String()
 	mux := http.NewServeMux()
-	failed := &rateLog{every: time.Second}
+	failed := ratelog.New(time.Second)
 	mux.HandleFunc("POST /v1/barrier", func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		if t, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && t > 0 {
@@ -186,7 +187,7 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 		}
 		seq, err := b.Barrier(ctx)
 		if err != nil {
-			if ok, held := failed.allow(time.Now()); ok && held > 0 {
+			if ok, held := failed.Allow("barrier", time.Now()); ok && held > 0 {
 				log.Warn("barrier failed", "err", err, "failures_not_logged", held)
 			} else if ok {
 				log.Warn("barrier failed", "err", err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/internal/ratelog"
 )
 
 // shedResponse is what a client accepted only to be turned away gets.
@@ -217,26 +219,16 @@ func resourceExhausted(reason string) bool {
 // logLimiter logs each kind of repeated failure at most once a second,
 // with how many it left out.
 type logLimiter struct {
-	log  *slog.Logger
-	mu   sync.Mutex
-	last map[string]time.Time
-	skip map[string]int
+	log *slog.Logger
+	lim *ratelog.Limiter
 }
 
 func newLogLimiter(log *slog.Logger) *logLimiter {
-	return &logLimiter{log: log, last: map[string]time.Time{}, skip: map[string]int{}}
+	return &logLimiter{log: log, lim: ratelog.New(time.Second)}
 }
 
 func (l *logLimiter) warn(kind, msg string, args ...any) {
-	l.mu.Lock()
-	now := time.Now()
-	if now.Sub(l.last[kind]) < time.Second {
-		l.skip[kind]++
-		l.mu.Unlock()
-		return
+	if ok, skipped := l.lim.Allow(kind, time.Now()); ok {
+		l.log.Warn(msg, append(args, "similar_suppressed", skipped)...)
 	}
-	skipped := l.skip[kind]
-	l.last[kind], l.skip[kind] = now, 0
-	l.mu.Unlock()
-	l.log.Warn(msg, append(args, "similar_suppressed", skipped)...)
 }
