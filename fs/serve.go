@@ -35,6 +35,10 @@ type Options struct {
 	// on the ack set; fsyncs of files whose policy is replicated or both
 	// take one (fsync.go).
 	Barrier func(context.Context) error
+	// Source is what the mount table names as the mount's source: the
+	// backing directory, so that findmnt -S, fstab and xfstests find the
+	// mount by it ("pbfs" if empty).
+	Source string
 }
 
 // Server is one mounted pbfs filesystem.
@@ -67,8 +71,11 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 	if o.MaxReaders < o.MinReaders {
 		o.MaxReaders = 64
 	}
+	if o.Source == "" {
+		o.Source = "pbfs"
+	}
 	mopts := []fuse.MountOption{
-		fuse.FSName("pbfs"), fuse.Subtype("pbfs"),
+		fuse.FSName(escapeOpt(o.Source)), fuse.Subtype("pbfs"),
 		fuse.MaxReadahead(128 << 10), fuse.AsyncRead(),
 		// pbfs clears setuid/setgid/capabilities itself (capture.Write), so
 		// the kernel sets SB_NOSEC and stops asking getxattr
@@ -191,4 +198,11 @@ func connectionID(dir string) string {
 		return minor
 	}
 	return ""
+}
+
+// escapeOpt escapes a mount option's value for fusermount3, which splits
+// options at commas and takes a backslash to escape one (fusermount3 3.14
+// keeps the backslash in the source it records).
+func escapeOpt(v string) string {
+	return strings.NewReplacer(`\`, `\\`, ",", `\,`).Replace(v)
 }

@@ -101,7 +101,7 @@ func (m *Mount) start() error {
 	}
 	m.warnOpenFiles()
 	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger, Registry: m.reg,
-		Barrier: m.fsyncBarrier})
+		Barrier: m.fsyncBarrier, Source: source(cfg.Backing)})
 	if err != nil {
 		return err
 	}
@@ -155,6 +155,15 @@ func (m *Mount) warnOpenFiles() {
 	}
 	m.log.Error("processes hold files open in the volume's directory: what they write through those descriptors bypasses pbfs and never reaches the backups; restart them once pbfs is mounted (pbfs verify finds what differs, --repair mends it)",
 		"holders", strings.Join(names, "; "))
+}
+
+// source is what the mount table names as the mount's source: the
+// backing directory, resolved.
+func source(backing string) string {
+	if r, err := pathcheck.Resolve(backing); err == nil {
+		return r
+	}
+	return backing
 }
 
 // onUndo registers f to run if the start fails.
