@@ -100,6 +100,7 @@ func (m *Mount) start() error {
 		m.onUndo(m.primary.Close)
 	}
 	m.warnOpenFiles()
+	m.overItself = source(cfg.Backing) == source(cfg.Mountpoint)
 	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger, Registry: m.reg,
 		Barrier: m.fsyncBarrier, Source: source(cfg.Backing)})
 	if err != nil {
