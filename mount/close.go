@@ -21,6 +21,9 @@ var ErrAborted = errors.New("mount aborted: the journal stays marked open and th
 // the journal is refusing batches, writers waiting for room are failed
 // with EIO first: they would otherwise wait forever, and so would Close.
 func (m *Mount) Close() error {
+	// A new mount of the volume may wait for this one from now on
+	// (lock.go); the mount table still refuses it while this is mounted.
+	m.lock.stopping()
 	m.stopPlugins()
 	var fp stopPrint
 	if m.committer.Holding() {
@@ -65,6 +68,10 @@ func (m *Mount) Close() error {
 	}
 	m.fs.Close()
 	m.log.Info("unmounted", "mountpoint", m.cfg.Mountpoint, "last_seq", m.store.Last().Seq)
+	if m.cfg.BeforeUnlock != nil {
+		m.cfg.BeforeUnlock()
+	}
+	m.lock.release()
 	return err
 }
 

@@ -119,6 +119,11 @@ type Config struct {
 	// AckLevel: what a backup's ack means, disk (default) or memory
 	// (replicate.PrimaryConfig.AckLevel).
 	AckLevel string
+	// BeforeUnlock, if set, runs as Close ends, just before the backing
+	// directory's lock is released: a new mount of the volume waits for
+	// that lock, so whatever it would take (the CLI's --admin address)
+	// must be let go by then.
+	BeforeUnlock func()
 	// MonitorSlack, if positive, is the timer slack of the Go runtime's
 	// monitor thread while the mount runs (timerslack.KeepMonitor): the
 	// mount's CPU per request, against how late a P blocked in a system
@@ -143,8 +148,9 @@ type Mount struct {
 	primary    *replicate.Primary
 	volumeID   string
 	plugins    *host.Supervisor
-	overItself bool     // the volume is mounted over its backing directory
-	undos      []func() // what start built, for undo
+	lock       *volumeLock // on the backing directory (lock.go)
+	overItself bool        // the volume is mounted over its backing directory
+	undos      []func()    // what start built, for undo
 	aborted    atomic.Bool
 	acked      atomic.Uint64  // the newest seq a barrier returned
 	bg         sync.WaitGroup // goroutines that use the store (retention)

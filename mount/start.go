@@ -31,6 +31,14 @@ const monitorCheck = time.Second
 // fails: a start that fails leaves no trace of an unclean stop.
 func (m *Mount) start() error {
 	cfg := m.cfg
+	// First: whatever a stopping mount of this volume still holds (its
+	// journal, its control socket) it has let go once it lets go of this.
+	lock, err := lockVolume(cfg.Backing, m.log)
+	if err != nil {
+		return err
+	}
+	m.lock = lock
+	m.onUndo(lock.release)
 	if err := os.MkdirAll(cfg.Journal, 0o700); err != nil {
 		return fmt.Errorf("create journal directory: %w", err)
 	}

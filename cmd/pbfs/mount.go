@@ -123,11 +123,16 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	if c.String("admin") != "" {
+		// A pbfs of this volume still stopping may hold the address.
+		mount.AwaitVolume(cfg)
+	}
 	adm, err := listenAdmin(c.String("admin"), adminToken(c), tlsFiles(c))
 	if err != nil {
 		return cli.Exit(cmd+": "+err.Error(), 1)
 	}
 	defer adm.close()
+	cfg.BeforeUnlock = adm.close
 	m, err := mount.Start(cfg)
 	if err == nil {
 		adm.serve(m.Registry(), log)

@@ -33,6 +33,50 @@ func unmountFromOutside(t *testing.T, dir string, argv ...string) {
 	}
 }
 
+// TestRemountRightAfterUmount: `umount; mount` works with no wait between
+// them. After umount(2) returns, the old daemon still seals, ships and
+// fingerprints the volume, and holds the backing directory while it does;
+// the new mount waits for it to let go instead of being refused ("another
+// pbfs process holds it"), its --admin address included, and the old one
+// exits 0 with the journal closed cleanly.
+func TestRemountRightAfterUmount(t *testing.T) {
+	fstest.RequireFUSE(t)
+	dir := t.TempDir()
+	vol, start, jdir := filepath.Join(dir, "vol"), filepath.Join(dir, "start"), filepath.Join(dir, "j")
+	// Entries enough that the old daemon's stop outlasts the new one's
+	// start every time.
+	for d := 0; d < 4; d++ {
+		sub := filepath.Join(vol, fmt.Sprintf("d%d", d))
+		must(t, os.MkdirAll(sub, 0o755))
+		for f := 0; f < 1000; f++ {
+			must(t, os.WriteFile(filepath.Join(sub, fmt.Sprint(f)), nil, 0o644))
+		}
+	}
+	must(t, os.Mkdir(start, 0o755))
+	fstest.CopyTree(t, vol, start)
+	var procs []*fstest.Proc
+	admin := fstest.FreeAddr(t) // each mount's too: the old one lets it go before the new one takes it
+	for round := 0; round < 4; round++ {
+		p := startMount(t, nil, vol, jdir, "--admin", admin)
+		procs = append(procs, p)
+		requireFindmnt(t, vol, vol)
+		must(t, os.WriteFile(filepath.Join(vol, fmt.Sprintf("round-%d", round)), bytes.Repeat([]byte{byte(round)}, 5000), 0o644))
+		unmountFromOutside(t, vol, "umount")
+	}
+	for i, p := range procs {
+		if code := waitExit(t, p, 30*time.Second); code != 0 {
+			t.Fatalf("mount %d: exit %d after umount:\n%s", i, code, p.Out)
+		}
+		if out := p.Out.String(); strings.Contains(out, "did not shut down cleanly") || strings.Contains(out, "holds it") {
+			t.Fatalf("mount %d:\n%s", i, out)
+		}
+	}
+	if out, code := run(t, "journal", "replay", "--journal", jdir, start); code != 0 {
+		t.Fatalf("replay: exit %d\n%s", code, out)
+	}
+	fstest.RequireEqual(t, fstest.Snapshot(t, vol), fstest.Snapshot(t, start), "replay vs volume")
+}
+
 // busyWriter writes files into dir until stopped, each in a few pieces
 // with pauses between, so that files are open when an unmount comes.
 type busyWriter struct {
