@@ -123,6 +123,7 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	helper := helperPipe()
 	if c.String("admin") != "" {
 		// A pbfs of this volume still stopping may hold the address.
 		mount.AwaitVolume(cfg)
@@ -147,6 +148,7 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 		return cli.Exit(cmd+": "+err.Error(), 1)
 	}
 	notifySystemd(sdnotify.Ready, log)
+	tellHelper(helper, log)
 	select {
 	case s := <-sig:
 		log.Info("signal received; unmounting", "signal", s.String())
