@@ -6,6 +6,7 @@ FUZZTIME ?= 30s
 .PHONY: build test test-race test-short fuzz proto bench bench-quick bench-kv bench-wordpress bench-sysbench demo vet fmt clean install
 
 PREFIX  ?= /usr/local
+SBINDIR ?= /sbin
 DESTDIR ?=
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
@@ -87,10 +88,14 @@ demo: build
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-# pbfs and its plugins under PREFIX, the sample configuration and the
-# systemd units (docs/CONTAINERS.md); an existing configuration is kept.
+# pbfs and its plugins under PREFIX, mount(8)'s helper for type fuse.pbfs
+# (a link to pbfs in SBINDIR, where mount looks, whatever PREFIX is), the
+# sample configuration and the systemd units (docs/CONTAINERS.md); an
+# existing configuration is kept.
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/pbfs
+	install -d $(DESTDIR)$(SBINDIR)
+	ln -sf $(PREFIX)/bin/pbfs $(DESTDIR)$(SBINDIR)/mount.fuse.pbfs
 	for p in http-proxy mysql-hint sqlite-hint example; do install -D -m 0755 bin/$$p $(DESTDIR)$(PREFIX)/lib/pbfs/$$p; done
 	install -D -m 0644 etc/pbfs.yaml $(DESTDIR)/etc/pbfs/pbfs.yaml.sample
 	install -D -m 0644 etc/systemd/pbfs-primary.service $(DESTDIR)/etc/systemd/system/pbfs-primary.service

@@ -154,7 +154,8 @@ func (s *Server) writeBack() error {
 // never held between them: a descriptor held open would keep the mount
 // busy, and an operator's umount would fail.
 func (s *Server) syncAndFence() (uint64, error) {
-	if s.flush.closed.Load() {
+	if s.flush.closed.Load() || !s.GoneAt().IsZero() {
+		// Gone from the table, the mount point is no longer this mount.
 		return 0, ErrUnmounted
 	}
 	passed := make(chan uint64, 1)
@@ -169,6 +170,8 @@ func (s *Server) syncAndFence() (uint64, error) {
 	case id := <-passed:
 		return id, nil
 	case <-s.closing:
+		return 0, ErrUnmounted
+	case <-s.gone:
 		return 0, ErrUnmounted
 	}
 }

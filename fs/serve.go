@@ -9,14 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 
 	"bazil.org/fuse"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/capture"
-	"github.com/pbfs/pbfs/internal/mountinfo"
 )
 
 // Options configure a mount.
@@ -35,6 +33,10 @@ type Options struct {
 	// on the ack set; fsyncs of files whose policy is replicated or both
 	// take one (fsync.go).
 	Barrier func(context.Context) error
+	// Source is what the mount table names as the mount's source: the
+	// backing directory, so that findmnt -S, fstab and xfstests find the
+	// mount by it ("pbfs" if empty).
+	Source string
 }
 
 // Server is one mounted pbfs filesystem.
@@ -46,14 +48,14 @@ type Server struct {
 	log  *slog.Logger
 	m    *metrics
 
-	loop    // the request loop's state (loop.go)
-	flush   flusher
-	fsyncs  fsyncer
-	wg      sync.WaitGroup
-	connID  string // the kernel's id of the connection (/sys/fs/fuse/connections)
-	errOnce sync.Once
-	err     error
-	done    chan struct{}
+	loop      // the request loop's state (loop.go)
+	flush     flusher
+	fsyncs    fsyncer
+	wg        sync.WaitGroup
+	errOnce   sync.Once
+	err       error
+	done      chan struct{}
+	goneState // gone.go
 }
 
 // Mount mounts fs at dir and starts serving it.
@@ -67,8 +69,11 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 	if o.MaxReaders < o.MinReaders {
 		o.MaxReaders = 64
 	}
+	if o.Source == "" {
+		o.Source = "pbfs"
+	}
 	mopts := []fuse.MountOption{
-		fuse.FSName("pbfs"), fuse.Subtype("pbfs"),
+		fuse.FSName(escapeOpt(o.Source)), fuse.Subtype("pbfs"),
 		fuse.MaxReadahead(128 << 10), fuse.AsyncRead(),
 		// pbfs clears setuid/setgid/capabilities itself (capture.Write), so
 		// the kernel sets SB_NOSEC and stops asking getxattr
@@ -110,15 +115,20 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	s := &Server{conn: conn, dir: dir, fs: cfs, opts: o, log: o.Logger, m: newMetrics(o.Registry), done: make(chan struct{}),
-		connID: connectionID(abs)}
+	s := &Server{conn: conn, dir: dir, fs: cfs, opts: o, log: o.Logger, m: newMetrics(o.Registry), done: make(chan struct{})}
+	s.goneState.init(abs)
 	s.loop.init()
 	s.initFsync()
+	w := s.watch()
 	for i := 0; i < o.MinReaders; i++ {
 		s.spawn()
 	}
 	go func() {
 		s.wg.Wait()
+		s.markGone()
+		if w != nil {
+			w.Stop()
+		}
 		close(s.done)
 	}()
 	return s, nil
@@ -130,16 +140,12 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 // Err returns why serving stopped (nil after a clean unmount).
 func (s *Server) Err() error { return s.err }
 
-// Unmount detaches the mount and waits for the request loop to end.
+// Unmount detaches the mount, unless it was unmounted from outside
+// already (gone.go), and waits for the request loop to end.
 func (s *Server) Unmount() error {
 	s.closeFlush()
-	err := fuse.Unmount(s.dir)
-	if err != nil {
-		// Busy: detach lazily so the service's open files keep working
-		// until closed, as umount -l does.
-		if err2 := syscall.Unmount(s.dir, syscall.MNT_DETACH); err2 != nil {
-			return fmt.Errorf("unmount %s: %w", s.dir, err)
-		}
+	if err := s.detach(); err != nil {
+		return err
 	}
 	<-s.done
 	s.endFsyncs()
@@ -157,38 +163,29 @@ func (s *Server) spawn() {
 // and the request loop ends. It is how a stop that waits for the service
 // to close its files is forced.
 func (s *Server) Abort() error {
-	if s.connID == "" {
+	id := s.connID()
+	if id == "" {
 		return errors.New("abort: the connection's id is unknown")
 	}
 	const ctl = "/sys/fs/fuse/connections"
-	if _, err := os.Stat(ctl + "/" + s.connID); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(ctl + "/" + id); errors.Is(err, os.ErrNotExist) {
 		// The control file system is not mounted (systemd mounts it; a
 		// container or a bare machine may not): mount it where it goes,
 		// for as long as the abort takes, and leave the machine as found.
 		if err := unix.Mount("fusectl", ctl, "fusectl", 0, ""); err != nil {
-			return fmt.Errorf("abort connection %s: mount fusectl at %s: %w", s.connID, ctl, err)
+			return fmt.Errorf("abort connection %s: mount fusectl at %s: %w", id, ctl, err)
 		}
 		defer unix.Unmount(ctl, unix.MNT_DETACH)
 	}
-	if err := os.WriteFile(ctl+"/"+s.connID+"/abort", []byte("1"), 0); err != nil {
-		return fmt.Errorf("abort connection %s: %w", s.connID, err)
+	if err := os.WriteFile(ctl+"/"+id+"/abort", []byte("1"), 0); err != nil {
+		return fmt.Errorf("abort connection %s: %w", id, err)
 	}
 	return nil
 }
 
-// connectionID finds the FUSE connection serving dir: the minor device
-// number of its file system, from the mount table.
-func connectionID(dir string) string {
-	tab, err := mountinfo.Read()
-	if err != nil {
-		return ""
-	}
-	m, ok := tab.At(dir)
-	if !ok || m.FSType != "fuse.pbfs" {
-		return ""
-	}
-	if _, minor, ok := strings.Cut(m.Dev, ":"); ok {
-		return minor
-	}
-	return ""
+// escapeOpt escapes a mount option's value for fusermount3, which splits
+// options at commas and takes a backslash to escape one (fusermount3 3.14
+// keeps the backslash in the source it records).
+func escapeOpt(v string) string {
+	return strings.NewReplacer(`\`, `\\`, ",", `\,`).Replace(v)
 }

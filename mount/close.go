@@ -3,6 +3,7 @@ package mount
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,12 +21,18 @@ var ErrAborted = errors.New("mount aborted: the journal stays marked open and th
 // the journal is refusing batches, writers waiting for room are failed
 // with EIO first: they would otherwise wait forever, and so would Close.
 func (m *Mount) Close() error {
+	// A new mount of the volume may wait for this one from now on
+	// (lock.go); the mount table still refuses it while this is mounted.
+	m.lock.stopping()
 	m.stopPlugins()
 	var fp stopPrint
 	if m.committer.Holding() {
 		m.fs.Refuse(syscall.EIO)
 	} else {
-		fp = m.printBeforeStop()
+		// Unmounted from outside already, the volume is printed as
+		// found, and what changed as the mount went may not have come
+		// through it (offline.go).
+		fp = m.printBeforeStop(m.srv.GoneAt())
 	}
 	done := make(chan error, 1)
 	go func() { done <- m.srv.Unmount() }()
@@ -39,8 +46,7 @@ func (m *Mount) Close() error {
 	m.cancel()
 	<-m.runDone
 	if m.primary != nil {
-		// The final batch had its chance to ship while the committer
-		// closed; a backup that missed it catches up on the next mount.
+		m.shipFinal()
 		m.primary.Close()
 	}
 	switch held := m.committer.Held(); {
@@ -62,7 +68,42 @@ func (m *Mount) Close() error {
 	}
 	m.fs.Close()
 	m.log.Info("unmounted", "mountpoint", m.cfg.Mountpoint, "last_seq", m.store.Last().Seq)
+	if m.cfg.BeforeUnlock != nil {
+		m.cfg.BeforeUnlock()
+	}
+	m.lock.release()
 	return err
+}
+
+// finalShipWait bounds how long a stop waits for the backups to hold the
+// last batch.
+const finalShipWait = 5 * time.Second
+
+// shipFinal waits until every backup that is up and in step holds the
+// journal's last batch, the one the stop sealed: the backups then hold
+// every write the mount took. One that does not within finalShipWait
+// catches up at the next mount.
+func (m *Mount) shipFinal() {
+	if m.aborted.Load() {
+		return
+	}
+	last := m.store.Last().Seq
+	for deadline := time.Now().Add(finalShipWait); ; time.Sleep(5 * time.Millisecond) {
+		var behind []string
+		for _, b := range m.primary.Status() {
+			if b.Up && !b.Stale && b.AckedSeq < last {
+				behind = append(behind, b.Addr)
+			}
+		}
+		if len(behind) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			m.log.Warn("backups do not hold the last batch after the stop's wait; they catch up at the next mount",
+				"last_seq", last, "backups", strings.Join(behind, ","), "waited", finalShipWait)
+			return
+		}
+	}
 }
 
 // closeClean records a clean stop: the fingerprint of the volume as pbfs
@@ -75,7 +116,7 @@ func (m *Mount) closeClean(fp stopPrint) error {
 		return fmt.Errorf("sync the volume: %w", err)
 	}
 	if err := m.recordOffline(fp); err != nil {
-		m.log.Warn("could not fingerprint the volume; the next mount resyncs the backups", "err", err)
+		m.log.Warn("no fingerprint of the volume recorded; the next mount resyncs the backups", "err", err)
 	}
 	return m.store.MarkClosed()
 }

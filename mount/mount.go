@@ -119,6 +119,11 @@ type Config struct {
 	// AckLevel: what a backup's ack means, disk (default) or memory
 	// (replicate.PrimaryConfig.AckLevel).
 	AckLevel string
+	// BeforeUnlock, if set, runs as Close ends, just before the backing
+	// directory's lock is released: a new mount of the volume waits for
+	// that lock, so whatever it would take (the CLI's --admin address)
+	// must be let go by then.
+	BeforeUnlock func()
 	// MonitorSlack, if positive, is the timer slack of the Go runtime's
 	// monitor thread while the mount runs (timerslack.KeepMonitor): the
 	// mount's CPU per request, against how late a P blocked in a system
@@ -128,31 +133,33 @@ type Config struct {
 
 // Mount is a running pbfs primary.
 type Mount struct {
-	cfg       Config
-	fs        *capture.FS
-	srv       *fs.Server
-	store     *journal.Store
-	committer *capture.Committer
-	reg       *prometheus.Registry
-	cancel    context.CancelFunc
-	runDone   chan struct{}
-	ctlDone   chan error
-	log       *slog.Logger
-	unclean   bool
-	ahead     *aheadGate // see ErrVolumeAhead; cleared once every backup is resynced
-	primary   *replicate.Primary
-	volumeID  string
-	plugins   *host.Supervisor
-	undos     []func() // what start built, for undo
-	aborted   atomic.Bool
-	acked     atomic.Uint64  // the newest seq a barrier returned
-	bg        sync.WaitGroup // goroutines that use the store (retention)
-	rulesSum  []byte         // the local-only rules in force (hints.go)
-	skipsSync bool           // some fsync skips the primary's disk (boot.go)
-	frontends int            // plugins that serve frontend, seen at start (hints.go)
-	latency   latencies      // of the last barriers, for Status
-	timings   timings        // barrier histograms (latency.go)
-	findings  *prometheus.CounterVec
+	cfg        Config
+	fs         *capture.FS
+	srv        *fs.Server
+	store      *journal.Store
+	committer  *capture.Committer
+	reg        *prometheus.Registry
+	cancel     context.CancelFunc
+	runDone    chan struct{}
+	ctlDone    chan error
+	log        *slog.Logger
+	unclean    bool
+	ahead      *aheadGate // see ErrVolumeAhead; cleared once every backup is resynced
+	primary    *replicate.Primary
+	volumeID   string
+	plugins    *host.Supervisor
+	lock       *volumeLock // on the backing directory (lock.go)
+	overItself bool        // the volume is mounted over its backing directory
+	undos      []func()    // what start built, for undo
+	aborted    atomic.Bool
+	acked      atomic.Uint64  // the newest seq a barrier returned
+	bg         sync.WaitGroup // goroutines that use the store (retention)
+	rulesSum   []byte         // the local-only rules in force (hints.go)
+	skipsSync  bool           // some fsync skips the primary's disk (boot.go)
+	frontends  int            // plugins that serve frontend, seen at start (hints.go)
+	latency    latencies      // of the last barriers, for Status
+	timings    timings        // barrier histograms (latency.go)
+	findings   *prometheus.CounterVec
 }
 
 // Start mounts and starts serving. Close undoes it. Everything that can
@@ -241,8 +248,10 @@ func volumeID(st *journal.Store) (string, error) {
 	return id, st.SetMeta("volume", []byte(id))
 }
 
-// Done is closed when the kernel side of the mount goes away.
-func (m *Mount) Done() <-chan struct{} { return m.srv.Done() }
+// Done is closed when the mount goes away without Close: unmounted from
+// outside (umount, fusermount3 -u; also lazily, while the service's open
+// files are still served). Close then seals and ships what it took.
+func (m *Mount) Done() <-chan struct{} { return m.srv.Gone() }
 
 // Deposed is closed once a backup has refused this primary for its epoch
 // (a newer term began, or the backups fenced this one): no barrier

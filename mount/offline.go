@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -45,16 +46,35 @@ type stopPrint struct {
 // next start found nothing to resync. Taken before, any change after it,
 // through the mount or not, leaves the volume differing from it (every
 // change moves an inode's ctime), so the next start resyncs.
-func (m *Mount) printBeforeStop() stopPrint {
+//
+// A mount unmounted from outside is gone before its stop begins: gone is
+// when pbfs saw it go. A volume mounted over itself is the bare directory
+// from then on, so an entry changed since goneSlack before that may have
+// been changed straight in it, after the unmount, and is already in the
+// print: the stop records no fingerprint, and the next start resyncs. (A
+// backing directory mounted elsewhere is not exposed by the unmount.)
+func (m *Mount) printBeforeStop(gone time.Time) stopPrint {
 	if m.cfg.NoCapture {
 		return stopPrint{}
 	}
 	start := time.Now()
 	var p stopPrint
-	p.sum, p.entries, p.err = m.fingerprint(m.fs.RootFd())
+	tp, err := m.fingerprint(m.fs.RootFd())
+	p.sum, p.entries, p.err = tp.sum, tp.entries, err
 	p.took = time.Since(start)
+	if since := gone.Add(-goneSlack); err == nil && !gone.IsZero() && m.overItself && tp.newest >= since.UnixNano() {
+		p.err = fmt.Errorf("entries of the volume changed as it was unmounted from outside (since %s), maybe straight in the directory: %w",
+			since.Format(time.StampMilli), errChangedAtUnmount)
+	}
 	return p
 }
+
+// goneSlack is how long before pbfs saw its mount go the unmount may have
+// happened: the time it takes to notice, and the granularity of ctimes.
+const goneSlack = time.Second
+
+// errChangedAtUnmount: see printBeforeStop.
+var errChangedAtUnmount = errors.New("the next start resyncs the backups")
 
 // recordOffline stores p at a clean stop.
 func (m *Mount) recordOffline(p stopPrint) error {
@@ -82,32 +102,42 @@ func (m *Mount) checkOffline(rootFd int) (bool, error) {
 		return m.store.Last().Seq > 0, nil
 	}
 	start := time.Now()
-	got, n, err := m.fingerprint(rootFd)
+	got, err := m.fingerprint(rootFd)
 	if err != nil {
 		return false, fmt.Errorf("fingerprint the volume: %w", err)
 	}
-	m.log.Info("volume checked against the last clean stop", "entries", n, "changed", !bytes.Equal(got, want),
+	m.log.Info("volume checked against the last clean stop", "entries", got.entries, "changed", !bytes.Equal(got.sum, want),
 		"took", time.Since(start).Round(time.Millisecond))
-	return !bytes.Equal(got, want), nil
+	return !bytes.Equal(got.sum, want), nil
+}
+
+// treePrint is a fingerprint of a tree: the hash, the entries hashed and
+// the newest ctime among them (unix ns).
+type treePrint struct {
+	sum     []byte
+	entries int
+	newest  int64
 }
 
 // fingerprint hashes the volume's tree and the local-only rules in force:
 // a start with other rules ships other files, and resyncs (hints.go).
-func (m *Mount) fingerprint(rootFd int) ([]byte, int, error) {
-	sum, n, err := fingerprintTree(rootFd)
+func (m *Mount) fingerprint(rootFd int) (treePrint, error) {
+	p, err := fingerprintTree(rootFd)
 	if err != nil || m.rulesSum == nil {
-		return sum, n, err
+		return p, err
 	}
 	h := sha256.New()
-	h.Write(sum)
+	h.Write(p.sum)
 	h.Write(m.rulesSum)
-	return h.Sum(nil), n, nil
+	p.sum = h.Sum(nil)
+	return p, nil
 }
 
 // fingerprintTree hashes the tree under the directory open as rootFd.
-func fingerprintTree(rootFd int) ([]byte, int, error) {
+func fingerprintTree(rootFd int) (treePrint, error) {
 	h := sha256.New()
 	n := 0
+	var newest int64
 	var rec []byte
 	var walk func(dirFd int, path string) error
 	walk = func(dirFd int, path string) error {
@@ -121,6 +151,7 @@ func fingerprintTree(rootFd int) ([]byte, int, error) {
 				return fmt.Errorf("stat %s/%s: %w", path, name, err)
 			}
 			n++
+			newest = max(newest, st.Ctim.Nano())
 			rec = append(rec[:0], path...)
 			rec = append(rec, '/')
 			rec = append(rec, name...)
@@ -148,8 +179,9 @@ func fingerprintTree(rootFd int) ([]byte, int, error) {
 	// The root's own attributes count too (its mode, owner, mtime).
 	var st unix.Stat_t
 	if err := unix.Fstat(rootFd, &st); err != nil {
-		return nil, 0, err
+		return treePrint{}, err
 	}
+	newest = st.Ctim.Nano()
 	for _, v := range []uint64{uint64(st.Mode), uint64(st.Uid), uint64(st.Gid), uint64(st.Mtim.Nano()), uint64(st.Ctim.Nano())} {
 		rec = binary.LittleEndian.AppendUint64(rec, v)
 	}
@@ -157,13 +189,13 @@ func fingerprintTree(rootFd int) ([]byte, int, error) {
 	// Walk through a descriptor of our own: rootFd's offset must not move.
 	fd, err := unix.Openat(rootFd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, 0, err
+		return treePrint{}, err
 	}
 	defer unix.Close(fd)
 	if err := walk(fd, "."); err != nil {
-		return nil, n, err
+		return treePrint{entries: n}, err
 	}
-	return h.Sum(nil), n, nil
+	return treePrint{sum: h.Sum(nil), entries: n, newest: newest}, nil
 }
 
 // listNames returns the names in the directory open as fd, sorted,

@@ -31,6 +31,14 @@ const monitorCheck = time.Second
 // fails: a start that fails leaves no trace of an unclean stop.
 func (m *Mount) start() error {
 	cfg := m.cfg
+	// First: whatever a stopping mount of this volume still holds (its
+	// journal, its control socket) it has let go once it lets go of this.
+	lock, err := lockVolume(cfg.Backing, m.log)
+	if err != nil {
+		return err
+	}
+	m.lock = lock
+	m.onUndo(lock.release)
 	if err := os.MkdirAll(cfg.Journal, 0o700); err != nil {
 		return fmt.Errorf("create journal directory: %w", err)
 	}
@@ -101,8 +109,9 @@ func (m *Mount) start() error {
 		m.onUndo(m.primary.Close)
 	}
 	m.warnOpenFiles()
+	m.overItself = source(cfg.Backing) == source(cfg.Mountpoint)
 	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger, Registry: m.reg,
-		Barrier: m.fsyncBarrier})
+		Barrier: m.fsyncBarrier, Source: source(cfg.Backing)})
 	if err != nil {
 		return err
 	}
@@ -158,6 +167,15 @@ func (m *Mount) warnOpenFiles() {
 	}
 	m.log.Error("processes hold files open in the volume's directory: what they write through those descriptors bypasses pbfs and never reaches the backups; restart them once pbfs is mounted (pbfs verify finds what differs, --repair mends it)",
 		"holders", strings.Join(names, "; "))
+}
+
+// source is what the mount table names as the mount's source: the
+// backing directory, resolved.
+func source(backing string) string {
+	if r, err := pathcheck.Resolve(backing); err == nil {
+		return r
+	}
+	return backing
 }
 
 // onUndo registers f to run if the start fails.

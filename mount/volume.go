@@ -126,7 +126,8 @@ func (cfg *Config) check() error {
 // notServed refuses dir if it lies on a pbfs mount: a mount over a mounted
 // volume would stack on the first, and a volume inside another's would be
 // captured twice.
-// Without a mount table, openVolume's lock still refuses a second daemon.
+// Without a mount table, the backing directory's lock (lock.go) still
+// refuses a second daemon.
 func notServed(dir string) error {
 	point, err := pathcheck.ServedBy(dir)
 	if err != nil {
@@ -138,20 +139,11 @@ func notServed(dir string) error {
 	return nil
 }
 
-// openVolume opens the backing directory and locks it for the life of the
-// process (flock on the directory itself), so a second daemon on the same
-// directory, through another mount point, is refused too.
+// openVolume opens the backing directory (lock.go locks it).
 func openVolume(dir string) (int, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("open backing directory: %w", err)
-	}
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		unix.Close(fd)
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return -1, fmt.Errorf("%s: another pbfs process holds it: %w", dir, ErrVolumeBusy)
-		}
-		return -1, fmt.Errorf("lock backing directory: %w", err)
 	}
 	return fd, nil
 }

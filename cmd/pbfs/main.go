@@ -13,6 +13,9 @@ import (
 func main() {
 	app := newApp()
 	usageErrors(app)
+	if helperCall(os.Args, app) {
+		os.Exit(runHelper(os.Args, app))
+	}
 	argv, err := applyConfig(os.Args, app.Commands)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pbfs:", err)

@@ -114,7 +114,8 @@ func mountConfig(c *cli.Context) (mount.Config, error) {
 // serveMount starts the primary and serves until a signal (a second one
 // stops by force: the service's open files on the volume fail from then
 // on, and the journal stays marked open, so the next start resyncs the
-// backups) or until the mount goes away.
+// backups) or until it is unmounted from outside; either way it seals and
+// ships what the mount took, and exits 0.
 func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 	log := cfg.Logger
 	// Caught from before the mount answers: a signal the moment it does
@@ -122,11 +123,17 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	helper := helperPipe()
+	if c.String("admin") != "" {
+		// A pbfs of this volume still stopping may hold the address.
+		mount.AwaitVolume(cfg)
+	}
 	adm, err := listenAdmin(c.String("admin"), adminToken(c), tlsFiles(c))
 	if err != nil {
 		return cli.Exit(cmd+": "+err.Error(), 1)
 	}
 	defer adm.close()
+	cfg.BeforeUnlock = adm.close
 	m, err := mount.Start(cfg)
 	if err == nil {
 		adm.serve(m.Registry(), log)
@@ -141,14 +148,14 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 		return cli.Exit(cmd+": "+err.Error(), 1)
 	}
 	notifySystemd(sdnotify.Ready, log)
-	var stopping time.Time // when a signal began the stop: a repeat soon after is the same request
+	tellHelper(helper, log)
 	select {
 	case s := <-sig:
 		log.Info("signal received; unmounting", "signal", s.String())
-		stopping = time.Now()
 	case <-m.Done():
-		log.Warn("mount went away (unmounted from outside?)")
+		log.Info("unmounted from outside; sealing and shipping what the mount took, then exiting")
 	}
+	stopping := time.Now() // a signal soon after is the same request
 	notifySystemd(sdnotify.Stopping, log)
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()

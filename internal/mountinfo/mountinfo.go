@@ -1,6 +1,6 @@
 // Package mountinfo reads the kernel's table of mounts
 // (/proc/self/mountinfo) and answers which mount a path lies on, and where
-// inside its file system.
+// inside its file system; Watch waits for the table to change.
 package mountinfo
 
 import (
@@ -17,6 +17,7 @@ type Mount struct {
 	Root   string // the directory of the file system mounted here
 	Point  string // where it is mounted
 	FSType string // e.g. "ext4", "fuse.pbfs"
+	Source string // what was mounted: a device, or a pbfs mount's backing directory
 }
 
 // Table is the mount table, in the kernel's order (later mounts last).
@@ -41,6 +42,9 @@ func Read() (Table, error) {
 		for i, f := range fields {
 			if f == "-" && i+1 < len(fields) {
 				m.FSType = fields[i+1]
+				if i+2 < len(fields) {
+					m.Source = unescape(fields[i+2])
+				}
 				break
 			}
 		}
@@ -81,6 +85,17 @@ func (t Table) At(p string) (Mount, bool) {
 		}
 	}
 	return Mount{}, false
+}
+
+// WithDev reports whether some mount shows the file system dev
+// ("major:minor"): it is still mounted somewhere.
+func (t Table) WithDev(dev string) bool {
+	for _, m := range t {
+		if m.Dev == dev {
+			return true
+		}
+	}
+	return false
 }
 
 // FSPath returns the device p lies on and p's path inside that file
