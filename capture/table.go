@@ -33,6 +33,9 @@ type Node struct {
 	// aclBatch is 1 + the open batch's number (FS.batch) when this
 	// directory's default ACL was set or removed during it (acl.go).
 	aclBatch atomic.Uint64
+	// paged: the kernel may hold pages of the file in its page cache
+	// (MarkPaged, TakePaged).
+	paged atomic.Bool
 
 	// Guarded by table.mapMu.
 	links     []dentry
@@ -51,6 +54,20 @@ func (n *Node) ID() uint64 { return n.id }
 
 // IsDir reports whether the node is a directory.
 func (n *Node) IsDir() bool { return n.typ == sIFDIR }
+
+// MarkPaged notes that the kernel may cache pages of the file: the FUSE
+// binding calls it before it serves a read or write through the page
+// cache.
+func (n *Node) MarkPaged() {
+	if !n.paged.Load() {
+		n.paged.Store(true)
+	}
+}
+
+// TakePaged reports whether the kernel may cache pages of the file, and
+// clears the mark: the binding calls it after a write that bypassed the
+// page cache, and drops the pages it wrote past if so.
+func (n *Node) TakePaged() bool { return n.paged.Load() && n.paged.Swap(false) }
 
 type dentry struct {
 	parent *Node

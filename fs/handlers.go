@@ -96,6 +96,34 @@ func (s *Server) invalidateIfCleared(h *capture.Handle) {
 	}
 }
 
+// openDirect is O_DIRECT in a request's open flags.
+const openDirect = fuse.OpenFlags(syscall.O_DIRECT)
+
+// directWritten drops the kernel's cached pages of n after a write
+// through an O_DIRECT file, before the reply. The kernel drops the pages
+// a direct write covers before it sends the write, and for a synchronous
+// write again after it; an asynchronous one (io_submit) it completes
+// without, so pages that a buffered reader read in meanwhile, holding the
+// old data, would stay cached, and with FOPEN_KEEP_CACHE every later
+// buffered read through any open would return them (xfstests
+// generic/451). The request loop marks a file before it serves a read or
+// write through the page cache, so a reader that read old data marked
+// the file before this write landed: only a file the kernel may cache
+// pages of costs the notification, a file written only with O_DIRECT (a
+// database's) never does. All of the file's pages go, not only this
+// write's: the write that finds the mark clears it for the other writes
+// in flight with it. The invalidation waits for pages locked by reads in
+// flight, which other readers of the loop answer; it holds no lock of
+// capture's.
+func (s *Server) directWritten(n *capture.Node) {
+	if !n.TakePaged() {
+		return
+	}
+	if err := s.conn.InvalidateNode(fuse.NodeID(n.ID()), 0, -1); err != nil && !errors.Is(err, fuse.ErrNotCached) {
+		s.log.Warn("invalidate cached pages after a direct write", "err", err)
+	}
+}
+
 // attrsChanged drops the kernel's cached attributes of node n, a
 // directory whose entries the request being served just changed or a file
 // fallocate changed, before the reply. For these the kernel marks the
