@@ -49,6 +49,10 @@ func (s *Server) serve(req fuse.Request) {
 		r.RespondError(fuse.Errno(syscall.ENOSYS))
 		return
 	}
+	if r, ok := req.(*fuse.LookupRequest); ok && (r.Name == "." || r.Name == "..") {
+		s.lookupDot(r)
+		return
+	}
 	n := s.fs.Node(uint64(hdr.Node))
 	if n == nil {
 		req.RespondError(fuse.Errno(syscall.ESTALE))
@@ -57,6 +61,30 @@ func (s *Server) serve(req fuse.Request) {
 	if err := s.serveNode(req, n); err != nil {
 		req.RespondError(errno(err))
 	}
+}
+
+// lookupDot answers the LOOKUP of "." or ".." in a node given by id
+// alone, which the kernel sends only to resolve a file handle
+// (open_by_handle_at) once it has dropped the inode, or a directory's
+// parent to connect one: the node itself, which the table may have
+// evicted, or its parent.
+func (s *Server) lookupDot(r *fuse.LookupRequest) {
+	var c *capture.Node
+	var a capture.Attr
+	var err error
+	if r.Name == "." {
+		c, a, err = s.fs.LookupID(uint64(r.Node))
+	} else if n := s.fs.Node(uint64(r.Node)); n == nil {
+		err = capture.ErrStale
+	} else {
+		c, a, err = s.fs.LookupParent(n)
+	}
+	if err != nil {
+		r.RespondError(errno(err))
+		return
+	}
+	resp := entry(c, a)
+	r.Respond(&resp)
 }
 
 func caller(h *fuse.Header) capture.Caller {
