@@ -216,18 +216,17 @@ func (f *FS) Setattr(n *Node, in SetattrIn) (Attr, error) {
 	}
 	if in.KillPriv != nil {
 		// An open(O_TRUNC) truncates with no handle: the file is named.
-		if _, err := f.killPrivAt(n, fd, p, in.KillPriv, killWrite); err != nil {
+		// The kernel asks a chown to kill privileges whoever the caller.
+		cause := killWrite
+		if in.UID != nil || in.GID != nil {
+			cause = killChown
+		}
+		if _, err := f.killPrivAt(n, fd, p, in.KillPriv, cause); err != nil {
 			return Attr{}, err
 		}
 	}
 	if in.Chowned != nil && n.typ != sIFDIR {
-		// A chown kills setgid by the write rule, except that a caller
-		// with CAP_FSETID keeps a setgid bit without group execute.
-		c := in.Chowned
-		if c.mayKeepSetid() {
-			c = nil // taken to be in the file's group
-		}
-		if _, err := f.killPrivAt(n, fd, p, c, killChown); err != nil {
+		if _, err := f.killPrivAt(n, fd, p, in.Chowned, killChown); err != nil {
 			return Attr{}, err
 		}
 	}

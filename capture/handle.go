@@ -121,6 +121,8 @@ func (f *FS) open(n *Node, flags int) (*Handle, error) {
 		if err == unix.EACCES || err == unix.EPERM {
 			fd, err = unix.Openat(f.root, p, flags&^(unix.O_CREAT|unix.O_EXCL|unix.O_TRUNC|unix.O_APPEND|unix.O_DIRECT)|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 		}
+	} else {
+		fd, err = f.reopen(n, flags)
 	}
 	f.table.mu.RUnlock()
 	if err != nil {
@@ -141,6 +143,28 @@ func (f *FS) open(n *Node, flags int) (*Handle, error) {
 		}
 	}
 	return h, nil
+}
+
+// reopen opens n, which has no name left, through a handle still open on
+// it (open_by_handle_at of an unlinked file that is still open); ErrStale
+// if none is. The caller holds table.mu shared.
+func (f *FS) reopen(n *Node, flags int) (int, error) {
+	old := f.table.anyFd(n)
+	if old < 0 {
+		return -1, ErrStale
+	}
+	fd, err := unix.Open(f.fdPath(old), backingFlags(flags)&^unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return -1, err
+	}
+	// The handle may have been released meanwhile and its fd number
+	// reused for another file.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Ino != n.ino || st.Mode&unix.S_IFMT != n.typ {
+		unix.Close(fd)
+		return -1, ErrStale
+	}
+	return fd, nil
 }
 
 func (f *FS) openDir(n *Node) (*Handle, error) {

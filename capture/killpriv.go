@@ -41,10 +41,13 @@ const (
 	// killFallocate: as killWrite, but CAP_FSETID is asked here first
 	// (the kernel has not), only once there is something to clear.
 	killFallocate
-	// killChown: a chown, which clears setuid (and setgid, by the write
-	// rule) of every file but a directory: a FIFO, socket or device too
-	// (chown_common). pbfs's own chown, as root, would clear them on the
-	// backing file unrecorded.
+	// killChown: a chown, by any caller, which clears setuid of every
+	// file but a directory: a FIFO, socket or device too (chown_common).
+	// It clears setgid by setattr_should_drop_sgid: with group execute,
+	// or if the caller is neither in the file's group nor holds
+	// CAP_FSETID (root chowning a -rwSr-Sr-- file keeps its setgid).
+	// pbfs's own chown, as root, would clear them on the backing file
+	// unrecorded.
 	killChown
 )
 
@@ -63,7 +66,7 @@ func (f *FS) killPrivAt(n *Node, fd int, p string, c *Caller, cause killCause) (
 	}
 	mode := st.Mode & 0o7777
 	kill := mode &^ unix.S_ISUID
-	if mode&unix.S_ISGID != 0 && (mode&unix.S_IXGRP != 0 || !c.inGroup(st.Gid)) {
+	if mode&unix.S_ISGID != 0 && dropSetgid(mode, st.Gid, c, cause) {
 		kill &^= unix.S_ISGID
 	}
 	caps := !n.noCaps.Load()
@@ -95,6 +98,18 @@ func (f *FS) killPrivAt(n *Node, fd int, p string, c *Caller, cause killCause) (
 		}
 	}
 	return kill != mode, nil
+}
+
+// dropSetgid is the kernel's setattr_should_drop_sgid for a setgid file
+// of mode and group gid: group execute, or a caller c neither in the
+// group nor holding CAP_FSETID. For a write or truncate the kernel asks
+// only for callers without CAP_FSETID, and a fallocate checks it first,
+// so only a chown reads the capability here.
+func dropSetgid(mode, gid uint32, c *Caller, cause killCause) bool {
+	if mode&unix.S_IXGRP != 0 {
+		return true
+	}
+	return !c.inGroup(gid) && (cause != killChown || !c.mayKeepSetid())
 }
 
 // clearSetgid clears n's setgid bit, at p, and records the chmod. The

@@ -153,7 +153,7 @@ func (f *FS) Symlink(parent *Node, name, target string, c Caller) (*Node, Attr, 
 	switch {
 	case target == "":
 		return nil, Attr{}, unix.ENOENT
-	case len(target) >= journal.MaxPath || strings.IndexByte(target, 0) >= 0:
+	case len(target) > journal.MaxPath || strings.IndexByte(target, 0) >= 0:
 		return nil, Attr{}, unix.ENAMETOOLONG
 	}
 	f.begin()

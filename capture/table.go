@@ -33,6 +33,9 @@ type Node struct {
 	// aclBatch is 1 + the open batch's number (FS.batch) when this
 	// directory's default ACL was set or removed during it (acl.go).
 	aclBatch atomic.Uint64
+	// paged: the kernel may hold pages of the file in its page cache
+	// (MarkPaged, TakePaged).
+	paged atomic.Bool
 
 	// Guarded by table.mapMu.
 	links     []dentry
@@ -51,6 +54,20 @@ func (n *Node) ID() uint64 { return n.id }
 
 // IsDir reports whether the node is a directory.
 func (n *Node) IsDir() bool { return n.typ == sIFDIR }
+
+// MarkPaged notes that the kernel may cache pages of the file: the FUSE
+// binding calls it before it serves a read or write through the page
+// cache.
+func (n *Node) MarkPaged() {
+	if !n.paged.Load() {
+		n.paged.Store(true)
+	}
+}
+
+// TakePaged reports whether the kernel may cache pages of the file, and
+// clears the mark: the binding calls it after a write that bypassed the
+// page cache, and drops the pages it wrote past if so.
+func (n *Node) TakePaged() bool { return n.paged.Load() && n.paged.Swap(false) }
 
 type dentry struct {
 	parent *Node
@@ -74,6 +91,7 @@ type table struct {
 	// longest bounds the length of every known node's path (depth.go).
 	longest atomic.Int64
 	local   Classifier // nil: nothing is local-only (local.go)
+	gone    goneTable  // where evicted nodes were (gone.go); guarded by mapMu
 }
 
 func newTable(rootIno uint64) *table {
@@ -137,7 +155,11 @@ func (t *table) bind(parent *Node, name string, ino uint64, typ uint32, lookups 
 		n = nil
 	}
 	if n == nil {
-		n = &Node{id: t.next.Add(1), ino: ino, typ: typ}
+		id := t.takeGoneLocked(ino, typ) // the id it had before its eviction
+		if id == 0 {
+			id = t.next.Add(1)
+		}
+		n = &Node{id: id, ino: ino, typ: typ}
 		t.byID[n.id], t.byIno[ino] = n, n
 		t.classifyNew(n, parent, name)
 	}
@@ -164,6 +186,9 @@ func (t *table) bindNew(parent *Node, name string, ino uint64, typ uint32, looku
 	t.mapMu.Lock()
 	if old := t.byIno[ino]; old != nil {
 		t.dropInoLocked(old)
+	}
+	if id, ok := t.gone.byIno[ino]; ok {
+		t.dropGoneLocked(id, t.gone.byID[id]) // a dead file's, as above
 	}
 	t.mapMu.Unlock()
 	return t.bind(parent, name, ino, typ, lookups)
@@ -260,6 +285,7 @@ func (t *table) maybeEvictLocked(n *Node) {
 		}
 		delete(t.byID, n.id)
 		t.dropInoLocked(n)
+		t.rememberLocked(n)
 		var parent *Node
 		for _, l := range n.links {
 			delete(t.names, dentryKey{l.parent.id, l.name})

@@ -49,6 +49,10 @@ func (s *Server) serve(req fuse.Request) {
 		r.RespondError(fuse.Errno(syscall.ENOSYS))
 		return
 	}
+	if r, ok := req.(*fuse.LookupRequest); ok && (r.Name == "." || r.Name == "..") {
+		s.lookupDot(r)
+		return
+	}
 	n := s.fs.Node(uint64(hdr.Node))
 	if n == nil {
 		req.RespondError(fuse.Errno(syscall.ESTALE))
@@ -57,6 +61,30 @@ func (s *Server) serve(req fuse.Request) {
 	if err := s.serveNode(req, n); err != nil {
 		req.RespondError(errno(err))
 	}
+}
+
+// lookupDot answers the LOOKUP of "." or ".." in a node given by id
+// alone, which the kernel sends only to resolve a file handle
+// (open_by_handle_at) once it has dropped the inode, or a directory's
+// parent to connect one: the node itself, which the table may have
+// evicted, or its parent.
+func (s *Server) lookupDot(r *fuse.LookupRequest) {
+	var c *capture.Node
+	var a capture.Attr
+	var err error
+	if r.Name == "." {
+		c, a, err = s.fs.LookupID(uint64(r.Node))
+	} else if n := s.fs.Node(uint64(r.Node)); n == nil {
+		err = capture.ErrStale
+	} else {
+		c, a, err = s.fs.LookupParent(n)
+	}
+	if err != nil {
+		r.RespondError(errno(err))
+		return
+	}
+	resp := entry(c, a)
+	r.Respond(&resp)
 }
 
 func caller(h *fuse.Header) capture.Caller {
@@ -93,6 +121,34 @@ func (s *Server) invalidateIfCleared(h *capture.Handle) {
 		if err := s.conn.InvalidateNode(fuse.NodeID(h.Node().ID()), -1, -1); err != nil && !errors.Is(err, fuse.ErrNotCached) {
 			s.log.Warn("invalidate attributes after clearing setuid", "err", err)
 		}
+	}
+}
+
+// openDirect is O_DIRECT in a request's open flags.
+const openDirect = fuse.OpenFlags(syscall.O_DIRECT)
+
+// directWritten drops the kernel's cached pages of n after a write
+// through an O_DIRECT file, before the reply. The kernel drops the pages
+// a direct write covers before it sends the write, and for a synchronous
+// write again after it; an asynchronous one (io_submit) it completes
+// without, so pages that a buffered reader read in meanwhile, holding the
+// old data, would stay cached, and with FOPEN_KEEP_CACHE every later
+// buffered read through any open would return them (xfstests
+// generic/451). The request loop marks a file before it serves a read or
+// write through the page cache, so a reader that read old data marked
+// the file before this write landed: only a file the kernel may cache
+// pages of costs the notification, a file written only with O_DIRECT (a
+// database's) never does. All of the file's pages go, not only this
+// write's: the write that finds the mark clears it for the other writes
+// in flight with it. The invalidation waits for pages locked by reads in
+// flight, which other readers of the loop answer; it holds no lock of
+// capture's.
+func (s *Server) directWritten(n *capture.Node) {
+	if !n.TakePaged() {
+		return
+	}
+	if err := s.conn.InvalidateNode(fuse.NodeID(n.ID()), 0, -1); err != nil && !errors.Is(err, fuse.ErrNotCached) {
+		s.log.Warn("invalidate cached pages after a direct write", "err", err)
 	}
 }
 

@@ -31,6 +31,9 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 			r.Respond(&fuse.ReadResponse{Data: data[:min(len(data), r.Size)]})
 			return nil
 		}
+		if r.FileFlags&openDirect == 0 {
+			h.Node().MarkPaged() // before the read: see directWritten
+		}
 		// Read after room for the reply header, and answer from the same
 		// buffer: no copy, no allocation.
 		const hs = fuse.ReadHeaderSize
@@ -51,7 +54,14 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 			return syscall.EBADF
 		}
 		appending := r.FileFlags&fuse.OpenAppend != 0 && r.Flags&fuse.WriteCache == 0
+		direct := r.FileFlags&openDirect != 0
+		if !direct {
+			h.Node().MarkPaged()
+		}
 		k, err := s.fs.WriteAs(h, r.Offset, r.Data, killer(&r.Header, r.Flags&fuse.WriteKillSUIDGID != 0), appending)
+		if direct && k > 0 {
+			s.directWritten(h.Node())
+		}
 		if err != nil {
 			return err
 		}

@@ -80,32 +80,41 @@ func TestWriteByOwnerClearsSetuid(t *testing.T) {
 // fallocate or O_TRUNC open, or any chown, of a setuid/setgid file clears the bits exactly as the
 // kernel does on a local file system, which the test runs the same steps
 // on first. A setgid file without group execute loses setgid only when
-// the writer is not in its group (setattr_should_drop_sgid); pbfs kept it
-// once, for every writer.
+// the writer or chowner is not in its group and lacks CAP_FSETID
+// (setattr_should_drop_sgid); pbfs kept it once, for every writer, and
+// cleared it on root's chown of a file of another group (xfstests
+// generic/193: -rwSr-Sr-- became -rw-r--r--, not -rw-r-Sr--).
 func TestKillPrivMatchesTheKernel(t *testing.T) {
 	type step struct {
 		name string
 		mode uint32
 		gid  int
 		sh   string // run as uid 1000, gid 1000 (as root if name says root-), in the directory
+		uid  int    // the file's owner
 	}
 	steps := []step{
-		{"w-sgid-noexec-othergroup", 0o6767, 0, "echo x >> w-sgid-noexec-othergroup"},
-		{"w-sgid-noexec-owngroup", 0o2767, 1000, "echo x >> w-sgid-noexec-owngroup"},
-		{"w-sgid-exec", 0o2777, 0, "echo x >> w-sgid-exec"},
-		{"t-sgid-noexec-othergroup", 0o6767, 0, "truncate -s 1 t-sgid-noexec-othergroup"},
-		{"t-sgid-noexec-owngroup", 0o6767, 1000, "truncate -s 1 t-sgid-noexec-owngroup"},
-		{"o-sgid-noexec-othergroup", 0o2766, 0, ": > o-sgid-noexec-othergroup"},
-		{"f-suid-sgid-exec", 0o6777, 1000, "fallocate -l 8192 f-suid-sgid-exec"},
-		{"f-sgid-noexec-othergroup", 0o2766, 0, "fallocate -l 8192 f-sgid-noexec-othergroup"},
-		{"root-c-suid-sgid-exec", 0o6755, 1000, "chown : root-c-suid-sgid-exec"}, // chown(f, -1, -1), as root
-		{"root-c-sgid-noexec", 0o2744, 1000, "chown : root-c-sgid-noexec"},
+		{"w-sgid-noexec-othergroup", 0o6767, 0, "echo x >> w-sgid-noexec-othergroup", 0},
+		{"w-sgid-noexec-owngroup", 0o2767, 1000, "echo x >> w-sgid-noexec-owngroup", 0},
+		{"w-sgid-exec", 0o2777, 0, "echo x >> w-sgid-exec", 0},
+		{"t-sgid-noexec-othergroup", 0o6767, 0, "truncate -s 1 t-sgid-noexec-othergroup", 0},
+		{"t-sgid-noexec-owngroup", 0o6767, 1000, "truncate -s 1 t-sgid-noexec-owngroup", 0},
+		{"o-sgid-noexec-othergroup", 0o2766, 0, ": > o-sgid-noexec-othergroup", 0},
+		{"f-suid-sgid-exec", 0o6777, 1000, "fallocate -l 8192 f-suid-sgid-exec", 0},
+		{"f-sgid-noexec-othergroup", 0o2766, 0, "fallocate -l 8192 f-sgid-noexec-othergroup", 0},
+		{"root-c-suid-sgid-exec", 0o6755, 1000, "chown : root-c-suid-sgid-exec", 0}, // chown(f, -1, -1), as root
+		{"root-c-sgid-noexec", 0o2744, 1000, "chown : root-c-sgid-noexec", 0},
+		{"root-chown-sgid-noexec", 0o6744, 1000, "chown 1000 root-chown-sgid-noexec", 1000}, // generic/193
+		{"root-chown-other-sgid-noexec", 0o6744, 1000, "chown 1000 root-chown-other-sgid-noexec", 0},
+		{"root-chgrp-sgid-noexec", 0o6744, 1000, "chgrp 0 root-chgrp-sgid-noexec", 0},
+		{"root-chgrp-sgid-exec", 0o6754, 1000, "chgrp 0 root-chgrp-sgid-exec", 0},
+		{"chgrp-sgid-noexec-othergroup", 0o2764, 0, "chgrp 1000 chgrp-sgid-noexec-othergroup", 1000},
+		{"chgrp-sgid-noexec-owngroup", 0o2764, 1000, "chgrp 1000 chgrp-sgid-noexec-owngroup", 1000},
 	}
 	run := func(t *testing.T, dir string) map[string]uint32 {
 		for _, s := range steps {
 			p := filepath.Join(dir, s.name)
 			must(t, os.WriteFile(p, []byte("data"), 0o644))
-			must(t, os.Chown(p, 0, s.gid))
+			must(t, os.Chown(p, s.uid, s.gid))
 			must(t, unix.Chmod(p, s.mode))
 		}
 		out := map[string]uint32{}

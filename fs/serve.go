@@ -82,6 +82,9 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 		// A symlink's target never changes (it is replaced, through this
 		// mount), so the kernel may keep it.
 		fuse.CacheSymlinks(),
+		// File handles resolve after the kernel dropped the inode: it asks
+		// for the node by id (lookupDot).
+		fuse.ExportSupport(),
 	}
 	if o.AllowOther {
 		// Other users reach the mount: the kernel checks every access

@@ -108,6 +108,41 @@ func TestHostileOpsRefused(t *testing.T) {
 	}
 }
 
+// TestPathLimitBoundary: a path or symlink target of MaxPath (4095) bytes
+// encodes and decodes; one of 4096, which no syscall takes (PATH_MAX
+// counts the NUL), is refused by both, so no primary records an op that
+// neither it nor a backup could apply.
+func TestPathLimitBoundary(t *testing.T) {
+	long := func(n int) string { // components of 200 bytes, exactly n bytes in all
+		p := string(bytes.Repeat([]byte("d"), n%201))
+		for len(p) < n {
+			p = string(bytes.Repeat([]byte("c"), 200)) + "/" + p
+		}
+		return p
+	}
+	if len(long(4095)) != 4095 || len(long(4096)) != 4096 || !ValidPath(long(4095)) || ValidPath(long(4096)) {
+		t.Fatalf("ValidPath: %d bytes %v, %d bytes %v; want 4095 valid, 4096 not",
+			len(long(4095)), ValidPath(long(4095)), len(long(4096)), ValidPath(long(4096)))
+	}
+	target := string(bytes.Repeat([]byte("t"), MaxPath))
+	ok := []Op{{Kind: KindCreate, Fid: 2, Path: long(4095), Mode: 0o644}, {Kind: KindSymlink, Fid: 3, Path: "s", Target: target}}
+	enc, _, err := Encode(&Batch{Epoch: 1, Seq: 1, Ops: ok})
+	if err != nil {
+		t.Fatalf("encode at the limit: %v", err)
+	}
+	if b, err := Decode(enc); err != nil || b.Ops[0].Path != ok[0].Path || b.Ops[1].Target != target {
+		t.Fatalf("decode at the limit: %v", err)
+	}
+	for _, op := range []Op{{Kind: KindCreate, Fid: 2, Path: long(4096), Mode: 0o644}, {Kind: KindSymlink, Fid: 3, Path: "s", Target: target + "t"}} {
+		if _, _, err := Encode(&Batch{Ops: []Op{op}}); !errors.Is(err, ErrInvalidOp) {
+			t.Errorf("encode of a %d-byte path or target: %v, want ErrInvalidOp", max(len(op.Path), len(op.Target)), err)
+		}
+		if _, err := parseBody(appendBody(nil, []Op{op}), 1, true); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("decode of a %d-byte path or target: %v, want ErrCorrupt", max(len(op.Path), len(op.Target)), err)
+		}
+	}
+}
+
 func TestOversizedLengthsRefused(t *testing.T) {
 	// A write claiming 1 GiB of data in a tiny body.
 	body := []byte{byte(KindWrite), 1, 1, 'a', 0, 0x80, 0x80, 0x80, 0x80, 0x04}

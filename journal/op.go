@@ -242,8 +242,16 @@ func (op *Op) Check() error {
 }
 
 // Limits that decoders enforce.
+//
+// MaxPath is PATH_MAX (4096) less the NUL that ends a path passed to a
+// syscall: the longest path, relative to the volume root, one syscall
+// takes. The capture addresses every file by that path, relative to the
+// backing root, in one *at syscall, and so does a backup applying an op;
+// the kernel walks to deeper files through the mount (relative to a
+// directory), but neither side could reach them. A symlink's target has
+// the same limit in symlink(2).
 const (
-	MaxPath      = 4096
+	MaxPath      = 4095
 	MaxXattrName = 255
 	MaxXattrSize = 64 << 10
 	MaxFileSize  = 1 << 62

@@ -258,3 +258,15 @@ func HandleKillPriv() MountOption {
 		return nil
 	}
 }
+
+// ExportSupport tells the kernel the server answers LOOKUP of "." and
+// ".." in a node given by id, so that file handles (name_to_handle_at,
+// open_by_handle_at, NFS export) still resolve once the kernel has
+// forgotten the inode; without it the kernel answers ESTALE itself
+// (pbfs patch).
+func ExportSupport() MountOption {
+	return func(conf *mountConfig) error {
+		conf.initFlags |= InitExportSupport
+		return nil
+	}
+}
