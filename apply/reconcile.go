@@ -294,6 +294,12 @@ func (r *Reconciler) Done() error {
 // removeUnseen removes root, or what lies under it, that the resync did
 // not list; a root the target lacks is left as it is.
 func (r *Reconciler) removeUnseen(root string) error {
+	if why := r.a.foreignAbove(root); why != "" {
+		// A scope's root inside what is not the volume: left alone.
+		r.a.log.Warn("resync leaves alone a path that is not the volume's", "path", root, "why", why)
+		r.Foreign++
+		return nil
+	}
 	var extra []string
 	err := walkRoot(r.a.root, root, func(p string, d fs.DirEntry) error {
 		if d.IsDir() && p != "." {
