@@ -73,6 +73,9 @@ func (s *Shipper) resyncOnce(ctx context.Context, forced bool) error {
 	}}}); err != nil {
 		return err
 	}
+	s.resyncPct.Store(0)
+	s.resyncing.Store(true)
+	defer s.resyncing.Store(false)
 	plan := fullPlan(refused)
 	if refused == "" {
 		if plan, err = s.negotiate(stream, hdr, entries, total); err != nil {
@@ -88,9 +91,6 @@ func (s *Shipper) resyncOnce(ctx context.Context, forced bool) error {
 	}
 	var done, sent uint64
 	lastLog := time.Now()
-	s.resyncPct.Store(0)
-	s.resyncing.Store(true)
-	defer s.resyncing.Store(false)
 	listed, toSend := 0, len(entries)
 	if plan.kind == kindTargeted {
 		toSend = plan.n
