@@ -335,3 +335,34 @@ func grepLine(out, s string) string {
 	}
 	return ""
 }
+
+// TestDivergedBackupResyncsWhatItTouched: a backup that received batches
+// the backup promoted (by force) never did is a backup, not a deposed
+// primary: its targeted resync goes by what it applied and what its
+// journal holds past it.
+func TestDivergedBackupResyncsWhatItTouched(t *testing.T) {
+	c := fstest.NewCluster(t, 2, seedFiles)
+	touch(t, c.Vol, 0, "both")
+	c.WaitApplied(c.Barrier())
+	b1, b2 := c.Backups[0], c.Backups[1]
+	fstest.Freeze(t, b1.Cmd.Process)
+	touch(t, c.Vol, 10, "b2")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(b2.Vol, "d11", "b2")); err == nil {
+			break // b2 applied it (its last batch, or nearly)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the unfrozen backup never applied what only it received:\n%s", b2.Out)
+		}
+	}
+	c.Primary.Kill()
+	syscall.Unmount(c.Vol, syscall.MNT_DETACH)
+	b1.Cmd.Process.Kill()
+	b1.Cmd.Wait()
+	fstest.DetachAll(b1.Vol)
+	p := fstest.StartPromote(t, b1.Vol, b1.Jdir, "--force", "--backup", b2.Addr, "--token", fstest.TestToken)
+	c.Primary, c.Vol, c.Jdir, c.Backups = p, b1.Vol, b1.Jdir, []*fstest.BackupProc{b2}
+	touch(t, c.Vol, 20, "new")
+	c.RequireConverged()
+	requireTargeted(t, c, b2, 75, 400)
+}
