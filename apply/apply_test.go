@@ -276,6 +276,20 @@ func TestResyncNeverRemovesWhatIsNotTheVolume(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(mnt, "other-fs")); err != nil {
 			t.Fatalf("the resync removed a file of another file system: %v", err)
 		}
+		// Nor when a targeted resync's scope reaches into it.
+		rc = a.Reconciler()
+		if err := rc.Limit([]string{"mnt/other-fs", "journal/000001.vlog"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := rc.Done(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(mnt, "other-fs")); err != nil || rc.Foreign != 2 {
+			t.Fatalf("a scoped resync removed a file of another file system: %v", err)
+		}
+		if data, err := os.ReadFile(filepath.Join(journalDir, "000001.vlog")); err != nil || string(data) != "precious" {
+			t.Fatalf("a scoped resync removed a file of the protected journal: %v", err)
+		}
 	}
 	// A primary with a file where the journal is: the resync fails
 	// rather than remove it.

@@ -46,6 +46,21 @@ func (a *Applier) foreign(st *syscall.Stat_t) string {
 	return ""
 }
 
+// foreignAbove reports why a directory holding p is not the volume's to
+// remove from, or "" if none is.
+func (a *Applier) foreignAbove(p string) string {
+	for q := parentDir(p); q != "."; q = parentDir(q) {
+		if fi, err := a.root.Lstat(q); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				if why := a.foreign(st); why != "" {
+					return why
+				}
+			}
+		}
+	}
+	return ""
+}
+
 // removeAll removes p and everything under it, after checking that none
 // of it is foreign.
 func (a *Applier) removeAll(p string) error {

@@ -52,6 +52,10 @@ type Reconciler struct {
 	Changed int      // paths created, replaced or whose data differed
 	Removed int
 	Foreign int // directories left alone: not the volume's (guard.go)
+
+	// subtrees, if set, limits the resync to them (scope.go); nil: the
+	// whole volume.
+	subtrees map[string]bool
 }
 
 // Reconciler starts a resync of the target.
@@ -106,7 +110,7 @@ func (r *Reconciler) ensure(s *Spec) (bool, error) {
 	if err := r.closeDirs(s.Path); err != nil {
 		return false, err
 	}
-	if s.typ() == unix.S_IFDIR && s.LinkTo == "" {
+	if s.typ() == unix.S_IFDIR && s.LinkTo == "" && r.inScope(s.Path) {
 		r.open = append(r.open, s.Path)
 	}
 	root := r.a.root
@@ -263,11 +267,41 @@ func (r *Reconciler) xattrs(s *Spec) error {
 	return nil
 }
 
-// Done removes what the primary does not have, sets the directories'
-// metadata (deepest first) and flushes the target.
+// Done removes what the primary does not have (within the scope, if
+// limited), sets the directories' metadata (deepest first) and flushes
+// the target.
 func (r *Reconciler) Done() error {
+	roots := []string{"."}
+	if r.subtrees != nil {
+		roots = r.roots()
+	}
+	for _, root := range roots {
+		if err := r.removeUnseen(root); err != nil {
+			return err
+		}
+	}
+	// Deepest first, the root last: setting a child's metadata changes
+	// nothing of its parent's, but making it may have changed its mtime.
+	sort.SliceStable(r.dirs, func(i, j int) bool { return depth(r.dirs[i].Path) > depth(r.dirs[j].Path) })
+	for i := range r.dirs {
+		if err := r.meta(&r.dirs[i]); err != nil {
+			return err
+		}
+	}
+	return r.a.Sync()
+}
+
+// removeUnseen removes root, or what lies under it, that the resync did
+// not list; a root the target lacks is left as it is.
+func (r *Reconciler) removeUnseen(root string) error {
+	if why := r.a.foreignAbove(root); why != "" {
+		// A scope's root inside what is not the volume: left alone.
+		r.a.log.Warn("resync leaves alone a path that is not the volume's", "path", root, "why", why)
+		r.Foreign++
+		return nil
+	}
 	var extra []string
-	err := walkRoot(r.a.root, ".", func(p string, d fs.DirEntry) error {
+	err := walkRoot(r.a.root, root, func(p string, d fs.DirEntry) error {
 		if d.IsDir() && p != "." {
 			// Never descend into what is not the volume (another file
 			// system mounted inside it, the backup's own journal).
@@ -289,6 +323,9 @@ func (r *Reconciler) Done() error {
 		}
 		return nil
 	})
+	if errors.Is(err, fs.ErrNotExist) && root != "." {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("resync: list target: %w", err)
 	}
@@ -298,15 +335,7 @@ func (r *Reconciler) Done() error {
 		}
 		r.Removed++
 	}
-	// Deepest first, the root last: setting a child's metadata changes
-	// nothing of its parent's, but making it may have changed its mtime.
-	sort.SliceStable(r.dirs, func(i, j int) bool { return depth(r.dirs[i].Path) > depth(r.dirs[j].Path) })
-	for i := range r.dirs {
-		if err := r.meta(&r.dirs[i]); err != nil {
-			return err
-		}
-	}
-	return r.a.Sync()
+	return nil
 }
 
 // depth counts a path's names; the root's is 0.

@@ -154,6 +154,15 @@ func checksum(buf []byte) uint32 {
 // DecodeHeader parses the header of an encoded batch and checks its magic
 // and stored length only; Decode and Verify check everything.
 func DecodeHeader(buf []byte) (Header, error) {
+	h, err := parseHeader(buf)
+	if err == nil && int(h.StoredLen) != len(buf)-HeaderSize {
+		return h, fmt.Errorf("decode header: body is %d bytes, header says %d: %w", len(buf)-HeaderSize, h.StoredLen, ErrCorrupt)
+	}
+	return h, err
+}
+
+// parseHeader parses the first HeaderSize bytes of buf and checks the magic.
+func parseHeader(buf []byte) (Header, error) {
 	if len(buf) < HeaderSize {
 		return Header{}, fmt.Errorf("decode header: %d bytes: %w", len(buf), ErrCorrupt)
 	}
@@ -174,9 +183,6 @@ func DecodeHeader(buf []byte) (Header, error) {
 		Prev:      le.Uint32(buf[48:]),
 		Written:   le.Uint32(buf[52:]),
 		Checksum:  le.Uint32(buf[56:]),
-	}
-	if int(h.StoredLen) != len(buf)-HeaderSize {
-		return h, fmt.Errorf("decode header: body is %d bytes, header says %d: %w", len(buf)-HeaderSize, h.StoredLen, ErrCorrupt)
 	}
 	return h, nil
 }

@@ -85,6 +85,21 @@ func (s *Store) MarkOpen() (unclean bool, since uint64, err error) {
 	return unclean, since, nil
 }
 
+// Unclean reports whether a mount marked the journal open and never
+// marked it closed (it crashed, or was stopped by force), without
+// changing anything (MarkOpen does).
+func (s *Store) Unclean() (bool, error) {
+	var found bool
+	err := s.db.View(func(txn *badger.Txn) (err error) {
+		_, found, err = s.getMeta(txn, openKey)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("read the open marker: %w", err)
+	}
+	return found, nil
+}
+
 // MarkClosed records a clean unmount: every change the volume holds is in
 // the journal.
 func (s *Store) MarkClosed() error {

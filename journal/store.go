@@ -214,6 +214,20 @@ func (s *Store) Syncs() uint64 { return s.syncs.Load() }
 // memory and shared by every reader: the caller must not modify the bytes.
 func (s *Store) Get(seq uint64) ([]byte, error) { return s.bl.get(seq) }
 
+// Header returns batch seq's header, read alone: its checksum, Prev and
+// Created, without reading or checking the body (Get does both).
+func (s *Store) Header(seq uint64) (Header, error) {
+	b, err := s.bl.head(seq, HeaderSize)
+	if err != nil {
+		return Header{}, err
+	}
+	h, err := parseHeader(b)
+	if err == nil && h.Seq != seq {
+		err = fmt.Errorf("batch %d: its header says seq %d: %w", seq, h.Seq, ErrCorrupt)
+	}
+	return h, err
+}
+
 // Scan calls fn with every stored batch from seq from on, in order, with
 // its encoded bytes (valid only during the call). fn returning an error
 // stops the scan with that error.

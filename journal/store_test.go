@@ -133,3 +133,56 @@ func TestRetentionTrimsEarlyWhenTight(t *testing.T) {
 		t.Fatalf("tight: the journal holds %d-%d, want 8-10 (what every backup holds trimmed, the safe seq kept)", st.First(), st.Last().Seq)
 	}
 }
+
+// TestHeaderReadsABatchHeaderAlone: Header gives what decoding the whole
+// batch does, for batches in the cache of recent appends and read back
+// from the disk alike, and ErrNotFound outside the journal; Unclean says
+// whether a mount left the journal marked open.
+func TestHeaderReadsABatchHeaderAlone(t *testing.T) {
+	dir := t.TempDir()
+	st, err := OpenStore(dir, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, _, err := st.Append([]Op{{Kind: KindWrite, Path: "f", Data: make([]byte, 1000*i)}}, time.Unix(int64(i), 0), 0, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h, err := st.Header(5); err != nil || h != st.Last() {
+		t.Fatalf("Header of the newest append: %+v %v; want %+v", h, err, st.Last())
+	}
+	if _, _, err := st.MarkOpen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = OpenStore(dir, StoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if unclean, err := st.Unclean(); err != nil || !unclean {
+		t.Fatalf("Unclean after MarkOpen: %v %v", unclean, err)
+	}
+	for seq := uint64(1); seq <= 5; seq++ {
+		enc, err := st.Get(seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := DecodeHeader(enc)
+		got, err := st.Header(seq)
+		if err != nil || got != want {
+			t.Fatalf("Header(%d) = %+v, %v; want %+v", seq, got, err, want)
+		}
+	}
+	if _, err := st.Header(6); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Header past the journal: %v", err)
+	}
+	if err := st.MarkClosed(); err != nil {
+		t.Fatal(err)
+	}
+	if unclean, err := st.Unclean(); err != nil || unclean {
+		t.Fatalf("Unclean after MarkClosed: %v %v", unclean, err)
+	}
+}

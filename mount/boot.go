@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 
 	"github.com/pbfs/pbfs/plugins/sdk"
+	"github.com/pbfs/pbfs/replicate"
 )
 
 // With the replicated or the deferred fsync policy the service's fsyncs do
@@ -32,18 +32,9 @@ import (
 var ErrVolumeUntrusted = errors.New("the machine restarted while this primary's fsyncs skipped its disk: its volume may lack acknowledged writes the backups hold")
 
 const (
-	bootKey      = "boot"      // the boot id of the machine the last mount ran on
-	localSyncKey = "localsync" // "0" if its fsyncs skipped the primary's disk
+	bootKey      = replicate.BootKey // the boot id of the machine the last mount ran on
+	localSyncKey = "localsync"       // "0" if its fsyncs skipped the primary's disk
 )
-
-// bootID is the kernel's id of this boot.
-func bootID() []byte {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return nil
-	}
-	return bytes.TrimSpace(b)
-}
 
 // skipsLocalSync reports whether some fsync on the volume skips the
 // primary's disk.
@@ -76,7 +67,7 @@ func (m *Mount) checkBoot(unclean, skipsSync bool) error {
 	if err != nil {
 		return err
 	}
-	now := bootID()
+	now := replicate.BootID()
 	if unclean && string(prevSync) == "0" && len(prev) > 0 && !bytes.Equal(prev, now) && !m.cfg.Promoted {
 		if !m.cfg.TrustVolume {
 			return fmt.Errorf("%w; promote a backup (pbfs promote) and rejoin this node as a backup, or pass --trust-volume to serve this volume as it is", ErrVolumeUntrusted)

@@ -155,10 +155,13 @@ type Mount struct {
 	acked      atomic.Uint64  // the newest seq a barrier returned
 	bg         sync.WaitGroup // goroutines that use the store (retention)
 	rulesSum   []byte         // the local-only rules in force (hints.go)
-	skipsSync  bool           // some fsync skips the primary's disk (boot.go)
-	frontends  int            // plugins that serve frontend, seen at start (hints.go)
-	latency    latencies      // of the last barriers, for Status
-	timings    timings        // barrier histograms (latency.go)
+	// localRules: the same, as a deposed primary's backup reads them
+	// (replicate.EncodeLocalRules)
+	localRules []byte
+	skipsSync  bool      // some fsync skips the primary's disk (boot.go)
+	frontends  int       // plugins that serve frontend, seen at start (hints.go)
+	latency    latencies // of the last barriers, for Status
+	timings    timings   // barrier histograms (latency.go)
 	findings   *prometheus.CounterVec
 }
 

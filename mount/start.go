@@ -79,6 +79,7 @@ func (m *Mount) start() error {
 		return err
 	}
 	m.rulesSum = localRulesSum(rules)
+	m.localRules = replicate.EncodeLocalRules(rules)
 	m.skipsSync = skipsLocalSync(rules, cfg.Fsync)
 	if usesPolicy(rules, cfg.Fsync, sdk.FsyncDeferred) && m.frontends == 0 {
 		m.log.Warn("fsync policy deferred with no frontend plugin: a deferred fsync returns at once and syncs nothing, so a commit a client is told of is durable nowhere until a later barrier covers it; run the clients through the http-proxy plugin, or use the replicated policy")
@@ -224,6 +225,11 @@ func (m *Mount) markOpen(rootFd int) error {
 	// A backup opening this journal later (a deposed primary rejoining)
 	// must know its volume needs a resync first.
 	if err := m.store.SetMeta(replicate.RoleKey, []byte(replicate.RolePrimary)); err != nil {
+		return err
+	}
+	// And which of its paths stay home: a targeted resync of it removes
+	// them, as a full one removes what the new primary does not list.
+	if err := m.store.SetMeta(replicate.LocalRulesKey, m.localRules); err != nil {
 		return err
 	}
 	m.onUndo(func() {

@@ -71,7 +71,11 @@ type shipMetrics struct {
 	// applyBlocked: 1 while a backup reports a batch it cannot apply.
 	applyBlocked *prometheus.GaugeVec
 	barriers     prometheus.Histogram
-	resyncs      prometheus.Counter
+	// resyncs, and the entries and blocks they sent, by kind (full,
+	// targeted: resync_scope.go).
+	resyncs       *prometheus.CounterVec
+	resyncEntries *prometheus.CounterVec
+	resyncBlocks  *prometheus.CounterVec
 	// resyncPause is how long mutations waited while a resync listed the tree.
 	resyncPause prometheus.Histogram
 }
@@ -95,14 +99,22 @@ func newShipMetrics(reg prometheus.Registerer) *shipMetrics {
 			Name: "pbfs_replicate_barrier_seconds", Help: "Time for a barrier to be durable on the ack set.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
-		resyncs: prometheus.NewCounter(prometheus.CounterOpts{Name: "pbfs_replicate_resyncs_total", Help: "Resyncs completed."}),
+		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pbfs_replicate_resyncs_total", Help: "Resyncs completed, by kind: full (the whole volume) or targeted (the paths the histories touched since they parted).",
+		}, []string{"kind"}),
+		resyncEntries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pbfs_replicate_resync_entries_total", Help: "Entries (paths) resyncs listed to backups, by kind.",
+		}, []string{"kind"}),
+		resyncBlocks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pbfs_replicate_resync_blocks_total", Help: "64 KiB blocks resyncs sent to backups, by kind.",
+		}, []string{"kind"}),
 		resyncPause: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "pbfs_replicate_resync_pause_seconds", Help: "How long mutations waited while a resync took its snapshot.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.acked, m.sent, m.sentB, m.state, m.raw, m.degraded, m.applyBlocked, m.barriers, m.resyncs, m.resyncPause)
+		reg.MustRegister(m.acked, m.sent, m.sentB, m.state, m.raw, m.degraded, m.applyBlocked, m.barriers, m.resyncs, m.resyncEntries, m.resyncBlocks, m.resyncPause)
 	}
 	return m
 }

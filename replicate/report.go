@@ -64,6 +64,8 @@ func (b *Backup) welcome() *replpb.Welcome {
 		SparseSums: true,
 		RootEntry:  true,
 		AllocMap:   true,
+		// Targeted resyncs (resync_scope_backup.go).
+		ResyncScope: true,
 	}
 }
 

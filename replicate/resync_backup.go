@@ -35,12 +35,27 @@ func (b *Backup) Resync(stream replpb.Replication_ResyncServer) error {
 	if start == nil || start.BlockSize == 0 || start.BlockSize > 16<<20 {
 		return status.Error(codes.InvalidArgument, "resync must start with ResyncStart")
 	}
-	gen, err := b.beginResync(start, b.askIssued(stream.Context(), start.Epoch))
-	if err != nil {
+	r := &resyncer{b: b, start: start, kind: kindFull}
+	if err := b.beginResync(r, b.askIssued(stream.Context(), start.Epoch)); err != nil {
 		return err
 	}
-	b.log.Info("resync started", "seq", start.Seq, "epoch", start.Epoch)
-	r := &resyncer{b: b, start: start, gen: gen, rc: b.applier.Reconciler()}
+	r.rc = b.applier.Reconciler()
+	b.log.Info("resync started", "seq", start.Seq, "epoch", start.Epoch, "scoped", start.Scoped)
+	if start.Scoped {
+		b.resyncMu.Lock()
+		err := b.resyncCurrent(r.gen, start.Epoch)
+		offer := r.offer()
+		b.resyncMu.Unlock()
+		if err != nil {
+			return b.resyncFailed(err)
+		}
+		if err := stream.Send(&replpb.ResyncBackupMsg{Msg: &replpb.ResyncBackupMsg_Offer{Offer: offer}}); err != nil {
+			return err
+		}
+		r.phase = phaseFirstScope
+	} else {
+		b.log.Info("resync: full", "seq", start.Seq, "why_not_targeted", "the primary did not offer a targeted one (its log says why)")
+	}
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
@@ -71,6 +86,10 @@ type resyncer struct {
 	rc      *apply.Reconciler
 	pending *apply.Spec
 	blocks  uint64
+	// As it began: an earlier resync had not ended; the volume stalled.
+	interrupted, wasStalled bool
+	phase                   int    // of a scoped resync (resync_scope_backup.go)
+	kind                    string // kindFull or kindTargeted
 }
 
 // finish completes the file whose blocks were coming.
@@ -88,6 +107,13 @@ func (r *resyncer) finish() error {
 func (r *resyncer) step(msg *replpb.ResyncPrimaryMsg) (*replpb.ResyncBackupMsg, bool, error) {
 	if err := r.b.resyncCurrent(r.gen, r.start.Epoch); err != nil {
 		return nil, false, err
+	}
+	if sc := msg.GetScope(); sc != nil {
+		reply, err := r.scopeStep(sc)
+		return reply, false, err
+	}
+	if r.phase != phaseEntries {
+		return nil, false, errors.New("resync entries before their scope")
 	}
 	switch {
 	case msg.GetEntry() != nil:
@@ -146,7 +172,7 @@ func (r *resyncer) step(msg *replpb.ResyncPrimaryMsg) (*replpb.ResyncBackupMsg, 
 		if err := r.b.endResync(r.start); err != nil {
 			return nil, false, err
 		}
-		r.b.log.Info("resync done", "seq", r.start.Seq, "files_changed", r.rc.Changed, "blocks_received", r.blocks, "removed", r.rc.Removed)
+		r.b.log.Info("resync done", "kind", r.kind, "seq", r.start.Seq, "files_changed", r.rc.Changed, "blocks_received", r.blocks, "removed", r.rc.Removed)
 		return &replpb.ResyncBackupMsg{Msg: &replpb.ResyncBackupMsg_Result{Result: &replpb.ResyncResult{
 			FilesChanged: uint64(r.rc.Changed), BlocksReceived: r.blocks, Removed: uint64(r.rc.Removed)}}}, true, nil
 	}
@@ -171,48 +197,55 @@ func (b *Backup) resyncCurrent(gen, epoch uint64) error {
 }
 
 // beginResync checks a resync's start (word is the coordinator's on its
-// epoch, epoch.go) and marks the backup stalled; it returns the resync's
-// generation (b.resyncs). It waits for a resync under way to finish the
-// message it is handling, which then goes no further.
-func (b *Backup) beginResync(start *replpb.ResyncStart, word issuedWord) (uint64, error) {
+// epoch, epoch.go) and marks the backup stalled and resyncing; it notes in
+// r the resync's generation (b.resyncs) and what the backup was as it
+// began. It waits for a resync under way to finish the message it is
+// handling, which then goes no further.
+func (b *Backup) beginResync(r *resyncer, word issuedWord) error {
+	start := r.start
 	b.resyncMu.Lock()
 	defer b.resyncMu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.volumeID != "" && b.volumeID != start.VolumeId {
-		return 0, status.Errorf(codes.FailedPrecondition, "this backup serves volume %s, not %s", b.volumeID, start.VolumeId)
+		return status.Errorf(codes.FailedPrecondition, "this backup serves volume %s, not %s", b.volumeID, start.VolumeId)
 	}
 	if !b.cfg.Adopt && b.store.Last().Seq == 0 && b.applied.Load() == 0 {
 		// Never held a batch: this is its first resync (adopt.go).
 		if err := b.refuseForeignVolume(start.VolumeId); err != nil {
-			return 0, err
+			return err
 		}
 	}
 	if label, why := b.epochRefusal(start.Epoch, word); label != "" {
 		b.m.rejected.WithLabelValues(label).Inc()
 		b.flood("resync "+label, "refused a resync", "reason", why)
-		return 0, status.Error(codes.FailedPrecondition, why)
+		return status.Error(codes.FailedPrecondition, why)
 	}
 	if b.fencingOut(start.Epoch) {
 		b.m.rejected.WithLabelValues("fenced").Inc()
-		return 0, status.Errorf(codes.PermissionDenied, "epoch %d ended: this backup was fenced at epoch %d, and this primary was deposed", start.Epoch, b.fenceFloor())
+		return status.Errorf(codes.PermissionDenied, "epoch %d ended: this backup was fenced at epoch %d, and this primary was deposed", start.Epoch, b.fenceFloor())
 	}
 	if e := b.store.Epoch(); start.Epoch < e {
 		b.m.rejected.WithLabelValues("stale_epoch").Inc()
-		return 0, status.Errorf(codes.PermissionDenied, "epoch %d is below %d: this primary was deposed", start.Epoch, e)
+		return status.Errorf(codes.PermissionDenied, "epoch %d is below %d: this primary was deposed", start.Epoch, e)
 	}
 	if b.active != nil {
 		b.active.cancel()
 		b.active = nil
 	}
-	b.stalled.Store(true)   // stops the apply loop
-	gen := b.resyncs.Add(1) // and drops its window
+	interrupted, err := b.store.MetaUint(resyncingKey)
+	if err != nil {
+		return err
+	}
+	r.interrupted, r.wasStalled = interrupted > 0, b.stalled.Load()
+	b.stalled.Store(true)    // stops the apply loop
+	r.gen = b.resyncs.Add(1) // and drops its window
 	b.decoded.reset()
-	if err := b.store.SetMetaUint("stalled", start.Seq+1); err != nil {
-		return 0, err
+	if err := b.store.SetMetaUints(map[string]uint64{"stalled": start.Seq + 1, resyncingKey: 1}); err != nil {
+		return err
 	}
 	b.keepDiscarded(start)
-	return gen, nil
+	return nil
 }
 
 // keepDiscarded exports the batches this resync is about to discard that
@@ -303,7 +336,7 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 	if err := b.prog.save(start.Seq, 0); err != nil {
 		return err
 	}
-	if err := b.store.SetMetaUint("stalled", 0); err != nil {
+	if err := b.store.SetMetaUints(map[string]uint64{"stalled": 0, resyncingKey: 0}); err != nil {
 		return err
 	}
 	if err := b.store.SetMetaUint(formerPrimaryKey, 0); err != nil {

@@ -35,8 +35,8 @@ type Snapshotter interface {
 // data is read afterwards through file handles, as it is by then, which the
 // batches after the snapshot (replayed by the backup as usual) correct: data
 // ops are idempotent, and the tree the batches apply to is the snapshot's.
-func (s *Shipper) resync(ctx context.Context) error {
-	err := s.resyncOnce(ctx)
+func (s *Shipper) resync(ctx context.Context, forced bool) error {
+	err := s.resyncOnce(ctx, forced)
 	if status.Code(err) == codes.PermissionDenied { // a backup's answer to a stale epoch (resync_backup.go)
 		s.setDeposed()
 		s.log.Error("this primary is deposed: a backup refused its resync for a higher epoch", "err", err)
@@ -45,7 +45,7 @@ func (s *Shipper) resync(ctx context.Context) error {
 	return err
 }
 
-func (s *Shipper) resyncOnce(ctx context.Context) error {
+func (s *Shipper) resyncOnce(ctx context.Context, forced bool) error {
 	if s.snaps == nil {
 		return fmt.Errorf("resync: not available: %w", ErrNeedsResync)
 	}
@@ -61,31 +61,45 @@ func (s *Shipper) resyncOnce(ctx context.Context) error {
 			return fmt.Errorf("resync: anchor batch: %w", err)
 		}
 	}
-	var total uint64
-	for i := range entries {
-		if entries[i].Stat.Mode&unix.S_IFMT == unix.S_IFREG && entries[i].LinkTo == "" {
-			total += uint64(entries[i].Stat.Size)
-		}
-	}
+	total := fileBytes(entries, nil)
 	s.log.Info("resync: snapshot taken", "seq", hdr.Seq, "entries", len(entries), "bytes", total, "pause", pause.Round(time.Microsecond))
 	stream, err := replpb.NewReplicationClient(s.conn).Resync(ctx)
 	if err != nil {
 		return err
 	}
+	refused := s.scopeRefused(forced)
 	if err := stream.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Start{Start: &replpb.ResyncStart{
-		VolumeId: s.volumeID, Epoch: s.store.Epoch(), Seq: hdr.Seq, Anchor: anchor, BlockSize: resyncBlock,
+		VolumeId: s.volumeID, Epoch: s.store.Epoch(), Seq: hdr.Seq, Anchor: anchor, BlockSize: resyncBlock, Scoped: refused == "",
 	}}}); err != nil {
 		return err
 	}
-	var done, sent uint64
-	lastLog := time.Now()
 	s.resyncPct.Store(0)
 	s.resyncing.Store(true)
 	defer s.resyncing.Store(false)
-	for i := range entries {
-		if entries[i].Path == "." && !s.rootEntry.Load() {
-			continue // a backup from before root entries refuses one
+	plan := fullPlan(refused)
+	if refused == "" {
+		if plan, err = s.negotiate(stream, hdr, entries, total); err != nil {
+			return err
 		}
+	}
+	if plan.kind == kindTargeted {
+		total = fileBytes(entries, plan.send)
+		s.log.Info("resync: targeted: only the paths the two histories touched since they parted", "seq", hdr.Seq,
+			"entries", plan.n, "of", len(entries), "subtrees", plan.subtrees, "bytes", total)
+	} else {
+		s.log.Info("resync: full", "seq", hdr.Seq, "why_not_targeted", plan.why)
+	}
+	var done, sent uint64
+	lastLog := time.Now()
+	listed, toSend := 0, len(entries)
+	if plan.kind == kindTargeted {
+		toSend = plan.n
+	}
+	for i := range entries {
+		if !plan.sends(i) || entries[i].Path == "." && !s.rootEntry.Load() {
+			continue // out of scope; or the root, which a backup from before root entries refuses
+		}
+		listed++
 		n, err := s.resyncEntry(stream, &entries[i])
 		if err != nil {
 			return fmt.Errorf("resync %q: %w", entries[i].Path, err)
@@ -97,7 +111,7 @@ func (s *Shipper) resyncOnce(ctx context.Context) error {
 		}
 		if time.Since(lastLog) >= time.Second {
 			lastLog = time.Now()
-			s.log.Info("resync progress", "entries", fmt.Sprintf("%d/%d", i+1, len(entries)),
+			s.log.Info("resync progress", "entries", fmt.Sprintf("%d/%d", listed, toSend),
 				"percent", fmt.Sprintf("%.0f", 100*float64(done)/float64(max(total, 1))), "blocks_sent", sent)
 		}
 	}
@@ -113,14 +127,30 @@ func (s *Shipper) resyncOnce(ctx context.Context) error {
 		return errors.New("resync: no result from the backup")
 	}
 	s.setStale(false)
-	s.m.resyncs.Inc()
+	s.m.resyncs.WithLabelValues(plan.kind).Inc()
+	s.m.resyncEntries.WithLabelValues(plan.kind).Add(float64(listed))
+	s.m.resyncBlocks.WithLabelValues(plan.kind).Add(float64(sent))
 	if f := s.onResync; f != nil {
 		s.onResync = nil
 		f()
 	}
-	s.log.Info("resync done", "seq", hdr.Seq, "files_differed", res.FilesChanged, "blocks_sent", sent,
+	s.log.Info("resync done", "kind", plan.kind, "seq", hdr.Seq, "entries_sent", listed, "of", len(entries), "files_differed", res.FilesChanged, "blocks_sent", sent,
 		"removed", res.Removed, "pause", pause.Round(time.Microsecond), "took", time.Since(started).Round(time.Millisecond))
 	return nil
+}
+
+// fileBytes sums the sizes of the regular files among entries (those
+// send picks, if set).
+func fileBytes(entries []capture.Entry, send []bool) uint64 {
+	var total uint64
+	for i := range entries {
+		if send == nil || send[i] {
+			if entries[i].Stat.Mode&unix.S_IFMT == unix.S_IFREG && entries[i].LinkTo == "" {
+				total += uint64(entries[i].Stat.Size)
+			}
+		}
+	}
+	return total
 }
 
 // resyncEntry sends one entry and, for a regular file, the blocks the

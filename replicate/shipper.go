@@ -47,9 +47,11 @@ type Shipper struct {
 	sparseSums atomic.Bool // the backup takes resync sums of data blocks only (Welcome.sparse_sums)
 	rootEntry  atomic.Bool // the backup takes a resync entry for the root (Welcome.root_entry)
 	allocMap   atomic.Bool // the backup takes resync allocation maps (Welcome.alloc_map)
-	deposed    atomic.Bool
-	stale      atomic.Bool   // the backup's history differs: it needs a resync
-	damagedSeq atomic.Uint64 // the last damaged batch the backup needed (logged once)
+	// resyncScope: the backup takes targeted resyncs (Welcome.resync_scope)
+	resyncScope atomic.Bool
+	deposed     atomic.Bool
+	stale       atomic.Bool   // the backup's history differs: it needs a resync
+	damagedSeq  atomic.Uint64 // the last damaged batch the backup needed (logged once)
 	// degraded: dropped from the ack set by the degrade policy (Primary.watch)
 	degraded atomic.Bool
 	// stalled: the backup reports it cannot apply what it holds
@@ -158,7 +160,7 @@ func (s *Shipper) run(ctx context.Context) {
 		}
 		if (errors.Is(err, ErrNeedsResync) || s.force.Load()) && s.snaps != nil && ctx.Err() == nil {
 			forced := s.force.Swap(false)
-			if rerr := s.resync(ctx); s.deposed.Load() {
+			if rerr := s.resync(ctx, forced); s.deposed.Load() {
 				continue // refused for a higher epoch: stops above
 			} else if rerr != nil {
 				s.log.Error("resync failed", "err", rerr)
@@ -228,6 +230,7 @@ func (s *Shipper) session(parent context.Context) error {
 	s.sparseSums.Store(w.SparseSums)
 	s.rootEntry.Store(w.RootEntry)
 	s.allocMap.Store(w.AllocMap)
+	s.resyncScope.Store(w.ResyncScope)
 	if s.force.Load() {
 		// After the Welcome, not before the Hello: the resync needs what
 		// the backup takes. Without it a mount's first resync left out

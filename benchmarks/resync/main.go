@@ -1,5 +1,5 @@
-// Command resync measures two things about replication that the
-// replication issue asks for:
+// Command resync measures three things about replication that the
+// replication issues ask for:
 //
 //  1. Resync pause and cost. It builds a volume of about 20,000 files in a
 //     few hundred directories (about 500 MB: a few large files, many small
@@ -17,6 +17,11 @@
 //     and a steady writer for a few minutes with a short retention window
 //     (--retain 5s --retain-max 60s on the primary, --retain 5s on the
 //     backup), sampling both journal directories' size every few seconds.
+//  3. A deposed primary rejoining (-parts rejoin): a volume of 30,000 files,
+//     a primary killed with -9 after writing what its backup never got, the
+//     backup promoted, the old primary back as its backup. It times the
+//     rejoin's resync (a targeted one) and then a `pbfs resync` of the same
+//     backup (a full one, as every rejoin was before).
 //
 // Every primary and backup is a real `pbfs` process; the writer is this
 // program re-executed. Run from the module root, as root, with /dev/fuse:
@@ -56,6 +61,9 @@ type config struct {
 
 	files, dirs int
 	mb          int64
+
+	rejoinFiles int
+	rejoinMB    int64
 	seed        uint64
 	rate        int
 	tick        time.Duration
@@ -80,7 +88,9 @@ func main() {
 	flag.StringVar(&cfg.workdir, "workdir", "/var/tmp", "where the run's directory is created (never under the repository)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the run's directory (logs, journals, volumes); a failed run always keeps it")
 	flag.StringVar(&cfg.resultsDir, "results-dir", "benchmarks/results", "where the report is written as resync-<UTC date>.md (empty: stdout only)")
-	flag.StringVar(&cfg.parts, "parts", "resync,disk", "which parts to run: resync, disk or both")
+	flag.StringVar(&cfg.parts, "parts", "resync,disk", "which parts to run: resync, disk, rejoin, comma-separated")
+	flag.IntVar(&cfg.rejoinFiles, "rejoin-files", 30000, "part 3: regular files in the volume")
+	flag.Int64Var(&cfg.rejoinMB, "rejoin-mb", 300, "part 3: volume size in MB (10^6 bytes)")
 	flag.IntVar(&cfg.files, "files", 20000, "part 1: regular files in the volume")
 	flag.IntVar(&cfg.dirs, "dirs", 300, "part 1: leaf directories")
 	flag.Int64Var(&cfg.mb, "mb", 500, "part 1: volume size in MB (10^6 bytes)")
@@ -195,6 +205,14 @@ func run(cfg config) (err error) {
 	if strings.Contains(cfg.parts, "disk") {
 		if err := partDisk(ctx, e); err != nil {
 			return fmt.Errorf("part 2 (disk): %w", err)
+		}
+		if err := e.stopAll(); err != nil {
+			return err
+		}
+	}
+	if strings.Contains(cfg.parts, "rejoin") {
+		if err := partRejoin(ctx, e); err != nil {
+			return fmt.Errorf("part 3 (rejoin): %w", err)
 		}
 		if err := e.stopAll(); err != nil {
 			return err

@@ -32,6 +32,7 @@ type report struct {
 	buildTime          time.Duration
 	resyncs            []*resyncRun
 	disk               *diskRun
+	rejoin             *rejoinResult
 	complaints         []string
 	leftMounts         []string
 
@@ -231,6 +232,9 @@ func (r *report) markdown() string {
 		} else {
 			fmt.Fprintf(&b, "- backup equal to the primary at the end: NO, %d differences: %s\n", len(d.cmp.diffs), strings.Join(d.cmp.diffs[:min(5, len(d.cmp.diffs))], "; "))
 		}
+	}
+	if r.rejoin != nil {
+		r.rejoin.markdown(&b)
 	}
 	fmt.Fprintf(&b, "\n## Checks\n\n")
 	benchreport.WriteChecks(&b, r.leftMounts, r.complaints)

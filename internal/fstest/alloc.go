@@ -37,6 +37,12 @@ func noteDaemon(t testing.TB, vol string, pid int) {
 	t.Cleanup(func() { daemons.CompareAndDelete(vol, pid) })
 }
 
+// Beneath is where p, a path on a pbfs mount a test started, lies in the
+// directory the mount covers (p itself otherwise): a write there changes
+// the volume past the capture, as a process that held a file open before
+// the mount would.
+func Beneath(p string) string { return backingPath(p) }
+
 // backingPath is where p, a path on a pbfs mount a test started, lies in
 // the directory the mount covers; p itself otherwise.
 func backingPath(p string) string {

@@ -94,7 +94,7 @@ func (x Reject_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Reject_Code.Descriptor instead.
 func (Reject_Code) EnumDescriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{19, 0}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{23, 0}
 }
 
 type ReportRequest struct {
@@ -309,6 +309,7 @@ type ResyncPrimaryMsg struct {
 	//	*ResyncPrimaryMsg_Entry
 	//	*ResyncPrimaryMsg_Block
 	//	*ResyncPrimaryMsg_Done
+	//	*ResyncPrimaryMsg_Scope
 	Msg           isResyncPrimaryMsg_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -387,6 +388,15 @@ func (x *ResyncPrimaryMsg) GetDone() *ResyncDone {
 	return nil
 }
 
+func (x *ResyncPrimaryMsg) GetScope() *Scope {
+	if x != nil {
+		if x, ok := x.Msg.(*ResyncPrimaryMsg_Scope); ok {
+			return x.Scope
+		}
+	}
+	return nil
+}
+
 type isResyncPrimaryMsg_Msg interface {
 	isResyncPrimaryMsg_Msg()
 }
@@ -407,6 +417,12 @@ type ResyncPrimaryMsg_Done struct {
 	Done *ResyncDone `protobuf:"bytes,4,opt,name=done,proto3,oneof"`
 }
 
+type ResyncPrimaryMsg_Scope struct {
+	// After the backup's ResyncOffer, once or twice: the primary's own
+	// scope, then (if the backup answered with its scope) the final one.
+	Scope *Scope `protobuf:"bytes,5,opt,name=scope,proto3,oneof"`
+}
+
 func (*ResyncPrimaryMsg_Start) isResyncPrimaryMsg_Msg() {}
 
 func (*ResyncPrimaryMsg_Entry) isResyncPrimaryMsg_Msg() {}
@@ -415,15 +431,22 @@ func (*ResyncPrimaryMsg_Block) isResyncPrimaryMsg_Msg() {}
 
 func (*ResyncPrimaryMsg_Done) isResyncPrimaryMsg_Msg() {}
 
+func (*ResyncPrimaryMsg_Scope) isResyncPrimaryMsg_Msg() {}
+
 type ResyncStart struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	VolumeId string                 `protobuf:"bytes,1,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
 	Epoch    uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// The journal batch the snapshot is as of, encoded: the backup's journal
 	// restarts from it.
-	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
-	Anchor        []byte `protobuf:"bytes,4,opt,name=anchor,proto3" json:"anchor,omitempty"`
-	BlockSize     uint32 `protobuf:"varint,5,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
+	Seq       uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Anchor    []byte `protobuf:"bytes,4,opt,name=anchor,proto3" json:"anchor,omitempty"`
+	BlockSize uint32 `protobuf:"varint,5,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
+	// scoped (sent only to a backup whose Welcome offered resync_scope):
+	// the primary may resync only the paths the two histories touched since
+	// they parted. The backup answers at once with a ResyncOffer; then come
+	// the Scope messages, and the entries only after them.
+	Scoped        bool `protobuf:"varint,6,opt,name=scoped,proto3" json:"scoped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -493,6 +516,272 @@ func (x *ResyncStart) GetBlockSize() uint32 {
 	return 0
 }
 
+func (x *ResyncStart) GetScoped() bool {
+	if x != nil {
+		return x.Scoped
+	}
+	return false
+}
+
+// ResyncOffer is a backup's answer to a scoped ResyncStart: what the
+// primary needs to find where their histories parted.
+type ResyncOffer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The backup's newest batches, newest first: every seq of the last 64,
+	// then every power of two further back, down to its journal's first.
+	Chain []*ChainLink `protobuf:"bytes,1,rep,name=chain,proto3" json:"chain,omitempty"`
+	// The backup's volume holds every batch up to volume_seq of its own
+	// journal (applied; a deposed primary's: all it journaled) and, past
+	// it, at most what its later batches (and, for a deposed primary, its
+	// unjournaled tail) changed.
+	VolumeSeq uint64 `protobuf:"varint,2,opt,name=volume_seq,json=volumeSeq,proto3" json:"volume_seq,omitempty"`
+	// Not empty: only a full resync is sure, and why.
+	Full          string `protobuf:"bytes,3,opt,name=full,proto3" json:"full,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResyncOffer) Reset() {
+	*x = ResyncOffer{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResyncOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResyncOffer) ProtoMessage() {}
+
+func (x *ResyncOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResyncOffer.ProtoReflect.Descriptor instead.
+func (*ResyncOffer) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ResyncOffer) GetChain() []*ChainLink {
+	if x != nil {
+		return x.Chain
+	}
+	return nil
+}
+
+func (x *ResyncOffer) GetVolumeSeq() uint64 {
+	if x != nil {
+		return x.VolumeSeq
+	}
+	return 0
+}
+
+func (x *ResyncOffer) GetFull() string {
+	if x != nil {
+		return x.Full
+	}
+	return ""
+}
+
+type ChainLink struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Checksum      uint32                 `protobuf:"varint,2,opt,name=checksum,proto3" json:"checksum,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChainLink) Reset() {
+	*x = ChainLink{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChainLink) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChainLink) ProtoMessage() {}
+
+func (x *ChainLink) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChainLink.ProtoReflect.Descriptor instead.
+func (*ChainLink) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ChainLink) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ChainLink) GetChecksum() uint32 {
+	if x != nil {
+		return x.Checksum
+	}
+	return 0
+}
+
+// Scope is a set of paths a resync reconciles, all others being equal on
+// both sides. A subtree is the path and everything under it: entries the
+// primary does not list there are removed. An entry is the path alone (its
+// data and attributes; nothing under it is removed).
+type Scope struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The primary's first Scope: the backup's scope covers its own batches
+	// after base.
+	Base     uint64   `protobuf:"varint,1,opt,name=base,proto3" json:"base,omitempty"`
+	Subtrees [][]byte `protobuf:"bytes,2,rep,name=subtrees,proto3" json:"subtrees,omitempty"`
+	Entries  [][]byte `protobuf:"bytes,3,rep,name=entries,proto3" json:"entries,omitempty"`
+	// The backup's Scope: directories its unjournaled tail may have changed,
+	// with the names each holds; the primary adds every name only one side
+	// holds as a subtree.
+	Listings []*Listing `protobuf:"bytes,4,rep,name=listings,proto3" json:"listings,omitempty"`
+	// Not empty: the resync is a full one, and why.
+	Full          string `protobuf:"bytes,5,opt,name=full,proto3" json:"full,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Scope) Reset() {
+	*x = Scope{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Scope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Scope) ProtoMessage() {}
+
+func (x *Scope) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Scope.ProtoReflect.Descriptor instead.
+func (*Scope) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Scope) GetBase() uint64 {
+	if x != nil {
+		return x.Base
+	}
+	return 0
+}
+
+func (x *Scope) GetSubtrees() [][]byte {
+	if x != nil {
+		return x.Subtrees
+	}
+	return nil
+}
+
+func (x *Scope) GetEntries() [][]byte {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *Scope) GetListings() []*Listing {
+	if x != nil {
+		return x.Listings
+	}
+	return nil
+}
+
+func (x *Scope) GetFull() string {
+	if x != nil {
+		return x.Full
+	}
+	return ""
+}
+
+type Listing struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dir           []byte                 `protobuf:"bytes,1,opt,name=dir,proto3" json:"dir,omitempty"`
+	Names         [][]byte               `protobuf:"bytes,2,rep,name=names,proto3" json:"names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Listing) Reset() {
+	*x = Listing{}
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Listing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Listing) ProtoMessage() {}
+
+func (x *Listing) ProtoReflect() protoreflect.Message {
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Listing.ProtoReflect.Descriptor instead.
+func (*Listing) Descriptor() ([]byte, []int) {
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Listing) GetDir() []byte {
+	if x != nil {
+		return x.Dir
+	}
+	return nil
+}
+
+func (x *Listing) GetNames() [][]byte {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
 type Entry struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Path    []byte                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -530,7 +819,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +831,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[5]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +844,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{5}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Entry) GetPath() []byte {
@@ -675,7 +964,7 @@ type Extent struct {
 
 func (x *Extent) Reset() {
 	*x = Extent{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +976,7 @@ func (x *Extent) String() string {
 func (*Extent) ProtoMessage() {}
 
 func (x *Extent) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[6]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +989,7 @@ func (x *Extent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Extent.ProtoReflect.Descriptor instead.
 func (*Extent) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{6}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Extent) GetOffset() uint64 {
@@ -735,7 +1024,7 @@ type Xattr struct {
 
 func (x *Xattr) Reset() {
 	*x = Xattr{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +1036,7 @@ func (x *Xattr) String() string {
 func (*Xattr) ProtoMessage() {}
 
 func (x *Xattr) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[7]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +1049,7 @@ func (x *Xattr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Xattr.ProtoReflect.Descriptor instead.
 func (*Xattr) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{7}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Xattr) GetName() []byte {
@@ -788,7 +1077,7 @@ type BlockData struct {
 
 func (x *BlockData) Reset() {
 	*x = BlockData{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +1089,7 @@ func (x *BlockData) String() string {
 func (*BlockData) ProtoMessage() {}
 
 func (x *BlockData) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[8]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +1102,7 @@ func (x *BlockData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockData.ProtoReflect.Descriptor instead.
 func (*BlockData) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{8}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BlockData) GetPath() []byte {
@@ -845,7 +1134,7 @@ type ResyncDone struct {
 
 func (x *ResyncDone) Reset() {
 	*x = ResyncDone{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +1146,7 @@ func (x *ResyncDone) String() string {
 func (*ResyncDone) ProtoMessage() {}
 
 func (x *ResyncDone) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[9]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +1159,7 @@ func (x *ResyncDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncDone.ProtoReflect.Descriptor instead.
 func (*ResyncDone) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{9}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{13}
 }
 
 type ResyncBackupMsg struct {
@@ -879,6 +1168,8 @@ type ResyncBackupMsg struct {
 	//
 	//	*ResyncBackupMsg_Want
 	//	*ResyncBackupMsg_Result
+	//	*ResyncBackupMsg_Offer
+	//	*ResyncBackupMsg_Scope
 	Msg           isResyncBackupMsg_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -886,7 +1177,7 @@ type ResyncBackupMsg struct {
 
 func (x *ResyncBackupMsg) Reset() {
 	*x = ResyncBackupMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +1189,7 @@ func (x *ResyncBackupMsg) String() string {
 func (*ResyncBackupMsg) ProtoMessage() {}
 
 func (x *ResyncBackupMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[10]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +1202,7 @@ func (x *ResyncBackupMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncBackupMsg.ProtoReflect.Descriptor instead.
 func (*ResyncBackupMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{10}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResyncBackupMsg) GetMsg() isResyncBackupMsg_Msg {
@@ -939,6 +1230,24 @@ func (x *ResyncBackupMsg) GetResult() *ResyncResult {
 	return nil
 }
 
+func (x *ResyncBackupMsg) GetOffer() *ResyncOffer {
+	if x != nil {
+		if x, ok := x.Msg.(*ResyncBackupMsg_Offer); ok {
+			return x.Offer
+		}
+	}
+	return nil
+}
+
+func (x *ResyncBackupMsg) GetScope() *Scope {
+	if x != nil {
+		if x, ok := x.Msg.(*ResyncBackupMsg_Scope); ok {
+			return x.Scope
+		}
+	}
+	return nil
+}
+
 type isResyncBackupMsg_Msg interface {
 	isResyncBackupMsg_Msg()
 }
@@ -951,9 +1260,21 @@ type ResyncBackupMsg_Result struct {
 	Result *ResyncResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
 }
 
+type ResyncBackupMsg_Offer struct {
+	Offer *ResyncOffer `protobuf:"bytes,3,opt,name=offer,proto3,oneof"`
+}
+
+type ResyncBackupMsg_Scope struct {
+	Scope *Scope `protobuf:"bytes,4,opt,name=scope,proto3,oneof"` // the backup's own scope, in answer to the primary's
+}
+
 func (*ResyncBackupMsg_Want) isResyncBackupMsg_Msg() {}
 
 func (*ResyncBackupMsg_Result) isResyncBackupMsg_Msg() {}
+
+func (*ResyncBackupMsg_Offer) isResyncBackupMsg_Msg() {}
+
+func (*ResyncBackupMsg_Scope) isResyncBackupMsg_Msg() {}
 
 // Want lists the blocks of a file the backup lacks (empty: none).
 type Want struct {
@@ -966,7 +1287,7 @@ type Want struct {
 
 func (x *Want) Reset() {
 	*x = Want{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1299,7 @@ func (x *Want) String() string {
 func (*Want) ProtoMessage() {}
 
 func (x *Want) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[11]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1312,7 @@ func (x *Want) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Want.ProtoReflect.Descriptor instead.
 func (*Want) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{11}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Want) GetPath() []byte {
@@ -1019,7 +1340,7 @@ type ResyncResult struct {
 
 func (x *ResyncResult) Reset() {
 	*x = ResyncResult{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1352,7 @@ func (x *ResyncResult) String() string {
 func (*ResyncResult) ProtoMessage() {}
 
 func (x *ResyncResult) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[12]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1365,7 @@ func (x *ResyncResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncResult.ProtoReflect.Descriptor instead.
 func (*ResyncResult) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{12}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResyncResult) GetFilesChanged() uint64 {
@@ -1081,7 +1402,7 @@ type PrimaryMsg struct {
 
 func (x *PrimaryMsg) Reset() {
 	*x = PrimaryMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1414,7 @@ func (x *PrimaryMsg) String() string {
 func (*PrimaryMsg) ProtoMessage() {}
 
 func (x *PrimaryMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[13]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1427,7 @@ func (x *PrimaryMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrimaryMsg.ProtoReflect.Descriptor instead.
 func (*PrimaryMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{13}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PrimaryMsg) GetMsg() isPrimaryMsg_Msg {
@@ -1175,7 +1496,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1508,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[14]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1521,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{14}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Hello) GetVolumeId() string {
@@ -1263,7 +1584,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1596,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[15]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1609,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{15}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Batch) GetSeq() uint64 {
@@ -1319,7 +1640,7 @@ type BackupMsg struct {
 
 func (x *BackupMsg) Reset() {
 	*x = BackupMsg{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[16]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1652,7 @@ func (x *BackupMsg) String() string {
 func (*BackupMsg) ProtoMessage() {}
 
 func (x *BackupMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[16]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1665,7 @@ func (x *BackupMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupMsg.ProtoReflect.Descriptor instead.
 func (*BackupMsg) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{16}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BackupMsg) GetMsg() isBackupMsg_Msg {
@@ -1428,14 +1749,17 @@ type Welcome struct {
 	// mode, owner, extended attributes and mtime. An older one is sent none.
 	RootEntry bool `protobuf:"varint,11,opt,name=root_entry,json=rootEntry,proto3" json:"root_entry,omitempty"`
 	// The backup takes resync entries with alloc_map.
-	AllocMap      bool `protobuf:"varint,12,opt,name=alloc_map,json=allocMap,proto3" json:"alloc_map,omitempty"`
+	AllocMap bool `protobuf:"varint,12,opt,name=alloc_map,json=allocMap,proto3" json:"alloc_map,omitempty"`
+	// The backup takes a scoped ResyncStart (a resync of the paths the
+	// histories touched since they parted).
+	ResyncScope   bool `protobuf:"varint,13,opt,name=resync_scope,json=resyncScope,proto3" json:"resync_scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[17]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1771,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[17]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1784,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{17}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Welcome) GetVolumeId() string {
@@ -1547,6 +1871,13 @@ func (x *Welcome) GetAllocMap() bool {
 	return false
 }
 
+func (x *Welcome) GetResyncScope() bool {
+	if x != nil {
+		return x.ResyncScope
+	}
+	return false
+}
+
 type Ack struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	DurableSeq uint64                 `protobuf:"varint,1,opt,name=durable_seq,json=durableSeq,proto3" json:"durable_seq,omitempty"`
@@ -1567,7 +1898,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[18]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1910,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[18]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1923,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{18}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Ack) GetDurableSeq() uint64 {
@@ -1648,7 +1979,7 @@ type Reject struct {
 
 func (x *Reject) Reset() {
 	*x = Reject{}
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[19]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1991,7 @@ func (x *Reject) String() string {
 func (*Reject) ProtoMessage() {}
 
 func (x *Reject) ProtoReflect() protoreflect.Message {
-	mi := &file_replicate_replpb_replicate_proto_msgTypes[19]
+	mi := &file_replicate_replpb_replicate_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +2004,7 @@ func (x *Reject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reject.ProtoReflect.Descriptor instead.
 func (*Reject) Descriptor() ([]byte, []int) {
-	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{19}
+	return file_replicate_replpb_replicate_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Reject) GetCode() Reject_Code {
@@ -1717,20 +2048,39 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\amissing\x18\b \x01(\bR\amissing\x12\x16\n" +
 	"\x06digest\x18\t \x01(\fR\x06digest\x12\x16\n" +
 	"\x06xattrs\x18\n" +
-	" \x01(\fR\x06xattrs\"\xee\x01\n" +
+	" \x01(\fR\x06xattrs\"\xa0\x02\n" +
 	"\x10ResyncPrimaryMsg\x126\n" +
 	"\x05start\x18\x01 \x01(\v2\x1e.pbfs.replicate.v1.ResyncStartH\x00R\x05start\x120\n" +
 	"\x05entry\x18\x02 \x01(\v2\x18.pbfs.replicate.v1.EntryH\x00R\x05entry\x124\n" +
 	"\x05block\x18\x03 \x01(\v2\x1c.pbfs.replicate.v1.BlockDataH\x00R\x05block\x123\n" +
-	"\x04done\x18\x04 \x01(\v2\x1d.pbfs.replicate.v1.ResyncDoneH\x00R\x04doneB\x05\n" +
-	"\x03msg\"\x89\x01\n" +
+	"\x04done\x18\x04 \x01(\v2\x1d.pbfs.replicate.v1.ResyncDoneH\x00R\x04done\x120\n" +
+	"\x05scope\x18\x05 \x01(\v2\x18.pbfs.replicate.v1.ScopeH\x00R\x05scopeB\x05\n" +
+	"\x03msg\"\xa1\x01\n" +
 	"\vResyncStart\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06anchor\x18\x04 \x01(\fR\x06anchor\x12\x1d\n" +
 	"\n" +
-	"block_size\x18\x05 \x01(\rR\tblockSize\"\xa6\x03\n" +
+	"block_size\x18\x05 \x01(\rR\tblockSize\x12\x16\n" +
+	"\x06scoped\x18\x06 \x01(\bR\x06scoped\"t\n" +
+	"\vResyncOffer\x122\n" +
+	"\x05chain\x18\x01 \x03(\v2\x1c.pbfs.replicate.v1.ChainLinkR\x05chain\x12\x1d\n" +
+	"\n" +
+	"volume_seq\x18\x02 \x01(\x04R\tvolumeSeq\x12\x12\n" +
+	"\x04full\x18\x03 \x01(\tR\x04full\"9\n" +
+	"\tChainLink\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1a\n" +
+	"\bchecksum\x18\x02 \x01(\rR\bchecksum\"\x9d\x01\n" +
+	"\x05Scope\x12\x12\n" +
+	"\x04base\x18\x01 \x01(\x04R\x04base\x12\x1a\n" +
+	"\bsubtrees\x18\x02 \x03(\fR\bsubtrees\x12\x18\n" +
+	"\aentries\x18\x03 \x03(\fR\aentries\x126\n" +
+	"\blistings\x18\x04 \x03(\v2\x1a.pbfs.replicate.v1.ListingR\blistings\x12\x12\n" +
+	"\x04full\x18\x05 \x01(\tR\x04full\"1\n" +
+	"\aListing\x12\x10\n" +
+	"\x03dir\x18\x01 \x01(\fR\x03dir\x12\x14\n" +
+	"\x05names\x18\x02 \x03(\fR\x05names\"\xa6\x03\n" +
 	"\x05Entry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x12\n" +
 	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x10\n" +
@@ -1763,10 +2113,12 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\"\f\n" +
 	"\n" +
-	"ResyncDone\"\x82\x01\n" +
+	"ResyncDone\"\xec\x01\n" +
 	"\x0fResyncBackupMsg\x12-\n" +
 	"\x04want\x18\x01 \x01(\v2\x17.pbfs.replicate.v1.WantH\x00R\x04want\x129\n" +
-	"\x06result\x18\x02 \x01(\v2\x1f.pbfs.replicate.v1.ResyncResultH\x00R\x06resultB\x05\n" +
+	"\x06result\x18\x02 \x01(\v2\x1f.pbfs.replicate.v1.ResyncResultH\x00R\x06result\x126\n" +
+	"\x05offer\x18\x03 \x01(\v2\x1e.pbfs.replicate.v1.ResyncOfferH\x00R\x05offer\x120\n" +
+	"\x05scope\x18\x04 \x01(\v2\x18.pbfs.replicate.v1.ScopeH\x00R\x05scopeB\x05\n" +
 	"\x03msg\"2\n" +
 	"\x04Want\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\fR\x04path\x12\x16\n" +
@@ -1795,7 +2147,7 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"\awelcome\x18\x01 \x01(\v2\x1a.pbfs.replicate.v1.WelcomeH\x00R\awelcome\x12*\n" +
 	"\x03ack\x18\x02 \x01(\v2\x16.pbfs.replicate.v1.AckH\x00R\x03ack\x123\n" +
 	"\x06reject\x18\x03 \x01(\v2\x19.pbfs.replicate.v1.RejectH\x00R\x06rejectB\x05\n" +
-	"\x03msg\"\xef\x02\n" +
+	"\x03msg\"\x92\x03\n" +
 	"\aWelcome\x12\x1b\n" +
 	"\tvolume_id\x18\x01 \x01(\tR\bvolumeId\x12\x1f\n" +
 	"\vdurable_seq\x18\x02 \x01(\x04R\n" +
@@ -1813,7 +2165,8 @@ const file_replicate_replpb_replicate_proto_rawDesc = "" +
 	"sparseSums\x12\x1d\n" +
 	"\n" +
 	"root_entry\x18\v \x01(\bR\trootEntry\x12\x1b\n" +
-	"\talloc_map\x18\f \x01(\bR\ballocMap\"\xd5\x01\n" +
+	"\talloc_map\x18\f \x01(\bR\ballocMap\x12!\n" +
+	"\fresync_scope\x18\r \x01(\bR\vresyncScope\"\xd5\x01\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vdurable_seq\x18\x01 \x01(\x04R\n" +
 	"durableSeq\x12\x1f\n" +
@@ -1854,7 +2207,7 @@ func file_replicate_replpb_replicate_proto_rawDescGZIP() []byte {
 }
 
 var file_replicate_replpb_replicate_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_replicate_replpb_replicate_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_replicate_replpb_replicate_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_replicate_replpb_replicate_proto_goTypes = []any{
 	(Reject_Code)(0),         // 0: pbfs.replicate.v1.Reject.Code
 	(*ReportRequest)(nil),    // 1: pbfs.replicate.v1.ReportRequest
@@ -1862,50 +2215,59 @@ var file_replicate_replpb_replicate_proto_goTypes = []any{
 	(*ManifestEntry)(nil),    // 3: pbfs.replicate.v1.ManifestEntry
 	(*ResyncPrimaryMsg)(nil), // 4: pbfs.replicate.v1.ResyncPrimaryMsg
 	(*ResyncStart)(nil),      // 5: pbfs.replicate.v1.ResyncStart
-	(*Entry)(nil),            // 6: pbfs.replicate.v1.Entry
-	(*Extent)(nil),           // 7: pbfs.replicate.v1.Extent
-	(*Xattr)(nil),            // 8: pbfs.replicate.v1.Xattr
-	(*BlockData)(nil),        // 9: pbfs.replicate.v1.BlockData
-	(*ResyncDone)(nil),       // 10: pbfs.replicate.v1.ResyncDone
-	(*ResyncBackupMsg)(nil),  // 11: pbfs.replicate.v1.ResyncBackupMsg
-	(*Want)(nil),             // 12: pbfs.replicate.v1.Want
-	(*ResyncResult)(nil),     // 13: pbfs.replicate.v1.ResyncResult
-	(*PrimaryMsg)(nil),       // 14: pbfs.replicate.v1.PrimaryMsg
-	(*Hello)(nil),            // 15: pbfs.replicate.v1.Hello
-	(*Batch)(nil),            // 16: pbfs.replicate.v1.Batch
-	(*BackupMsg)(nil),        // 17: pbfs.replicate.v1.BackupMsg
-	(*Welcome)(nil),          // 18: pbfs.replicate.v1.Welcome
-	(*Ack)(nil),              // 19: pbfs.replicate.v1.Ack
-	(*Reject)(nil),           // 20: pbfs.replicate.v1.Reject
+	(*ResyncOffer)(nil),      // 6: pbfs.replicate.v1.ResyncOffer
+	(*ChainLink)(nil),        // 7: pbfs.replicate.v1.ChainLink
+	(*Scope)(nil),            // 8: pbfs.replicate.v1.Scope
+	(*Listing)(nil),          // 9: pbfs.replicate.v1.Listing
+	(*Entry)(nil),            // 10: pbfs.replicate.v1.Entry
+	(*Extent)(nil),           // 11: pbfs.replicate.v1.Extent
+	(*Xattr)(nil),            // 12: pbfs.replicate.v1.Xattr
+	(*BlockData)(nil),        // 13: pbfs.replicate.v1.BlockData
+	(*ResyncDone)(nil),       // 14: pbfs.replicate.v1.ResyncDone
+	(*ResyncBackupMsg)(nil),  // 15: pbfs.replicate.v1.ResyncBackupMsg
+	(*Want)(nil),             // 16: pbfs.replicate.v1.Want
+	(*ResyncResult)(nil),     // 17: pbfs.replicate.v1.ResyncResult
+	(*PrimaryMsg)(nil),       // 18: pbfs.replicate.v1.PrimaryMsg
+	(*Hello)(nil),            // 19: pbfs.replicate.v1.Hello
+	(*Batch)(nil),            // 20: pbfs.replicate.v1.Batch
+	(*BackupMsg)(nil),        // 21: pbfs.replicate.v1.BackupMsg
+	(*Welcome)(nil),          // 22: pbfs.replicate.v1.Welcome
+	(*Ack)(nil),              // 23: pbfs.replicate.v1.Ack
+	(*Reject)(nil),           // 24: pbfs.replicate.v1.Reject
 }
 var file_replicate_replpb_replicate_proto_depIdxs = []int32{
 	5,  // 0: pbfs.replicate.v1.ResyncPrimaryMsg.start:type_name -> pbfs.replicate.v1.ResyncStart
-	6,  // 1: pbfs.replicate.v1.ResyncPrimaryMsg.entry:type_name -> pbfs.replicate.v1.Entry
-	9,  // 2: pbfs.replicate.v1.ResyncPrimaryMsg.block:type_name -> pbfs.replicate.v1.BlockData
-	10, // 3: pbfs.replicate.v1.ResyncPrimaryMsg.done:type_name -> pbfs.replicate.v1.ResyncDone
-	8,  // 4: pbfs.replicate.v1.Entry.xattrs:type_name -> pbfs.replicate.v1.Xattr
-	7,  // 5: pbfs.replicate.v1.Entry.alloc:type_name -> pbfs.replicate.v1.Extent
-	12, // 6: pbfs.replicate.v1.ResyncBackupMsg.want:type_name -> pbfs.replicate.v1.Want
-	13, // 7: pbfs.replicate.v1.ResyncBackupMsg.result:type_name -> pbfs.replicate.v1.ResyncResult
-	15, // 8: pbfs.replicate.v1.PrimaryMsg.hello:type_name -> pbfs.replicate.v1.Hello
-	16, // 9: pbfs.replicate.v1.PrimaryMsg.batch:type_name -> pbfs.replicate.v1.Batch
-	18, // 10: pbfs.replicate.v1.BackupMsg.welcome:type_name -> pbfs.replicate.v1.Welcome
-	19, // 11: pbfs.replicate.v1.BackupMsg.ack:type_name -> pbfs.replicate.v1.Ack
-	20, // 12: pbfs.replicate.v1.BackupMsg.reject:type_name -> pbfs.replicate.v1.Reject
-	0,  // 13: pbfs.replicate.v1.Reject.code:type_name -> pbfs.replicate.v1.Reject.Code
-	14, // 14: pbfs.replicate.v1.Replication.Stream:input_type -> pbfs.replicate.v1.PrimaryMsg
-	4,  // 15: pbfs.replicate.v1.Replication.Resync:input_type -> pbfs.replicate.v1.ResyncPrimaryMsg
-	1,  // 16: pbfs.replicate.v1.Replication.Report:input_type -> pbfs.replicate.v1.ReportRequest
-	2,  // 17: pbfs.replicate.v1.Replication.Manifest:input_type -> pbfs.replicate.v1.ManifestRequest
-	17, // 18: pbfs.replicate.v1.Replication.Stream:output_type -> pbfs.replicate.v1.BackupMsg
-	11, // 19: pbfs.replicate.v1.Replication.Resync:output_type -> pbfs.replicate.v1.ResyncBackupMsg
-	18, // 20: pbfs.replicate.v1.Replication.Report:output_type -> pbfs.replicate.v1.Welcome
-	3,  // 21: pbfs.replicate.v1.Replication.Manifest:output_type -> pbfs.replicate.v1.ManifestEntry
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 1: pbfs.replicate.v1.ResyncPrimaryMsg.entry:type_name -> pbfs.replicate.v1.Entry
+	13, // 2: pbfs.replicate.v1.ResyncPrimaryMsg.block:type_name -> pbfs.replicate.v1.BlockData
+	14, // 3: pbfs.replicate.v1.ResyncPrimaryMsg.done:type_name -> pbfs.replicate.v1.ResyncDone
+	8,  // 4: pbfs.replicate.v1.ResyncPrimaryMsg.scope:type_name -> pbfs.replicate.v1.Scope
+	7,  // 5: pbfs.replicate.v1.ResyncOffer.chain:type_name -> pbfs.replicate.v1.ChainLink
+	9,  // 6: pbfs.replicate.v1.Scope.listings:type_name -> pbfs.replicate.v1.Listing
+	12, // 7: pbfs.replicate.v1.Entry.xattrs:type_name -> pbfs.replicate.v1.Xattr
+	11, // 8: pbfs.replicate.v1.Entry.alloc:type_name -> pbfs.replicate.v1.Extent
+	16, // 9: pbfs.replicate.v1.ResyncBackupMsg.want:type_name -> pbfs.replicate.v1.Want
+	17, // 10: pbfs.replicate.v1.ResyncBackupMsg.result:type_name -> pbfs.replicate.v1.ResyncResult
+	6,  // 11: pbfs.replicate.v1.ResyncBackupMsg.offer:type_name -> pbfs.replicate.v1.ResyncOffer
+	8,  // 12: pbfs.replicate.v1.ResyncBackupMsg.scope:type_name -> pbfs.replicate.v1.Scope
+	19, // 13: pbfs.replicate.v1.PrimaryMsg.hello:type_name -> pbfs.replicate.v1.Hello
+	20, // 14: pbfs.replicate.v1.PrimaryMsg.batch:type_name -> pbfs.replicate.v1.Batch
+	22, // 15: pbfs.replicate.v1.BackupMsg.welcome:type_name -> pbfs.replicate.v1.Welcome
+	23, // 16: pbfs.replicate.v1.BackupMsg.ack:type_name -> pbfs.replicate.v1.Ack
+	24, // 17: pbfs.replicate.v1.BackupMsg.reject:type_name -> pbfs.replicate.v1.Reject
+	0,  // 18: pbfs.replicate.v1.Reject.code:type_name -> pbfs.replicate.v1.Reject.Code
+	18, // 19: pbfs.replicate.v1.Replication.Stream:input_type -> pbfs.replicate.v1.PrimaryMsg
+	4,  // 20: pbfs.replicate.v1.Replication.Resync:input_type -> pbfs.replicate.v1.ResyncPrimaryMsg
+	1,  // 21: pbfs.replicate.v1.Replication.Report:input_type -> pbfs.replicate.v1.ReportRequest
+	2,  // 22: pbfs.replicate.v1.Replication.Manifest:input_type -> pbfs.replicate.v1.ManifestRequest
+	21, // 23: pbfs.replicate.v1.Replication.Stream:output_type -> pbfs.replicate.v1.BackupMsg
+	15, // 24: pbfs.replicate.v1.Replication.Resync:output_type -> pbfs.replicate.v1.ResyncBackupMsg
+	22, // 25: pbfs.replicate.v1.Replication.Report:output_type -> pbfs.replicate.v1.Welcome
+	3,  // 26: pbfs.replicate.v1.Replication.Manifest:output_type -> pbfs.replicate.v1.ManifestEntry
+	23, // [23:27] is the sub-list for method output_type
+	19, // [19:23] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_replicate_replpb_replicate_proto_init() }
@@ -1918,16 +2280,19 @@ func file_replicate_replpb_replicate_proto_init() {
 		(*ResyncPrimaryMsg_Entry)(nil),
 		(*ResyncPrimaryMsg_Block)(nil),
 		(*ResyncPrimaryMsg_Done)(nil),
+		(*ResyncPrimaryMsg_Scope)(nil),
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[10].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[14].OneofWrappers = []any{
 		(*ResyncBackupMsg_Want)(nil),
 		(*ResyncBackupMsg_Result)(nil),
+		(*ResyncBackupMsg_Offer)(nil),
+		(*ResyncBackupMsg_Scope)(nil),
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[13].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[17].OneofWrappers = []any{
 		(*PrimaryMsg_Hello)(nil),
 		(*PrimaryMsg_Batch)(nil),
 	}
-	file_replicate_replpb_replicate_proto_msgTypes[16].OneofWrappers = []any{
+	file_replicate_replpb_replicate_proto_msgTypes[20].OneofWrappers = []any{
 		(*BackupMsg_Welcome)(nil),
 		(*BackupMsg_Ack)(nil),
 		(*BackupMsg_Reject)(nil),
@@ -1938,7 +2303,7 @@ func file_replicate_replpb_replicate_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replicate_replpb_replicate_proto_rawDesc), len(file_replicate_replpb_replicate_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,201 @@
+package replicate
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/replpb"
+)
+
+// A targeted resync reconciles only what two histories may hold
+// differently: the paths their batches since they parted name, and, on a
+// deposed primary, what it changed that its journal never got. Every other
+// path is as it was where they parted, on both sides (docs/ARCHITECTURE.md,
+// "Resync").
+
+// Limits of a targeted resync.
+const (
+	// chainDense: a backup offers the checksums of its newest batches
+	// one by one up to this many, then every power of two further back.
+	// A deposed primary's unacknowledged suffix is a few batches (what
+	// the ack window held); past 64 the common seq found is at most
+	// twice as far back as the real one, which costs only more paths.
+	chainDense = 64
+	// maxChain bounds the links a primary looks at.
+	maxChain = 256
+	// maxScopeBytes bounds the path bytes of one Scope message (a backup's
+	// reaches the primary through gRPC's 4 MiB default): more than that
+	// many paths, and a full resync is as cheap.
+	maxScopeBytes = 2 << 20
+	// minJournalBudget: a targeted resync reads the batches of both
+	// histories since they parted; it gives up for a full one when they
+	// hold more bytes than the volume's files (reading them would cost
+	// more than comparing the files), but always allows this much.
+	minJournalBudget = 64 << 20
+)
+
+// errCostly: the batches to read cost more than a full resync.
+var errCostly = errors.New("the batches since the histories parted hold more bytes than the volume's files")
+
+// scope is a set of subtrees and single entries (apply/scope.go).
+type scope struct {
+	subtrees map[string]bool
+	entries  map[string]bool
+}
+
+func newScope() *scope {
+	return &scope{subtrees: map[string]bool{}, entries: map[string]bool{}}
+}
+
+// subtree adds p and everything under it, and p's parent's attributes (a
+// name added or removed moved its mtime).
+func (sc *scope) subtree(p string) {
+	sc.subtrees[p] = true
+	if p != "." {
+		sc.entries[parentOf(p)] = true
+	}
+}
+
+func (sc *scope) entry(p string) { sc.entries[p] = true }
+
+// addOps adds what ops name: a namespace op's paths as subtrees (a rename
+// moves everything under its source), both names of a link (the new one as
+// a subtree), and the path of any other op as an entry (a directory's
+// attributes, not its subtree).
+func (sc *scope) addOps(ops []journal.Op) {
+	for i := range ops {
+		op := &ops[i]
+		switch {
+		case op.Kind == journal.KindLink:
+			sc.entry(op.Path)
+			sc.subtree(op.Path2)
+		case op.Kind == journal.KindRename:
+			sc.subtree(op.Path)
+			sc.subtree(op.Path2)
+		case op.Kind.IsNamespace():
+			sc.subtree(op.Path)
+		default:
+			sc.entry(op.Path)
+		}
+	}
+}
+
+// covers reports whether p is in the scope: in a subtree, or an entry.
+func (sc *scope) covers(p string) bool {
+	return sc.entries[p] || sc.inSubtree(p)
+}
+
+func (sc *scope) inSubtree(p string) bool {
+	for q := p; ; q = parentOf(q) {
+		if sc.subtrees[q] {
+			return true
+		}
+		if q == "." {
+			return false
+		}
+	}
+}
+
+func (sc *scope) merge(o *scope) {
+	for p := range o.subtrees {
+		sc.subtrees[p] = true
+	}
+	for p := range o.entries {
+		sc.entries[p] = true
+	}
+}
+
+// readBatches adds what batches from..to of st name. It fails with
+// errCostly once they hold more than budget bytes (0: no limit), and if
+// st lacks one of them.
+func (sc *scope) readBatches(st *journal.Store, from, to uint64, budget int64) error {
+	var used int64
+	for seq := from; seq <= to; seq++ {
+		enc, err := st.Get(seq)
+		if err != nil {
+			return fmt.Errorf("read batch %d: %w", seq, err)
+		}
+		if used += int64(len(enc)); budget > 0 && used > budget {
+			return fmt.Errorf("%w (%d bytes from batch %d)", errCostly, used, from)
+		}
+		b, err := journal.Decode(enc)
+		if err != nil {
+			return fmt.Errorf("read batch %d: %w", seq, err)
+		}
+		sc.addOps(b.Ops)
+	}
+	return nil
+}
+
+// proto is the scope as a message; fails if its paths exceed maxScopeBytes.
+func (sc *scope) proto() (*replpb.Scope, error) {
+	msg := &replpb.Scope{Subtrees: sortedBytes(sc.subtrees), Entries: sortedBytes(sc.entries)}
+	if n := pathBytes(msg.Subtrees) + pathBytes(msg.Entries); n > maxScopeBytes {
+		return nil, fmt.Errorf("%d paths (%d bytes) are too many to list", len(msg.Subtrees)+len(msg.Entries), n)
+	}
+	return msg, nil
+}
+
+// scopeOf reads a peer's scope, refusing a path no op could carry.
+func scopeOf(msg *replpb.Scope) (*scope, error) {
+	sc := newScope()
+	for _, list := range []struct {
+		paths [][]byte
+		add   func(string)
+	}{{msg.Subtrees, sc.subtree}, {msg.Entries, sc.entry}} {
+		for _, b := range list.paths {
+			if p := string(b); journal.ValidPath(p) {
+				list.add(p)
+			} else {
+				return nil, fmt.Errorf("resync scope: path %q: %w", b, journal.ErrInvalidOp)
+			}
+		}
+	}
+	return sc, nil
+}
+
+// validName reports whether name can be one name in a directory.
+func validName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsRune(name, '/') && journal.ValidPath(name)
+}
+
+func sortedBytes(set map[string]bool) [][]byte {
+	keys := make([]string, 0, len(set))
+	for p := range set {
+		keys = append(keys, p)
+	}
+	slices.Sort(keys)
+	out := make([][]byte, len(keys))
+	for i, p := range keys {
+		out[i] = []byte(p)
+	}
+	return out
+}
+
+func pathBytes(paths [][]byte) int {
+	n := 0
+	for _, p := range paths {
+		n += len(p) + 4
+	}
+	return n
+}
+
+// parentOf is the directory holding p; "." for a name in the root.
+func parentOf(p string) string {
+	if d := path.Dir(p); d != "" {
+		return d
+	}
+	return "."
+}
+
+// childPath is name in dir.
+func childPath(dir, name string) string {
+	if dir == "." {
+		return name
+	}
+	return dir + "/" + name
+}
