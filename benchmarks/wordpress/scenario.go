@@ -193,6 +193,8 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 			report.Pct(p.lat, 0.5), report.Pct(p.lat, 0.99), p.fail)
 		return p
 	}
+	// Said before it starts, for a profiler to start with it.
+	fmt.Printf("  peak: %d editors for %v\n", cfg.clients, cfg.peakFor)
 	r.peak = measure(0, func() []sample { return e.closedLoop(ctx, cfg.clients, cfg.peakFor) })
 	if plainPeak == 0 {
 		plainPeak = r.peak.rate
