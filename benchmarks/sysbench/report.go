@@ -63,9 +63,16 @@ func (rep *report) markdown() string {
 		report_.LinkDelay.String()+" added each way on every backup's link; **pbfs-2-replicated-memory** the same with `--ack-level memory` "+
 		"(a backup acks a batch once it has received and checked it, before its synced append: safe against one machine's crash, not against a power loss of all); "+
 		"**pbfs-2-ack1**, when run, the same with `--ack 1` "+
-		"(durable on one backup, as semi-sync waits for one replica); **semisync** a primary with `"+
+		"(durable on one backup); **pbfs-2-ack1-memory** the same with `--ack 1 --ack-level memory` "+
+		"(a COMMIT returns once one backup has received and checked it: semi-sync's guarantee); **semisync** a primary with `"+
 		strings.Join(primaryOptions, " ")+"` and two replicas with `"+strings.Join(replicaOptions, " ")+
-		"` (MariaDB waits for one replica's ack per commit). All processes share this machine.\n\n")
+		"` (a COMMIT returns once the primary has synced it to its binary log and one replica has received it into its relay log, "+
+		"which it does not sync). All processes share this machine.\n\n")
+	p("%s", "What a returned COMMIT survives: pbfs-2-replicated the loss of any two machines, power included (both backups synced it); "+
+		"pbfs-1-replicated and pbfs-2-ack1 the loss of the primary, power included (one backup synced it); "+
+		"pbfs-2-replicated-memory the crash of any two machines and pbfs-2-ack1-memory of any one (received and checked, not synced, by two or one backup), "+
+		"neither a power loss of all; semisync the crash of any one machine and a power loss of all (the primary synced its binary log, "+
+		"one replica received the events, unsynced), not the loss of the primary's disk with a replica's crash.\n\n")
 
 	if len(rep.rows) > 0 {
 		p("## Results\n\n")
@@ -134,7 +141,7 @@ func (rep *report) markdown() string {
 			p("- %s %s: %s\n", r.scenario, r.workload, c)
 		}
 	}
-	for _, name := range []string{"pbfs-2-replicated", "pbfs-2-ack1", "tune"} {
+	for _, name := range []string{"pbfs-2-replicated", "pbfs-2-ack1", "pbfs-2-ack1-memory", "tune"} {
 		if f := rep.findings[name]; len(f) > 0 {
 			p("\nmysql-hint's findings at the %s mount's start (from the server's options, given to it as `defaults-file`):\n\n", name)
 			for _, ev := range f {

@@ -52,6 +52,7 @@ var pbfsScenarios = map[string]spec{
 	"pbfs-2-replicated-delay":  {backups: 2, ack: "all", plugin: true, delay: report_.LinkDelay},
 	"pbfs-2-replicated-memory": {backups: 2, ack: "all", ackLevel: "memory", plugin: true},
 	"pbfs-2-ack1":              {backups: 2, ack: "1", plugin: true},
+	"pbfs-2-ack1-memory":       {backups: 2, ack: "1", ackLevel: "memory", plugin: true},
 }
 
 // scenario sets one scenario up, runs every workload on it, checks it and

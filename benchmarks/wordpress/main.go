@@ -11,7 +11,11 @@
 //     the storage's cost from the proxy's;
 //   - pbfs-N-deferred: pbfs-N with --fsync deferred: MariaDB's fsyncs
 //     return at once and the proxy's barriers alone make its commits
-//     durable (docs/ARCHITECTURE.md, "Fsync policies").
+//     durable (docs/ARCHITECTURE.md, "Fsync policies");
+//   - pbfs-N-ack1-memory (combinable with -deferred): pbfs-N with --ack 1
+//     --ack-level memory, a barrier done once one backup has received
+//     and checked its batches: semi-sync's own guarantee (AFTER_SYNC with
+//     one replica to wait for and an unsynced relay log).
 //
 // Each scenario gets a fresh site with 200 seeded posts. A closed loop of
 // -clients editors finds its peak; then an open-loop Poisson client posts
@@ -57,7 +61,7 @@ func main() {
 	quick := flag.Bool("quick", false, "10 s per measurement instead of 30 s")
 	flag.StringVar(&cfg.bin, "bin", "bin/pbfs", "pbfs binary")
 	flag.StringVar(&cfg.proxy, "proxy", "bin/http-proxy", "http-proxy plugin binary")
-	flag.StringVar(&scenarios, "scenarios", "plain,pbfs-0,pbfs-1,pbfs-2,pbfs-2-delay,semisync", "scenarios to run, plain first (pbfs-N-delay: 0.5 ms added each way on every backup's link; pbfs-N-direct: clients talk to nginx directly, without the proxy and its output commit, which shows the storage's own cost; pbfs-N-deferred: the mount with --fsync deferred; semisync: MariaDB's semi-sync replication to two replicas)")
+	flag.StringVar(&scenarios, "scenarios", "plain,pbfs-0,pbfs-1-deferred,pbfs-2-deferred,pbfs-2-deferred-ack1-memory,pbfs-2,semisync", "scenarios to run, plain first (pbfs-N-delay: 0.5 ms added each way on every backup's link; pbfs-N-direct: clients talk to nginx directly, without the proxy and its output commit, which shows the storage's own cost; pbfs-N-deferred: the mount with --fsync deferred; pbfs-N-ack1-memory: with --ack 1 --ack-level memory, semi-sync's guarantee; semisync: MariaDB's semi-sync replication to two replicas)")
 	flag.StringVar(&fractions, "fractions", "0.5,0.7,0.9", "offered loads of the open-loop points, as fractions of plain's peak")
 	flag.IntVar(&cfg.clients, "clients", 8, "editors in the closed loop that finds the peak")
 	flag.IntVar(&cfg.posts, "posts", 200, "posts seeded and edited round-robin")
@@ -81,7 +85,7 @@ func main() {
 		cfg.fractions = append(cfg.fractions, v)
 	}
 	for _, s := range cfg.scenarios {
-		if _, _, perr := report.ParseScenario(storageOf(s)); perr != nil && s != semisyncScenario {
+		if _, _, perr := report.ParseScenario(storageName(s)); perr != nil && s != semisyncScenario {
 			err = perr
 		}
 	}
@@ -114,7 +118,7 @@ func run(ctx context.Context, cfg config, fsName string) error {
 		cal0: benchproc.Calibrate(cfg.workdir)}
 	var plainPeak float64
 	for _, name := range cfg.scenarios {
-		n, delay, _ := report.ParseScenario(storageOf(name))
+		n, delay, _ := report.ParseScenario(storageName(name))
 		if name == semisyncScenario {
 			n = -1 // no pbfs: plain directories, clients direct
 		}

@@ -42,17 +42,45 @@ type scenarioRun struct {
 	verified string
 }
 
-// directSuffix names a pbfs scenario whose clients bypass the proxy;
-// deferredSuffix one whose mount runs with --fsync deferred.
+// Suffixes of a pbfs scenario's name, in any order: directSuffix, clients
+// bypass the proxy; deferredSuffix, the mount runs with --fsync deferred;
+// ack1MemorySuffix, it runs with --ack 1 --ack-level memory (a barrier
+// returns once one backup has received and checked its batches, as
+// semi-sync's commit returns once one replica has received its events).
 const (
-	directSuffix   = "-direct"
-	deferredSuffix = "-deferred"
+	directSuffix     = "-direct"
+	deferredSuffix   = "-deferred"
+	ack1MemorySuffix = "-ack1-memory"
 )
 
-// storageOf is a scenario's name without those suffixes: the storage
-// report.ParseScenario reads.
-func storageOf(name string) string {
-	return strings.TrimSuffix(strings.TrimSuffix(name, directSuffix), deferredSuffix)
+// variant is what a scenario's suffixes ask of its mount and clients.
+type variant struct {
+	direct, deferred, ack1Memory bool
+}
+
+// storageOf is a scenario's name without those suffixes (the storage
+// report.ParseScenario reads) and what they ask.
+func storageOf(name string) (string, variant) {
+	var v variant
+	suffixes := []struct {
+		suffix string
+		set    *bool
+	}{{directSuffix, &v.direct}, {deferredSuffix, &v.deferred}, {ack1MemorySuffix, &v.ack1Memory}}
+	for cut := true; cut; {
+		cut = false
+		for _, s := range suffixes {
+			if base, ok := strings.CutSuffix(name, s.suffix); ok && !*s.set {
+				name, *s.set, cut = base, true, true
+			}
+		}
+	}
+	return name, v
+}
+
+// storageName is storageOf's name alone.
+func storageName(name string) string {
+	n, _ := storageOf(name)
+	return n
 }
 
 // runScenario sets up a fresh site on the scenario's storage, seeds it,
@@ -117,15 +145,19 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 		}
 		args := []string{"--admin", admin, "--plugin", "http-proxy=" + cfg.proxy,
 			"--plugin-config", fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s", proxy, nginx)}
-		direct := strings.HasSuffix(name, directSuffix)
+		_, v := storageOf(name)
+		direct := v.direct
 		if direct {
 			args = args[:2]
 		}
-		if strings.HasSuffix(name, deferredSuffix) {
+		if v.deferred {
 			args = append(args, "--fsync", "deferred")
 		}
-		c, err := benchproc.StartCluster(ctx, benchproc.ClusterConfig{Bin: cfg.bin, Dir: dir, Vol: vol,
-			Backups: backups, Delay: delay, Env: env, Args: args})
+		ccfg := benchproc.ClusterConfig{Bin: cfg.bin, Dir: dir, Vol: vol, Backups: backups, Delay: delay, Env: env, Args: args}
+		if v.ack1Memory {
+			ccfg.Ack, ccfg.AckLevel = "1", "memory"
+		}
+		c, err := benchproc.StartCluster(ctx, ccfg)
 		procs = append(procs, c.Procs...)
 		defer c.Close() // after cleanup: the mount stops first
 		if err != nil {

@@ -14,15 +14,17 @@ import (
 // ClusterConfig describes a pbfs primary and its backups as a benchmark
 // runs them.
 type ClusterConfig struct {
-	Bin     string        // the pbfs binary
-	Dir     string        // journals, backup volumes and logs go here
-	Vol     string        // the primary's volume (made if missing)
-	Name    string        // prefix of the processes' names and logs
-	Backups int           // backups, each on an empty volume of its own
-	Delay   time.Duration // one-way delay added on each backup's link (delayproxy)
-	Env     []string      // every process's extra environment (PBFS_TOKEN=...)
-	Args    []string      // more `pbfs mount` flags: plugins, --admin, ...
-	Wrap    []string      // a command the mount runs under (prlimit --nofile=N:N)
+	Bin      string        // the pbfs binary
+	Dir      string        // journals, backup volumes and logs go here
+	Vol      string        // the primary's volume (made if missing)
+	Name     string        // prefix of the processes' names and logs
+	Backups  int           // backups, each on an empty volume of its own
+	Delay    time.Duration // one-way delay added on each backup's link (delayproxy)
+	Env      []string      // every process's extra environment (PBFS_TOKEN=...)
+	Ack      string        // --ack; empty: all
+	AckLevel string        // --ack-level; empty: the mount's default (disk)
+	Args     []string      // more `pbfs mount` flags: plugins, --admin, ...
+	Wrap     []string      // a command the mount runs under (prlimit --nofile=N:N)
 }
 
 // Cluster is a running primary with its backups. Procs lists them in the
@@ -38,14 +40,21 @@ type Cluster struct {
 }
 
 // StartCluster starts the backups (behind delay proxies when cfg.Delay is
-// set) and the primary with --ack all, and waits until the volume is
+// set) and the primary with --ack all (or cfg.Ack), and waits until the volume is
 // mounted. On failure the caller still stops c.Procs and calls Close.
 func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	c := &Cluster{Jdir: filepath.Join(cfg.Dir, "jp"), bin: cfg.Bin, env: cfg.Env}
 	if err := os.MkdirAll(cfg.Vol, 0o755); err != nil {
 		return c, err
 	}
-	argv := append(append([]string{}, cfg.Wrap...), cfg.Bin, "mount", "--journal", c.Jdir, "--ack", "all")
+	ack := cfg.Ack
+	if ack == "" {
+		ack = "all"
+	}
+	argv := append(append([]string{}, cfg.Wrap...), cfg.Bin, "mount", "--journal", c.Jdir, "--ack", ack)
+	if cfg.AckLevel != "" {
+		argv = append(argv, "--ack-level", cfg.AckLevel)
+	}
 	for i := 0; i < cfg.Backups; i++ {
 		addr, err := FreeAddr()
 		if err != nil {
