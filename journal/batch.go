@@ -76,7 +76,8 @@ func (b *Batch) DataBytes() int {
 	return n
 }
 
-// Encode seals b into its stored form: header, then the zstd-compressed body.
+// Encode seals b into its stored form: header, then the body, zstd-compressed
+// from MinCompress bytes on.
 func Encode(b *Batch) ([]byte, Header, error) {
 	if len(b.Ops) > MaxOps {
 		return nil, Header{}, fmt.Errorf("encode batch %d: %d ops: %w", b.Seq, len(b.Ops), ErrTooLarge)
@@ -93,15 +94,7 @@ func Encode(b *Batch) ([]byte, Header, error) {
 	if len(raw) > MaxBodySize {
 		return nil, Header{}, fmt.Errorf("encode batch %d: %d bytes: %w", b.Seq, len(raw), ErrTooLarge)
 	}
-	out := make([]byte, HeaderSize, HeaderSize+len(raw)/2+64)
-	out = compress(out, raw)
-	if cap(out) > 2*len(out)+4096 {
-		// Compressed far below the guess: the batch is kept a while
-		// (the journal's newest are served from memory), so not in a
-		// buffer many times its size.
-		out = append([]byte(nil), out...)
-	}
-	flags := FlagZstd
+	out, flags := storeBody(raw)
 	if b.More {
 		flags |= FlagMore
 	}

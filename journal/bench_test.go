@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -61,5 +62,32 @@ func BenchmarkDecode(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkEncodeCommit seals the batch of one database commit, as a
+// barrier under --fsync replicated or the proxy seals it: a redo-log
+// append of log-like text and its mtime. Below MinCompress it is stored
+// raw.
+func BenchmarkEncodeCommit(b *testing.B) {
+	for _, size := range []int{512, 2048, 8192} {
+		line := []byte("INSERT INTO wp_posts (post_content) VALUES ('revision 42 of a post') /* trx 1234 */\n")
+		data := make([]byte, 0, size)
+		for len(data) < size {
+			data = append(data, line...)
+		}
+		batch := &Batch{Epoch: 1, Seq: 1, Created: time.Unix(1, 0), Ops: []Op{
+			{Kind: KindWrite, Fid: 7, Path: "mysql/ib_logfile0", Offset: 1 << 20, Data: data[:size]},
+			{Kind: KindUtimens, Fid: 7, Path: "mysql/ib_logfile0", Atime: OmitTime, Mtime: 1},
+		}}
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := Encode(batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

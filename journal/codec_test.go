@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -51,21 +52,62 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 // TestEveryCorruptionIsDetected flips each byte and truncates at each
 // length: Decode must fail every time, and never with a nil batch and a
 // nil error.
+// Both stored forms are flipped: a small batch's raw body and a large
+// one's zstd frame.
 func TestEveryCorruptionIsDetected(t *testing.T) {
-	enc, _, err := Encode(&Batch{Epoch: 1, Seq: 1, Ops: sampleOps()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range enc {
-		bad := bytes.Clone(enc)
-		bad[i] ^= 0x40
-		if _, err := Decode(bad); err == nil {
-			t.Fatalf("flipping byte %d went unnoticed", i)
+	for _, ops := range [][]Op{sampleOps(), compressibleOps(MinCompress)} {
+		enc, _, err := Encode(&Batch{Epoch: 1, Seq: 1, Ops: ops})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range enc {
+			bad := bytes.Clone(enc)
+			bad[i] ^= 0x40
+			if _, err := Decode(bad); err == nil {
+				t.Fatalf("%d-byte batch: flipping byte %d went unnoticed", len(enc), i)
+			}
+		}
+		for n := 0; n < len(enc); n++ {
+			if _, err := Decode(enc[:n]); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%d-byte batch truncated to %d bytes: %v, want ErrCorrupt", len(enc), n, err)
+			}
 		}
 	}
-	for n := 0; n < len(enc); n++ {
-		if _, err := Decode(enc[:n]); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("truncated to %d bytes: %v, want ErrCorrupt", n, err)
+}
+
+// compressibleOps is one write of n bytes of repeated text.
+func compressibleOps(n int) []Op {
+	return []Op{{Kind: KindWrite, Fid: 2, Path: "log", Data: bytes.Repeat([]byte("pbfs "), n/5+1)[:n]}}
+}
+
+// TestBodyStoredAsItPays: a body below MinCompress is stored raw, a
+// larger compressible one zstd-compressed, an incompressible one raw; each
+// decodes to what was encoded.
+func TestBodyStoredAsItPays(t *testing.T) {
+	random := make([]byte, 64<<10)
+	rand.NewChaCha8([32]byte{2}).Read(random)
+	for _, c := range []struct {
+		name string
+		ops  []Op
+		zstd bool
+	}{
+		{"small", sampleOps(), false},
+		{"compressible", compressibleOps(64 << 10), true},
+		{"incompressible", []Op{{Kind: KindWrite, Fid: 2, Path: "r", Data: random}}, false},
+	} {
+		enc, h, err := Encode(&Batch{Epoch: 1, Seq: 1, Ops: c.ops})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.Flags&FlagZstd != 0; got != c.zstd {
+			t.Errorf("%s: zstd %v, want %v (raw %d, stored %d)", c.name, got, c.zstd, h.RawLen, h.StoredLen)
+		}
+		if !c.zstd && h.StoredLen != h.RawLen {
+			t.Errorf("%s: raw body stored as %d bytes, RawLen %d", c.name, h.StoredLen, h.RawLen)
+		}
+		got, err := Decode(enc)
+		if err != nil || !reflect.DeepEqual(got.Ops, c.ops) {
+			t.Fatalf("%s: round trip: %v", c.name, err)
 		}
 	}
 }
