@@ -27,11 +27,25 @@ type extent struct {
 func (e *extent) end() uint64 { return e.off + uint64(len(e.data)) }
 
 // segment is a coalesced run of writes and truncates to one file.
+//
+// A truncate to a size at or below the file's frees every block past it,
+// preallocated ones (fallocate with KEEP_SIZE) included; one that grows
+// the file frees nothing. The coalesced form replays the truncate to the
+// smallest size first, from the segment's starting size, and must free
+// on a backup exactly what the primary freed. Only the segment's first
+// truncate can depend on that starting size (the segment knows the size
+// exactly after it), so the segment counts the others, and the first when
+// its own writes had made the file at least that large, as certain
+// shrinks: minShrink is the smallest. flush replays it as two truncates
+// to that size, the second of which frees past it on any backup.
 type segment struct {
 	ext       []extent // sorted, non-overlapping (they may touch)
 	truncated bool
 	minTrunc  uint64 // smallest size any truncate set
 	size      uint64 // size after the last op, when truncated
+	known     uint64 // the least the file's size is, from this segment's ops
+	shrunk    bool   // some truncate was a certain shrink
+	minShrink uint64 // the smallest size a certain shrink set
 }
 
 // DataLog collects one file's data and metadata ops inside a batch and
@@ -74,6 +88,7 @@ func (d *DataLog) Write(off uint64, data []byte) {
 	if s.truncated && end > s.size {
 		s.size = end
 	}
+	s.known = max(s.known, end)
 	n := len(s.ext)
 	// The first extent the write can overlap or continue: usually the last.
 	i := n
@@ -170,7 +185,10 @@ func (d *DataLog) Truncate(size uint64) {
 	if !s.truncated || size < s.minTrunc {
 		s.minTrunc = size
 	}
-	s.truncated, s.size = true, size
+	if size <= s.known && (!s.shrunk || size < s.minShrink) {
+		s.shrunk, s.minShrink = true, size
+	}
+	s.truncated, s.size, s.known = true, size, size
 	k := len(s.ext)
 	for k > 0 && s.ext[k-1].end() > size {
 		e := &s.ext[k-1]
@@ -215,15 +233,27 @@ func (d *DataLog) Meta(op Op) {
 
 func (d *DataLog) flush() {
 	s := &d.cur
+	base := s.minTrunc // the size the truncates leave, before the writes
 	if s.truncated {
+		// The smallest truncate is either a certain shrink, or the first
+		// and as uncertain on the backup as it was on the primary.
 		d.done = append(d.done, Op{Kind: KindTruncate, Size: s.minTrunc})
+		if s.shrunk {
+			// The second truncate to a size is never a grow: it frees past
+			// it whatever the backup's size was.
+			base = s.minShrink
+			if base != s.minTrunc {
+				d.done = append(d.done, Op{Kind: KindTruncate, Size: base})
+			}
+			d.done = append(d.done, Op{Kind: KindTruncate, Size: base})
+		}
 	}
 	var top uint64
 	for _, e := range s.ext {
 		d.done = append(d.done, Op{Kind: KindWrite, Offset: e.off, Data: e.data})
 		top = e.end()
 	}
-	if s.truncated && max(top, s.minTrunc) != s.size {
+	if s.truncated && max(top, base) != s.size {
 		d.done = append(d.done, Op{Kind: KindTruncate, Size: s.size})
 	}
 	d.cur = segment{}

@@ -2,12 +2,22 @@ package journal
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
 
 // model is a file in memory: the reference the coalesced ops must match.
-type model struct{ data []byte }
+// prealloc is where the blocks preallocated at the start (fallocate with
+// KEEP_SIZE, far past the data) now end: a truncate to a size at or below
+// the file's frees every block past it, as ext4, xfs and btrfs do.
+type model struct {
+	data     []byte
+	prealloc uint64
+}
+
+// startPrealloc is where a model's preallocation ends at the start.
+const startPrealloc = 1 << 30
 
 func (m *model) write(off uint64, p []byte) {
 	if end := off + uint64(len(p)); end > uint64(len(m.data)) {
@@ -17,6 +27,9 @@ func (m *model) write(off uint64, p []byte) {
 }
 
 func (m *model) truncate(n uint64) {
+	if n <= uint64(len(m.data)) {
+		m.prealloc = min(m.prealloc, n)
+	}
 	if n < uint64(len(m.data)) {
 		m.data = m.data[:n]
 	} else {
@@ -46,7 +59,7 @@ func checkCoalesce(t *testing.T, r *rand.Rand, steps int) {
 		span, size = 4*maxExtent, maxExtent/3
 	}
 	start := bytes.Repeat([]byte{'s'}, r.IntN(span))
-	want := &model{data: bytes.Clone(start)}
+	want := &model{data: bytes.Clone(start), prealloc: startPrealloc}
 	var d DataLog
 	defer d.Release()
 	var prevEnd uint64
@@ -76,11 +89,14 @@ func checkCoalesce(t *testing.T, r *rand.Rand, steps int) {
 			d.Write(off, p)
 		}
 	}
-	got := &model{data: bytes.Clone(start)}
+	got := &model{data: bytes.Clone(start), prealloc: startPrealloc}
 	ops := d.Ops(1, "f")
 	got.apply(ops)
 	if !bytes.Equal(got.data, want.data) {
 		t.Fatalf("coalesced replay differs: got %d bytes, want %d (ops %d)", len(got.data), len(want.data), len(ops))
+	}
+	if got.prealloc != want.prealloc {
+		t.Fatalf("coalesced replay keeps preallocation to %d, the file's ops to %d (start %d, ops %v)", got.prealloc, want.prealloc, len(start), opsShape(ops))
 	}
 	payload := 0
 	for _, op := range ops {
@@ -275,4 +291,13 @@ func TestPruneTemporaries(t *testing.T) {
 			t.Fatalf("kept %q, want %q", kept, want)
 		}
 	}
+}
+
+// opsShape describes ops for a failure message: kinds, offsets, sizes.
+func opsShape(ops []Op) []string {
+	var out []string
+	for _, op := range ops {
+		out = append(out, fmt.Sprintf("%s@%d+%d/%d", op.Kind, op.Offset, len(op.Data), op.Size))
+	}
+	return out
 }
