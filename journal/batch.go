@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -211,7 +212,8 @@ func Verify(buf []byte) (Header, error) {
 
 // Decode checks and decodes an encoded batch. A corrupt, truncated or
 // unknown-version batch yields an error wrapping ErrCorrupt, ErrVersion or
-// ErrTooLarge; nothing of it is returned.
+// ErrTooLarge; nothing of it is returned. The batch shares no memory with
+// buf, which callers reuse (segment reads, receive buffers).
 func Decode(buf []byte) (*Batch, error) {
 	h, ops, err := decode(buf, true)
 	if err != nil {
@@ -244,6 +246,10 @@ func decode(buf []byte, wantOps bool) (Header, []Op, error) {
 		if err != nil {
 			return h, nil, fmt.Errorf("decode batch %d: %w", h.Seq, err)
 		}
+	} else if wantOps {
+		// The ops' data and names point into the body: a raw one is
+		// copied out of buf, as decompressing does for a compressed one.
+		body = bytes.Clone(body)
 	}
 	if len(body) != int(h.RawLen) {
 		return h, nil, fmt.Errorf("decode batch %d: body is %d bytes, header says %d: %w", h.Seq, len(body), h.RawLen, ErrCorrupt)
