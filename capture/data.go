@@ -80,7 +80,7 @@ func (f *FS) WriteAs(h *Handle, off int64, data []byte, kill *Caller, appending 
 			log.Write(uint64(off), data[:k])
 		}
 		f.grew(log.Footprint() - before)
-		f.mtimeLogFd(n, h.fd)
+		f.mtimeAtSeal(n)
 		f.m.op(journal.KindWrite)
 		f.m.WriteBytes.Add(float64(k))
 		f.written.Add(int64(k))
@@ -177,7 +177,7 @@ func (f *FS) Fallocate(h *Handle, mode uint32, off, length uint64, c *Caller) er
 	if f.captures(n) {
 		f.dataLog(n).Fallocate(mode, off, length)
 		f.m.op(journal.KindFallocate)
-		f.mtimeLogFd(n, h.fd)
+		f.mtimeAtSeal(n)
 	}
 	return nil
 }

@@ -134,7 +134,7 @@ func (f *FS) open(n *Node, flags int) (*Handle, error) {
 		err := unix.Ftruncate(fd, 0)
 		if err == nil && f.captures(n) {
 			f.truncateLog(n, 0)
-			f.mtimeLogFd(n, fd)
+			f.mtimeAtSeal(n)
 		}
 		n.mu.Unlock()
 		if err != nil {

@@ -77,8 +77,12 @@ func (f *FS) swapLocked() (b swapped) {
 		n.log = nil
 		b.logs = append(b.logs, log)
 		if p, ok := f.table.pathLocked(n); ok {
+			if n.mtimeDirty {
+				f.sealMtime(n, log, p)
+			}
 			b.data = append(b.data, log.Ops(n.id, p)...)
 		}
+		n.mtimeDirty = false
 	}
 	times, timed := f.rereadTimes(reread)
 	b.data = append(b.data, times...)

@@ -22,6 +22,10 @@ type Node struct {
 	// mu serializes data and metadata ops on the file and guards log.
 	mu  sync.Mutex
 	log *journal.DataLog
+	// mtimeDirty: a write, fallocate or truncate of the open batch moved
+	// the file's mtime, which the seal reads (mtime.go). Set under mu and
+	// sealMu shared, read and cleared under sealMu exclusive.
+	mtimeDirty bool
 
 	// noCaps: the file has no security.capability: this mount created
 	// it, or a kill found none, and none was set through the mount since
