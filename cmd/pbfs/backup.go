@@ -232,7 +232,7 @@ var (
 	procsFlag = &cli.IntFlag{Name: "procs", Value: 1, Usage: "how many threads may run this process's Go code at once while it is a backup (GOMAXPROCS): one saves a fifth of a backup's CPU per small batch, at the same latency and throughput; 0 gives Go's default, one per CPU; at most 256. A GOMAXPROCS environment variable wins"}
 	// journalReserveFlag: Badger dies of SIGBUS when its disk fills, so the
 	// journal keeps this much free (journal/space.go).
-	journalReserveFlag = &cli.Int64Flag{Name: "journal-reserve", Usage: "bytes to keep free on the journal's file system: journal appends (and, on a mount, the service's writes) that would cut into it fail with ENOSPC (default: a quarter of the file system, between 48 and 256 MiB)"}
+	journalReserveFlag = &cli.Int64Flag{Name: "journal-reserve", Usage: "bytes to keep free on the journal's file system: journal appends (and, on a mount, the service's writes) that would cut into it fail with ENOSPC (a size: 8M, 256MiB; default: a quarter of the file system, between 48 and 256 MiB)"}
 )
 
 func tlsFiles(c *cli.Context) replicate.TLSFiles {

@@ -55,6 +55,13 @@ func loadConfig(path string, cmds []*cli.Command) (Config, error) {
 				return nil, fmt.Errorf("config %s: %s: unknown key %q (pbfs %s has no --%s)", path, section, key, section, key)
 			}
 			vals, err := values(&node, f)
+			if err == nil && f != nil {
+				for i, v := range vals {
+					if vals[i], err = flagValue(f, v); err != nil {
+						break
+					}
+				}
+			}
 			if err != nil {
 				return nil, fmt.Errorf("config %s: %s.%s (line %d): %w", path, section, key, node.Line, err)
 			}

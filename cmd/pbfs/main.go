@@ -17,6 +17,9 @@ func main() {
 		os.Exit(runHelper(os.Args, app))
 	}
 	argv, err := applyConfig(os.Args, app.Commands)
+	if err == nil {
+		argv, err = normalizeFlags(argv, app.Commands)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pbfs:", err)
 		os.Exit(2)

@@ -39,7 +39,7 @@ func verifyCommand() *cli.Command {
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after this long", Action: positive("verify", "timeout")},
 			&cli.BoolFlag{Name: "json", Usage: "print JSON, for scripts"},
 			&cli.BoolFlag{Name: "repair", Usage: "resync each backup found to differ, wait for it, and verify again (the exit status is the second verify's)"},
-			&cli.Int64Flag{Name: "max-paused-file", Value: 64 << 20, Usage: "a file that differs as first read is compared again, with the service's writes paused, only if it holds at most this many bytes of data; a larger one is reported not verified"},
+			&cli.Int64Flag{Name: "max-paused-file", Value: 64 << 20, Usage: "a file that differs as first read is compared again, with the service's writes paused, only if it holds at most this many bytes of data (a size: 64M); a larger one is reported not verified"},
 			tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2],
 		},
 		Action: verify,
