@@ -24,6 +24,9 @@ var sizeFlags = []string{"batch-bytes", "journal-reserve", "max-paused-file"}
 func flagValue(f cli.Flag, v string) (string, error) {
 	name := f.Names()[0]
 	if slices.Contains(sizeFlags, name) {
+		if _, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return v, nil // bytes: the command's own checks judge its range
+		}
 		n, err := human.ParseBytes(v)
 		if err != nil {
 			return "", err
