@@ -21,8 +21,10 @@ import (
 // its backups; their own section wins). Flags given on the command line override the file; a
 // list given there replaces the file's. Decoding is strict: an unknown
 // section or key is an error, and so is a value of the wrong shape.
-// ${VAR} and $VAR in values are expanded from the environment. etc/pbfs.yaml
-// is the annotated sample; a test keeps it complete and valid.
+// ${VAR} and $VAR in values are expanded from the environment, and $$ is
+// a literal $; hook commands (on-promote, on-demote) are kept exactly as
+// written, for the shell that runs them to expand. etc/pbfs.yaml is the
+// annotated sample; a test keeps it complete and valid.
 
 // configSections are the commands a file may configure.
 var configSections = []string{"mount", "backup", "promote", "node"}
@@ -74,12 +76,16 @@ func loadConfig(path string, cmds []*cli.Command) (Config, error) {
 // values reads a key's value: a scalar, or a list for a repeatable flag.
 func values(n *yaml.Node, f cli.Flag) ([]string, error) {
 	_, repeatable := f.(*cli.StringSliceFlag)
+	expand := expandEnv
+	if f != nil && slices.Contains(hookFlags, f.Names()[0]) {
+		expand = func(s string) string { return s }
+	}
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if n.Tag == "!!null" {
 			return nil, errors.New("empty value")
 		}
-		return []string{os.ExpandEnv(n.Value)}, nil
+		return []string{expand(n.Value)}, nil
 	case yaml.SequenceNode:
 		if !repeatable {
 			return nil, errors.New("a list, but the flag takes one value")
@@ -89,7 +95,7 @@ func values(n *yaml.Node, f cli.Flag) ([]string, error) {
 			if item.Kind != yaml.ScalarNode {
 				return nil, errors.New("a list of lists or maps; want a list of strings")
 			}
-			out = append(out, os.ExpandEnv(item.Value))
+			out = append(out, expand(item.Value))
 		}
 		return out, nil
 	}
@@ -218,4 +224,13 @@ func scanArgs(cmd *cli.Command, args []string) (map[string]bool, bool) {
 		}
 	}
 	return given, false
+}
+
+// hookFlags are shell commands: a file's value for them is run as written.
+var hookFlags = []string{"on-promote", "on-demote"}
+
+// expandEnv expands ${VAR} and $VAR from the environment, and $$ to $.
+func expandEnv(s string) string {
+	const dollar = "\x00pbfs-dollar\x00"
+	return strings.ReplaceAll(os.ExpandEnv(strings.ReplaceAll(s, "$$", dollar)), dollar, "$")
 }

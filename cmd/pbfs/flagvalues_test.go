@@ -41,3 +41,22 @@ func TestFlagValues(t *testing.T) {
 		t.Errorf("config with batch-bytes: 16MiB: %v, %v", cfg, err)
 	}
 }
+
+// TestConfigExpansion: a hook runs exactly what the file says ($! and $VAR
+// are the shell's), and elsewhere $$ is a literal $ beside expanded
+// variables.
+func TestConfigExpansion(t *testing.T) {
+	t.Setenv("PBFS_TEST_SECRET", "x1")
+	path := filepath.Join(t.TempDir(), "pbfs.yaml")
+	must(t, os.WriteFile(path, []byte("node:\n  on-promote: \"svc & echo $! > svc.pid; echo $HOME\"\n  token: \"a$$b${PBFS_TEST_SECRET}\"\n"), 0o644))
+	cfg, err := loadConfig(path, newApp().Commands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg["node"]["on-promote"][0]; got != "svc & echo $! > svc.pid; echo $HOME" {
+		t.Errorf("on-promote = %q, want it as written", got)
+	}
+	if got := cfg["node"]["token"][0]; got != "a$bx1" {
+		t.Errorf("token = %q, want %q", got, "a$bx1")
+	}
+}
