@@ -246,7 +246,14 @@ func (e *env) startBackup(ctx context.Context, name, dir, addr, vol, jdir string
 }
 
 func (e *env) startPrimary(ctx context.Context, name, dir, vol, jdir string, args ...string) (*proc, *control.Client, error) {
-	argv := append([]string{e.bin, "mount", "--journal", jdir}, args...)
+	return e.startCmd(ctx, name, "mount", dir, vol, jdir, args...)
+}
+
+// startCmd starts a command that serves a mount at vol (mount, promote)
+// and waits until it does; at the end it is stopped, and vol must be
+// unmounted by then.
+func (e *env) startCmd(ctx context.Context, name, cmd, dir, vol, jdir string, args ...string) (*proc, *control.Client, error) {
+	argv := append([]string{e.bin, cmd, "--journal", jdir}, args...)
 	argv = append(argv, vol)
 	p, err := startProc(name, filepath.Join(dir, name+".log"), []string{"PBFS_TOKEN=" + e.token}, argv...)
 	if err != nil {
@@ -256,7 +263,7 @@ func (e *env) startPrimary(ctx context.Context, name, dir, vol, jdir string, arg
 		err := p.Stop(60 * time.Second)
 		if mounted(vol) {
 			syscall.Unmount(vol, syscall.MNT_DETACH)
-			err = errors.Join(err, fmt.Errorf("%s still mounted after the primary stopped; detached", vol))
+			err = errors.Join(err, fmt.Errorf("%s still mounted after %s stopped; detached", vol, name))
 		}
 		return err
 	})

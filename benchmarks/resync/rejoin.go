@@ -184,24 +184,6 @@ func (e *env) startKillable(name, dir, vol string, argv ...string) (*proc, error
 	return p, nil
 }
 
-// startCmd is startPrimary for another command that serves a mount
-// (promote).
-func (e *env) startCmd(ctx context.Context, name, cmd, dir, vol, jdir string, args ...string) (*proc, *control.Client, error) {
-	argv := append([]string{e.bin, cmd, "--journal", jdir}, args...)
-	argv = append(argv, vol)
-	p, err := startProc(name, filepath.Join(dir, name+".log"), []string{"PBFS_TOKEN=" + e.token}, argv...)
-	if err != nil {
-		return nil, nil, err
-	}
-	e.onStop(func() error {
-		err := p.Stop(60 * time.Second)
-		detach(vol)
-		return err
-	})
-	cl, err := waitMounted(ctx, p, vol, jdir)
-	return p, cl, err
-}
-
 // markdown writes part 3's section.
 func (res *rejoinResult) markdown(b *strings.Builder) {
 	bl := res.built
