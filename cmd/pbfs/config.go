@@ -130,7 +130,7 @@ func applyConfig(argv []string, cmds []*cli.Command) ([]string, error) {
 	for i < len(argv) && strings.HasPrefix(argv[i], "-") {
 		a := argv[i]
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		takesValue := name == "config" || name == "log-level" || name == "log-format"
+		takesValue := globalTakesValue(name)
 		if takesValue && !hasVal && i+1 < len(argv) {
 			val = argv[i+1]
 			i++
@@ -233,4 +233,10 @@ var hookFlags = []string{"on-promote", "on-demote"}
 func expandEnv(s string) string {
 	const dollar = "\x00pbfs-dollar\x00"
 	return strings.ReplaceAll(os.ExpandEnv(strings.ReplaceAll(s, "$$", dollar)), dollar, "$")
+}
+
+// globalTakesValue reports whether the global flag name takes a value
+// (which may follow it as the next argument).
+func globalTakesValue(name string) bool {
+	return name == "config" || name == "log-level" || name == "log-format"
 }

@@ -57,7 +57,7 @@ func normalizeFlags(argv []string, cmds []*cli.Command) ([]string, error) {
 	i := 1
 	for i < len(argv) && strings.HasPrefix(argv[i], "-") {
 		name, _, inline := strings.Cut(strings.TrimLeft(argv[i], "-"), "=")
-		if !inline && (name == "config" || name == "log-level" || name == "log-format") {
+		if !inline && globalTakesValue(name) {
 			i++ // the global flag's value
 		}
 		i++
