@@ -9,6 +9,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/pbfs/pbfs/internal/health"
 )
 
 // Report is the cluster as etcd sees it: what `pbfs status` shows.
@@ -78,4 +80,24 @@ func Status(ctx context.Context, endpoints []string, cluster string) (*Report, e
 	}
 	sort.Slice(r.Members, func(i, j int) bool { return r.Members[i].Name < r.Members[j].Name })
 	return r, nil
+}
+
+// Health reports whether the node serves a role (/readyz): its mount's
+// report while primary, its backup's while backup, and not ready between
+// roles.
+func (n *Node) Health() health.Report {
+	n.mu.Lock()
+	m, b, refused := n.mounted, n.backup, n.refused
+	n.mu.Unlock()
+	switch {
+	case m != nil:
+		return m.Health()
+	case b != nil:
+		return b.Health()
+	}
+	r := health.Report{Role: health.RoleNone, Problems: []string{"between roles: an election is due or under way (pbfs status --coordinator shows the cluster)"}}
+	if refused != "" {
+		r.Problems = append(r.Problems, "the last election attempt did not take the term: "+refused)
+	}
+	return r
 }

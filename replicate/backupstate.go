@@ -5,8 +5,10 @@ package replicate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/pbfs/pbfs/internal/health"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -68,6 +70,8 @@ type Status struct {
 	// (applyblock.go); "" while it applies.
 	ApplyBlocked string
 	Policy       AckPolicy // the last primary's
+	// Streaming: a primary's stream is up.
+	Streaming bool
 }
 
 // Status reports the backup's progress.
@@ -76,7 +80,8 @@ func (b *Backup) Status() Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return Status{VolumeID: b.volumeID, DurableSeq: b.store.Last().Seq, CompleteSeq: b.complete.Load(), AppliedSeq: b.applied.Load(),
-		Epoch: b.store.Epoch(), Fenced: b.fenced.Load(), FormerEpoch: b.formerEpoch, Stalled: b.stalled.Load(), ApplyBlocked: blocked, Policy: b.policy}
+		Epoch: b.store.Epoch(), Fenced: b.fenced.Load(), FormerEpoch: b.formerEpoch, Stalled: b.stalled.Load(), ApplyBlocked: blocked, Policy: b.policy,
+		Streaming: b.streams.Load() > 0}
 }
 
 // WaitApplied waits until seq is applied (tests and promotion use it).
@@ -110,3 +115,33 @@ func (b *Backup) setApplied(seq uint64) {
 // Journal is the backup's journal store, for reading (the control
 // socket's journal listing).
 func (b *Backup) Journal() *journal.Store { return b.store }
+
+// Health reports whether the backup serves its role (/readyz), with why
+// not, one line each with the remedy: no primary streams to it, it cannot
+// apply what it holds, or its journal has no room. It reads only memory.
+func (b *Backup) Health() health.Report {
+	st := b.Status()
+	r := health.Report{Role: health.RoleBackup, Epoch: st.Epoch, LastSeq: st.DurableSeq, AppliedSeq: st.AppliedSeq}
+	r.Problems = b.problems(st)
+	return r.Judge()
+}
+
+func (b *Backup) problems(st Status) []string {
+	var out []string
+	if !st.Streaming {
+		out = append(out, "no primary streams to this backup: start the primary with --backup naming this backup's address, or check the token and the network (the primary's pbfs status says why)")
+	}
+	if st.FormerEpoch != 0 {
+		out = append(out, fmt.Sprintf("this journal served the primary of epoch %d and waits for the new primary's resync", st.FormerEpoch))
+	}
+	if st.Stalled {
+		out = append(out, "stalled: it cannot apply what it holds; the primary resyncs it once connected (pbfs resync on the primary)")
+	}
+	if st.ApplyBlocked != "" {
+		out = append(out, st.ApplyBlocked)
+	}
+	if b.store.Refusing() {
+		out = append(out, "its journal's file system is down to its reserve: it acks nothing until there is room (free space there, or lower --journal-reserve)")
+	}
+	return out
+}

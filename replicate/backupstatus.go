@@ -123,3 +123,38 @@ func (p *Primary) Status() []BackupStatus {
 	}
 	return out
 }
+
+// Problems says why a barrier would not return now, one line each with
+// the remedy: fewer backups of the ack set can hold a batch (up, not
+// stalled, stale or degraded) than the ack policy needs. None: a barrier
+// returns once the backups that are up hold its batch.
+func (p *Primary) Problems() []string {
+	select {
+	case <-p.deposed:
+		return []string{"deposed: a backup refused this primary for a newer one; stop it and rejoin as a backup (docs/FAILOVER.md)"}
+	default:
+	}
+	shippers := p.list()
+	in, able := 0, 0
+	var out []string
+	for _, s := range shippers {
+		if s.degraded.Load() || s.joining.Load() {
+			continue
+		}
+		in++
+		if s.up.Load() && s.counts() && !s.stale.Load() {
+			able++
+		}
+	}
+	need := p.needOf(in)
+	if able >= need {
+		return nil
+	}
+	out = append(out, fmt.Sprintf("barriers wait: %d of the backups in the ack set can hold a batch, %d needed (%s)", able, need, p.AckSummary()))
+	for _, s := range shippers {
+		if !s.up.Load() || !s.counts() || s.stale.Load() {
+			out = append(out, fmt.Sprintf("backup %s: %s; start it or give it room (pbfs status names why), or let the ack policy go on without it (--degrade-after)", s.addr, s.describe(0)))
+		}
+	}
+	return out
+}

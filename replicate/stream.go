@@ -58,6 +58,8 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 	if err != nil {
 		return err
 	}
+	b.streams.Add(1)
+	defer b.streams.Add(-1)
 	// Acks go out from the loop below and, at ack level memory, from the
 	// receiving goroutine: one Send at a time.
 	stream = &lockedStream{backupStream: stream}

@@ -16,19 +16,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pbfs/pbfs/internal/health"
 	"github.com/pbfs/pbfs/replicate"
 )
 
 // The admin listener (--admin ADDR on mount, promote, node and backup)
-// serves the process's Prometheus metrics at /metrics and Go's profiler at
-// /debug/pprof/. It is off unless given. On a loopback address anyone on
+// serves the process's Prometheus metrics at /metrics, Go's profiler at
+// /debug/pprof/, and liveness and readiness at /healthz and /readyz. It is off unless given. On a loopback address anyone on
 // the machine may read it, as the control socket's metrics; on any other
 // address every request must carry the replication token
 // ("Authorization: Bearer TOKEN"), as the replication channel does, and
 // pbfs refuses to start without one. With --tls-cert/--tls-key/--tls-ca it
 // serves HTTPS and requires a client certificate, as replication does.
 
-var adminFlag = &cli.StringFlag{Name: "admin", Usage: "serve Prometheus metrics (/metrics) and pprof (/debug/pprof/) at HOST:PORT; off a loopback address requests need the replication token (Authorization: Bearer TOKEN)"}
+var adminFlag = &cli.StringFlag{Name: "admin", Usage: "serve Prometheus metrics (/metrics), pprof (/debug/pprof/), liveness (/healthz) and readiness (/readyz) at HOST:PORT; off a loopback address requests need the replication token (Authorization: Bearer TOKEN), except the status codes of /healthz and /readyz"}
 
 // checkAdmin refuses an admin address that is malformed, or off loopback
 // with no token to guard it.
@@ -99,30 +100,40 @@ func (a *admin) close() {
 	}
 }
 
-// serve serves g's metrics and pprof until close.
-func (a *admin) serve(g prometheus.Gatherer, log *slog.Logger) {
+// serve serves g's metrics, with the gauges and the Go and process
+// collectors of health.Collectors, pprof, and /healthz and /readyz from
+// src, until close. Off loopback the health endpoints answer without the
+// token (a load balancer reads the status code) but give their details
+// only with it.
+func (a *admin) serve(g prometheus.Gatherer, src health.Source, log *slog.Logger) {
 	if a.ln == nil {
 		return
 	}
 	addr, ln, token := a.addr, a.ln, a.token
+	own := prometheus.NewRegistry()
+	own.MustRegister(health.Collectors(src, appVersion())...)
+	guarded := http.NewServeMux()
+	guarded.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{g, own}, promhttp.HandlerOpts{}))
+	guarded.HandleFunc("GET /debug/pprof/", pprof.Index)
+	guarded.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	guarded.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	guarded.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	guarded.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	var h http.Handler = mux
-	if !loopback(addr) {
-		h = bearer(token, mux)
+	open := loopback(addr)
+	health.Handle(mux, src, func(r *http.Request) bool { return open || hasBearer(r, token) })
+	if open {
+		mux.Handle("/", guarded)
+	} else {
+		mux.Handle("/", bearer(token, guarded))
 	}
-	a.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	go func() {
 		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("admin listener stopped", "err", err)
 		}
 	}()
-	log.Info("admin listener: metrics and pprof", "addr", ln.Addr().String(), "authenticated", !loopback(addr))
+	log.Info("admin listener: metrics, pprof, /healthz and /readyz", "addr", ln.Addr().String(), "authenticated", !open)
 }
 
 // adminToken is the token that guards an admin listener: the replication
@@ -134,14 +145,18 @@ func adminToken(c *cli.Context) string {
 
 // bearer admits requests that carry token.
 func bearer(token string, next http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		if !hasBearer(r, token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="pbfs"`)
 			http.Error(w, "the replication token is needed (Authorization: Bearer TOKEN)", http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// hasBearer reports whether r carries token.
+func hasBearer(r *http.Request, token string) bool {
+	got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
+	return token != "" && subtle.ConstantTimeCompare(got, []byte("Bearer "+token)) == 1
 }

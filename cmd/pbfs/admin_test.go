@@ -67,6 +67,18 @@ func TestAdminListener(t *testing.T) {
 	if code, body := get(t, url, "s3cret"); code != 200 || !strings.Contains(body, "pbfs_") {
 		t.Errorf("with the token: %d", code)
 	}
+	// A load balancer reads the status code without the token; the
+	// details (role, problems, progress) need it.
+	ready := "http://127.0.0.1:" + port + "/readyz"
+	if code, body := get(t, ready, ""); code != 200 || strings.TrimSpace(body) != "ready" {
+		t.Errorf("/readyz without the token: %d %q, want 200 ready", code, body)
+	}
+	if code, body := get(t, ready, "s3cret"); code != 200 || !strings.Contains(body, `"role": "primary"`) {
+		t.Errorf("/readyz with the token: %d %q", code, body)
+	}
+	if code, body := get(t, "http://127.0.0.1:"+port+"/healthz", ""); code != 200 || strings.TrimSpace(body) != "alive" {
+		t.Errorf("/healthz without the token: %d %q", code, body)
+	}
 }
 
 // With the TLS files, the admin listener is guarded as the replication

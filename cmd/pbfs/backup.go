@@ -176,7 +176,7 @@ func backupCommand() *cli.Command {
 			// Stopped before the backup closes its journal.
 			stopControl := sync.OnceFunc(func() { stopCtl(); <-ctlDone })
 			defer stopControl()
-			adm.serve(reg, log)
+			adm.serve(reg, b.Health, log)
 			if addr := c.String("metrics-listen"); addr != "" {
 				stop, err := serveMetrics(addr, reg, log)
 				if err != nil {

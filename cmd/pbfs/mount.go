@@ -136,7 +136,7 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 	cfg.BeforeUnlock = adm.close
 	m, err := mount.Start(cfg)
 	if err == nil {
-		adm.serve(m.Registry(), log)
+		adm.serve(m.Registry(), m.Health, log)
 	}
 	if err != nil {
 		if errors.Is(err, mount.ErrJournalInVolume) {

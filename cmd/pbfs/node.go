@@ -95,7 +95,7 @@ func nodeCommand() *cli.Command {
 				return cli.Exit("node: "+err.Error(), 2)
 			}
 			defer n.Close()
-			adm.serve(prometheus.GathererFunc(n.Gather), cfg.Logger)
+			adm.serve(prometheus.GathererFunc(n.Gather), n.Health, cfg.Logger)
 			ctx, cancel := context.WithCancel(context.Background())
 			sig := make(chan os.Signal, 2)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
