@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,6 +94,11 @@ type Node struct {
 	m         *nodeMetrics         // the node's own
 	role      string
 	refused   string // why the last election attempt did not take the term
+
+	// noted is when this node last renewed its roster entry (unix ns),
+	// notedRole the role it noted (roster.go).
+	noted     atomic.Int64
+	notedRole atomic.Value
 }
 
 func (cfg *Config) defaults() error {
@@ -299,6 +305,11 @@ func (n *Node) publish(ctx context.Context, m Member) error {
 	_, err := retried(ctx, func(c context.Context) (*clientv3.PutResponse, error) {
 		return n.cli.Put(c, n.k.member(n.cfg.Name), encode(m), clientv3.WithLease(id))
 	})
+	if last := n.noted.Load(); err == nil && (m.Role != n.notedRole.Load() || time.Since(time.Unix(0, last)) >= rosterEvery) {
+		n.noted.Store(time.Now().UnixNano())
+		n.notedRole.Store(m.Role)
+		n.noteSeen(ctx, m)
+	}
 	return err
 }
 

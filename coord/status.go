@@ -3,9 +3,11 @@ package coord
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -22,6 +24,37 @@ type Report struct {
 	Failover *Failover `json:"last_failover,omitempty"`
 	// Forced is an operator's standing order for the vacant term (force.go).
 	Forced *Forced `json:"forced,omitempty"`
+	// Lost: nodes that joined the cluster and whose member record is gone
+	// (roster.go), with how long.
+	Lost []Lost `json:"lost,omitempty"`
+	// Degraded: what the cluster lacks, in words (Degradation); none when
+	// a primary serves and every node it ever had is up and applying.
+	Degraded []string `json:"degraded,omitempty"`
+}
+
+// ErrNoCluster: etcd holds no record of the cluster named.
+var ErrNoCluster = errors.New("no such cluster")
+
+// degradation lists what the cluster lacks: a primary, nodes it lost,
+// members that cannot apply.
+func (r *Report) degradation() []string {
+	var out []string
+	if r.Leader == nil {
+		out = append(out, "no primary: an election is due or running")
+	}
+	if n := len(r.Lost); n > 0 {
+		names := make([]string, 0, n)
+		for _, l := range r.Lost {
+			names = append(names, fmt.Sprintf("%s (%s, gone %v)", l.Name, l.Role, l.For.Round(time.Second)))
+		}
+		out = append(out, fmt.Sprintf("%d of %d nodes lost: %s", n, n+len(r.Members), strings.Join(names, ", ")))
+	}
+	for _, m := range r.Members {
+		if m.Stalled {
+			out = append(out, m.Name+" is stalled: it needs a resync")
+		}
+	}
+	return out
 }
 
 // Lag is how many batches member m is behind the primary.
@@ -48,7 +81,15 @@ func Status(ctx context.Context, endpoints []string, cluster string) (*Report, e
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
+	if len(resp.Kvs) == 0 {
+		err := fmt.Errorf("%w %q in etcd at %s", ErrNoCluster, cluster, strings.Join(endpoints, ","))
+		if names := clusters(ctx, cli); len(names) > 0 {
+			return nil, fmt.Errorf("%w (it holds: %s): check --cluster", err, strings.Join(names, ", "))
+		}
+		return nil, fmt.Errorf("%w (it holds no pbfs cluster): check --coordinator and --cluster", err)
+	}
 	r := &Report{}
+	var roster []Seen
 	for _, kv := range resp.Kvs {
 		switch key := string(kv.Key); {
 		case key == k.epoch():
@@ -71,6 +112,11 @@ func Status(ctx context.Context, endpoints []string, cluster string) (*Report, e
 			if json.Unmarshal(kv.Value, &f) == nil {
 				r.Failover = &f
 			}
+		case strings.HasPrefix(key, k.roster()):
+			var sn Seen
+			if json.Unmarshal(kv.Value, &sn) == nil {
+				roster = append(roster, sn)
+			}
 		case len(key) > len(k.members()) && key[:len(k.members())] == k.members():
 			var m Member
 			if json.Unmarshal(kv.Value, &m) == nil {
@@ -79,6 +125,8 @@ func Status(ctx context.Context, endpoints []string, cluster string) (*Report, e
 		}
 	}
 	sort.Slice(r.Members, func(i, j int) bool { return r.Members[i].Name < r.Members[j].Name })
+	r.Lost = lost(roster, r.Members, time.Now())
+	r.Degraded = r.degradation()
 	return r, nil
 }
 

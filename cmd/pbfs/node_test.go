@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/internal/health"
 )
 
 // TestAutomaticFailover: three nodes on etcd; the primary is killed with
@@ -23,7 +24,11 @@ import (
 // backup, and all three end byte-identical. The time from the kill to the
 // first write the new primary acknowledges is reported.
 func TestAutomaticFailover(t *testing.T) {
-	c := startNodes(t, 1, 3)
+	admins := map[string]string{}
+	c := startNodesWith(t, 1, 3, func(nd *node) []string {
+		admins[nd.name] = fstest.FreeAddr(t)
+		return []string{"--admin", admins[nd.name]}
+	})
 	w := &writer{acked: map[string]string{}, lastAck: map[string]time.Time{}}
 	var took []time.Duration
 	for round := 0; round < 5; round++ {
@@ -55,8 +60,19 @@ func TestAutomaticFailover(t *testing.T) {
 				t.Fatalf("the promotion hook did not run on %s: %q", next.name, data)
 			}
 		}
+		if round == 0 {
+			c.requireLost(primary)
+			if r := readyz(t, admins[next.name], 200, "the new primary"); r.Role != health.RolePrimary {
+				t.Fatalf("the new primary's /readyz: %+v", r)
+			}
+		}
 		c.start(primary) // the killed node rejoins as a backup
 		c.converge(next)
+		if round == 0 {
+			if r := readyz(t, admins[primary.name], 200, "the old primary, rejoined"); r.Role != health.RoleBackup {
+				t.Fatalf("the rejoined node's /readyz: %+v", r)
+			}
+		}
 		c.requireStatus(next, primary)
 	}
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })

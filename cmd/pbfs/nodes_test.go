@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -281,10 +282,31 @@ func (c *nodes) requireStatus(primary, old *node) {
 	if r.Leader == nil || r.Leader.Name != primary.name || r.Failover == nil || r.Failover.To != primary.name || r.Failover.From != old.name {
 		c.t.Fatalf("status after a failover from %s to %s: %s", old.name, primary.name, out)
 	}
-	if len(r.Members) != len(c.nodes) || r.LeaseTTL <= 0 {
+	if len(r.Members) != len(c.nodes) || r.LeaseTTL <= 0 || len(r.Lost) > 0 || len(r.Degraded) > 0 {
 		c.t.Fatalf("status does not show every node and the lease: %s", out)
 	}
 	if text, code := run(c.t, "status", "--coordinator", c.etcd.Endpoints()); code != 0 || !strings.Contains(text, "primary  "+primary.name) {
 		c.t.Fatalf("status table: %s", text)
+	}
+}
+
+// requireLost checks that pbfs status lists a killed node as lost, says
+// the cluster is degraded and exits 3; and that a mistyped --cluster is
+// an error that names the clusters there.
+func (c *nodes) requireLost(gone *node) {
+	c.t.Helper()
+	c.awaitRecordGone(gone)
+	out, code := run(c.t, "status", "--coordinator", c.etcd.Endpoints(), "--json")
+	var r coord.Report
+	if code != 3 || json.Unmarshal([]byte(out), &r) != nil || len(r.Lost) != 1 || r.Lost[0].Name != gone.name || len(r.Degraded) == 0 {
+		c.t.Fatalf("status with %s killed: exit %d, want 3 and it listed as lost:\n%s", gone.name, code, out)
+	}
+	text, code := run(c.t, "status", "--coordinator", c.etcd.Endpoints())
+	if code != 3 || !regexp.MustCompile(`(?m)^`+gone.name+` +lost `).MatchString(text) || !strings.Contains(text, "cluster  degraded: 1 of 3 nodes lost") {
+		c.t.Fatalf("status table with %s killed: exit %d:\n%s", gone.name, code, text)
+	}
+	text, code = run(c.t, "status", "--coordinator", c.etcd.Endpoints(), "--cluster", "defualt")
+	if code != 1 || !strings.Contains(text, `no such cluster "defualt"`) || !strings.Contains(text, "it holds: default") {
+		c.t.Fatalf("status of a mistyped cluster: exit %d:\n%s", code, text)
 	}
 }

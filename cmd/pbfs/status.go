@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "show a running primary or backup (--journal), or every node of a cluster (--coordinator): role, epoch, durable and applied seq, lag, state",
+		Usage: "show a running primary or backup (--journal), or every node of a cluster (--coordinator): role, epoch, durable and applied seq, lag, state; a cluster that lacks a primary or lost a node exits 3",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "journal", Usage: "the journal directory of a running mount, backup or node"},
 			&cli.StringFlag{Name: "coordinator", Usage: "the cluster's etcd: etcd://HOST:PORT[,HOST:PORT...]"},
@@ -38,7 +39,10 @@ func statusCommand() *cli.Command {
 			}
 			w := c.App.Writer
 			if c.Bool("json") {
-				return printJSON(c, r)
+				if err := printJSON(c, r); err != nil {
+					return err
+				}
+				return degradedExit(r)
 			}
 			switch {
 			case r.Leader != nil:
@@ -64,6 +68,10 @@ func statusCommand() *cli.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s ago\n", m.Name, m.Role, m.Addr, m.Epoch, m.Durable, m.Applied, r.Lag(m), state,
 					time.Since(m.At).Round(time.Millisecond))
 			}
+			for _, l := range r.Lost {
+				fmt.Fprintf(tw, "%s\tlost\t%s\t-\t-\t-\t-\tgone for %v (was %s)\t%s ago\n", l.Name, l.Addr, l.For.Round(time.Second), l.Role,
+					l.For.Round(time.Millisecond))
+			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
@@ -72,9 +80,25 @@ func statusCommand() *cli.Command {
 					fmt.Fprintf(w, "\n%s does not take over: %s\n", m.Name, m.Refused)
 				}
 			}
-			return nil
+			if len(r.Degraded) > 0 {
+				fmt.Fprintf(w, "\ncluster  degraded: %s\n", strings.Join(r.Degraded, "; "))
+				if len(r.Lost) > 0 {
+					fmt.Fprintln(w, "         a lost node rejoins when started again; `pbfs member remove --coordinator URL NAME` forgets one that will not")
+				}
+			}
+			return degradedExit(r)
 		},
 	}
+}
+
+// degradedExit is status's exit for a cluster report: 3 when the cluster
+// is degraded (no primary, a node lost, a member stalled), as a monitor
+// reads it; 0 when whole.
+func degradedExit(r *coord.Report) error {
+	if len(r.Degraded) > 0 {
+		return cli.Exit("", 3)
+	}
+	return nil
 }
 
 // memberState is a member's STATE column: whether it needs a resync and,
