@@ -331,10 +331,22 @@ func (s snapshots) OpenHandle(h *unix.FileHandle) (*os.File, error) { return s.f
 // joins the ack set once it has caught up.
 func (m *Mount) AddBackup(addr string) error {
 	if m.primary == nil {
-		return errors.New("add backup: this mount does not replicate")
+		return errNoReplication
 	}
 	return m.primary.AddBackup(addr)
 }
+
+// RemoveBackup stops replicating to addr (replicate.Primary.RemoveBackup).
+func (m *Mount) RemoveBackup(ctx context.Context, addr string) (bool, error) {
+	if m.primary == nil {
+		return false, errNoReplication
+	}
+	return m.primary.RemoveBackup(ctx, addr)
+}
+
+// errNoReplication refuses a membership change on a mount started without
+// backups.
+var errNoReplication = errors.New("this mount was started without backups: restart it with --backup (a mount started with one adds and removes more while it runs)")
 
 // Backups lists the addresses the mount replicates to.
 func (m *Mount) Backups() []string {

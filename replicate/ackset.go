@@ -196,8 +196,7 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 		}
 	}
 	for _, s := range p.shippers {
-		p.wg.Add(1)
-		go func() { defer p.wg.Done(); s.run(ctx) }()
+		p.startShipper(s)
 	}
 	if p.degradeAfter > 0 {
 		p.wg.Add(1)

@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"context"
 	"slices"
 )
 
@@ -197,8 +198,15 @@ func (p *Primary) AddBackup(addr string) error {
 	p.smu.Unlock()
 	p.announce()
 	p.log.Info("backup added; it joins the ack set once caught up", "backup", addr)
-	p.wg.Add(1)
-	go func() { defer p.wg.Done(); s.run(p.ctx) }()
+	p.startShipper(s)
 	p.notify()
 	return nil
+}
+
+// startShipper runs s until the primary closes or s is removed.
+func (p *Primary) startShipper(s *Shipper) {
+	ctx, cancel := context.WithCancel(p.ctx)
+	s.stop = cancel
+	p.wg.Add(1)
+	go func() { defer p.wg.Done(); s.run(ctx) }()
 }

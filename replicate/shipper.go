@@ -79,7 +79,8 @@ type Shipper struct {
 	// backup a new ack policy (rehello)
 	hello        atomic.Bool
 	cancel       atomic.Pointer[context.CancelFunc]
-	shipperState // in words, for operators (condition.go)
+	stop         context.CancelFunc // ends run (Primary.startShipper)
+	shipperState                    // in words, for operators (condition.go)
 }
 
 func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *journal.Store, snaps Snapshotter, m *shipMetrics, notify func(), log *slog.Logger) (*Shipper, error) {

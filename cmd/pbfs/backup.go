@@ -22,6 +22,7 @@ import (
 	"github.com/pbfs/pbfs/internal/sdnotify"
 	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -124,6 +125,9 @@ func backupCommand() *cli.Command {
 			if err := tlsFiles(c).Check(); err != nil {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}
+			// A primary killed on this volume (an old primary rejoining)
+			// left its dead FUSE mount on it.
+			mount.ClearStaleMount(c.Args().First(), logger(c))
 			if fi, err := os.Stat(c.Args().First()); err != nil || !fi.IsDir() {
 				if err == nil {
 					err = errors.New("not a directory")

@@ -101,6 +101,7 @@ func newApp() *cli.App {
 			statusCommand(),
 			electCommand(),
 			resyncCommand(),
+			memberCommand(),
 			verifyCommand(),
 			barrierCommand(),
 			journalCommand(),

@@ -68,22 +68,8 @@ func TestPromoteTakesOver(t *testing.T) {
 	if string(role) != replicate.RolePrimary || stalled != 0 {
 		t.Fatalf("a refused promotion changed the crashed primary's journal: role %q, stalled %d", role, stalled)
 	}
-	// Which backup is more current is up to the kill: ask both, promote
-	// that one.
-	winner := c.Backups[0]
-	p0, err0 := replicate.Query(t.Context(), c.Backups[0].Addr, fstest.TestToken, replicate.TLSFiles{})
-	p1, err1 := replicate.Query(t.Context(), c.Backups[1].Addr, fstest.TestToken, replicate.TLSFiles{})
-	must(t, errors.Join(err0, err1))
-	if p1.DurableSeq > p0.DurableSeq {
-		winner = c.Backups[1]
-	}
+	winner, other := mostCurrent(t, c)
 	stopBackup(winner)
-	var other *fstest.BackupProc
-	for _, b := range c.Backups {
-		if b != winner {
-			other = b
-		}
-	}
 	// The old primary rejoins as a backup on its own journal and volume.
 	old := &fstest.BackupProc{Addr: fstest.FreeAddr(t), Vol: c.Vol, Jdir: c.Jdir}
 	c.StartBackup(old)
@@ -221,4 +207,17 @@ func TestPromoteRefusals(t *testing.T) {
 	if string(role) != replicate.RolePrimary || stalled != stalledBefore {
 		t.Fatalf("a refused promotion changed the primary's journal: role %q, stalled %d (was %d)", role, stalled, stalledBefore)
 	}
+}
+
+// mostCurrent returns the more current of c's two backups, and the other:
+// which one is is up to the kill of the primary, so both are asked.
+func mostCurrent(t *testing.T, c *fstest.Cluster) (winner, other *fstest.BackupProc) {
+	t.Helper()
+	p0, err0 := replicate.Query(t.Context(), c.Backups[0].Addr, fstest.TestToken, replicate.TLSFiles{})
+	p1, err1 := replicate.Query(t.Context(), c.Backups[1].Addr, fstest.TestToken, replicate.TLSFiles{})
+	must(t, errors.Join(err0, err1))
+	if p1.DurableSeq > p0.DurableSeq {
+		return c.Backups[1], c.Backups[0]
+	}
+	return c.Backups[0], c.Backups[1]
 }
