@@ -90,6 +90,20 @@ type resyncer struct {
 	interrupted, wasStalled bool
 	phase                   int    // of a scoped resync (resync_scope_backup.go)
 	kind                    string // kindFull or kindTargeted
+	kept                    bool   // keepDiscarded ran
+}
+
+// keep runs keepDiscarded once per resync. base, if not 0, is where the
+// two histories part (a scoped resync's): the batches up to it are in the
+// new primary's history too, and are not kept aside.
+func (r *resyncer) keep(base uint64) {
+	if r.kept {
+		return
+	}
+	r.kept = true
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	r.b.keepDiscarded(r.start, base)
 }
 
 // finish completes the file whose blocks were coming.
@@ -169,6 +183,7 @@ func (r *resyncer) step(msg *replpb.ResyncPrimaryMsg) (*replpb.ResyncBackupMsg, 
 		if err := r.rc.Done(); err != nil {
 			return nil, false, err
 		}
+		r.keep(0)
 		if err := r.b.endResync(r.start); err != nil {
 			return nil, false, err
 		}
@@ -244,7 +259,11 @@ func (b *Backup) beginResync(r *resyncer, word issuedWord) error {
 	if err := b.store.SetMetaUints(map[string]uint64{"stalled": start.Seq + 1, resyncingKey: 1}); err != nil {
 		return err
 	}
-	b.keepDiscarded(start)
+	if !start.Scoped {
+		// A scoped resync learns where the histories part first.
+		r.kept = true
+		b.keepDiscarded(start, 0)
+	}
 	return nil
 }
 
@@ -253,7 +272,7 @@ func (b *Backup) beginResync(r *resyncer, word issuedWord) error {
 // (`pbfs journal ls --journal` reads it): what a deposed primary wrote in
 // its last term, or what a backup holds past the snapshot or unlike it.
 // A deposed primary's unacknowledged suffix is kept, never silently lost.
-func (b *Backup) keepDiscarded(start *replpb.ResyncStart) {
+func (b *Backup) keepDiscarded(start *replpb.ResyncStart, base uint64) {
 	last := b.store.Last()
 	if last.Seq == 0 {
 		return
@@ -280,6 +299,9 @@ func (b *Backup) keepDiscarded(start *replpb.ResyncStart) {
 			}
 			return nil
 		})
+	}
+	if base > 0 {
+		from = max(from, base+1)
 	}
 	if from > last.Seq {
 		return

@@ -149,9 +149,11 @@ func (r *resyncer) scopeStep(sc *replpb.Scope) (*replpb.ResyncBackupMsg, error) 
 	switch r.phase {
 	case phaseFirstScope:
 		if sc.Full != "" {
+			r.keep(0)
 			r.goFull("the primary: " + sc.Full)
 			return nil, nil
 		}
+		r.keep(sc.Base)
 		own, err := r.ownScope(sc)
 		if err != nil {
 			return nil, err

@@ -87,4 +87,9 @@ func TestOldPrimaryRejoinsOnline(t *testing.T) {
 	for _, b := range c.Backups {
 		requireLedger(t, b.Vol, acked)
 	}
+	// Everything the old primary journaled reached the new one (--ack
+	// all): nothing is kept aside, and nothing is warned about.
+	if bundles, _ := filepath.Glob(filepath.Join(old.Jdir, "discarded-*")); len(bundles) > 0 || strings.Contains(old.Out.String(), "kept for inspection") {
+		t.Fatalf("the rejoined old primary kept batches the new primary holds: %v\n%s", bundles, old.Out)
+	}
 }
