@@ -80,6 +80,7 @@ type Shipper struct {
 	hello        atomic.Bool
 	cancel       atomic.Pointer[context.CancelFunc]
 	stop         context.CancelFunc // ends run (Primary.startShipper)
+	outage       outage             // run's: the current outage, for its log lines (outage.go)
 	shipperState                    // in words, for operators (condition.go)
 }
 
@@ -164,8 +165,7 @@ func (s *Shipper) run(ctx context.Context) {
 			if rerr := s.resync(ctx, forced); s.deposed.Load() {
 				continue // refused for a higher epoch: stops above
 			} else if rerr != nil {
-				s.log.Error("resync failed", "err", rerr)
-				err = rerr
+				err = fmt.Errorf("resync: %w", rerr)
 				if forced {
 					// An operator asked for it: a backup that was
 					// unreachable just then gets it once it is back.
@@ -185,7 +185,7 @@ func (s *Shipper) run(ctx context.Context) {
 		if time.Since(start) > 5*time.Second {
 			backoff = 50 * time.Millisecond
 		}
-		s.log.Warn("replication stream down; retrying", "err", err, "in", backoff)
+		s.noteDown(err, backoff)
 		select {
 		case <-ctx.Done():
 			return
@@ -265,7 +265,7 @@ func (s *Shipper) session(parent context.Context) error {
 	s.m.acked.WithLabelValues(s.addr).Set(float64(w.DurableSeq))
 	s.joinIfCaughtUp()
 	s.notify()
-	s.log.Info("replication stream up", "transport", transport, "backup_durable_seq", w.DurableSeq, "primary_last_seq", s.store.Last().Seq)
+	s.log.Info("replication stream up", append([]any{"transport", transport, "backup_durable_seq", w.DurableSeq, "primary_last_seq", s.store.Last().Seq}, s.upAgain()...)...)
 
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- s.receive(stream) }()
