@@ -51,9 +51,10 @@ type BackupStatus struct {
 	ApplyBlocked    string `json:"apply_blocked,omitempty"`
 	ApplyBlockedSeq uint64 `json:"apply_blocked_seq,omitempty"`
 	// Resyncing: a resync is under way, ResyncPercent of the volume's
-	// bytes compared so far.
-	Resyncing     bool    `json:"resyncing,omitempty"`
-	ResyncPercent float64 `json:"resync_percent,omitempty"`
+	// bytes compared so far; Resync, how many, how fast, how long left.
+	Resyncing     bool            `json:"resyncing,omitempty"`
+	ResyncPercent float64         `json:"resync_percent,omitempty"`
+	Resync        *ResyncProgress `json:"resync,omitempty"`
 	// Lag: batches the backup does not hold yet, their stored bytes
 	// (counted over at most lagScan batches; LagBytesAtLeast when more)
 	// and the age of the oldest of them.
@@ -109,7 +110,12 @@ func (p *Primary) Status() []BackupStatus {
 	for _, s := range p.list() {
 		st := BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(),
 			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load() || s.joining.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load(),
-			State: s.describe(0), Resyncing: s.resyncing.Load(), ResyncPercent: float64(s.resyncPct.Load()) / 10}
+			State: s.describe(0), Resyncing: s.resyncing.Load()}
+		if st.Resyncing {
+			if st.Resync = s.resyncProg.snapshot(); st.Resync != nil {
+				st.ResyncPercent = st.Resync.Percent()
+			}
+		}
 		if last := p.store.Last().Seq; last > st.AckedSeq {
 			st.LagBatches = last - st.AckedSeq
 		}

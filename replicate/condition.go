@@ -30,7 +30,7 @@ type shipperState struct {
 	degradedSince atomic.Int64 // unix ns when the degrade policy dropped it; 0 while in the ack set
 	staleSince    atomic.Int64 // unix ns when its history was found to differ; 0 while it does not
 	resyncing     atomic.Bool
-	resyncPct     atomic.Uint32 // tenths of a percent
+	resyncProg    resyncProgress
 	// blocked: the batch the backup reports it cannot apply, and why in
 	// its words (Ack.apply_blocked); nil while it applies.
 	blocked atomic.Pointer[blockedReport]
@@ -96,7 +96,11 @@ func (s *Shipper) describe(seq uint64) string {
 	var parts []string
 	switch {
 	case s.resyncing.Load():
-		parts = append(parts, fmt.Sprintf("resyncing %.0f %%", float64(s.resyncPct.Load())/10))
+		if p := s.resyncProg.snapshot(); p != nil {
+			parts = append(parts, "resyncing "+p.String())
+		} else {
+			parts = append(parts, "resyncing")
+		}
 	case !s.up.Load():
 		if d := s.down.Load(); d != nil {
 			what := "unreachable"

@@ -73,9 +73,9 @@ func (s *Shipper) resyncOnce(ctx context.Context, forced bool) error {
 	}}}); err != nil {
 		return err
 	}
-	s.resyncPct.Store(0)
+	s.resyncProg.begin(uint64(total))
 	s.resyncing.Store(true)
-	defer s.resyncing.Store(false)
+	defer func() { s.resyncing.Store(false); s.resyncProg.started.Store(0) }()
 	plan := fullPlan(refused)
 	if refused == "" {
 		if plan, err = s.negotiate(stream, hdr, entries, total); err != nil {
@@ -84,6 +84,7 @@ func (s *Shipper) resyncOnce(ctx context.Context, forced bool) error {
 	}
 	if plan.kind == kindTargeted {
 		total = fileBytes(entries, plan.send)
+		s.resyncProg.total.Store(uint64(total))
 		s.log.Info("resync: targeted: only the paths the two histories touched since they parted", "seq", hdr.Seq,
 			"entries", plan.n, "of", len(entries), "subtrees", plan.subtrees, "bytes", total)
 	} else {
@@ -100,19 +101,18 @@ func (s *Shipper) resyncOnce(ctx context.Context, forced bool) error {
 			continue // out of scope; or the root, which a backup from before root entries refuses
 		}
 		listed++
-		n, err := s.resyncEntry(stream, &entries[i])
+		n, err := s.resyncEntry(stream, &entries[i], done)
 		if err != nil {
 			return fmt.Errorf("resync %q: %w", entries[i].Path, err)
 		}
 		sent += n
 		if entries[i].Stat.Mode&unix.S_IFMT == unix.S_IFREG && entries[i].LinkTo == "" {
 			done += uint64(entries[i].Stat.Size) // counted as total was
-			s.resyncPct.Store(uint32(1000 * float64(done) / float64(max(total, 1))))
+			s.resyncProg.advance(done)
 		}
-		if time.Since(lastLog) >= time.Second {
+		if time.Since(lastLog) >= 5*time.Second {
 			lastLog = time.Now()
-			s.log.Info("resync progress", "entries", fmt.Sprintf("%d/%d", listed, toSend),
-				"percent", fmt.Sprintf("%.0f", 100*float64(done)/float64(max(total, 1))), "blocks_sent", sent)
+			s.log.Info("resync progress", "entries", fmt.Sprintf("%d/%d", listed, toSend), "progress", s.resyncProg.snapshot().String())
 		}
 	}
 	if err := stream.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Done{Done: &replpb.ResyncDone{}}}); err != nil {
@@ -155,7 +155,7 @@ func fileBytes(entries []capture.Entry, send []bool) uint64 {
 
 // resyncEntry sends one entry and, for a regular file, the blocks the
 // backup asks for. It returns the number of blocks sent.
-func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture.Entry) (uint64, error) {
+func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture.Entry, before uint64) (uint64, error) {
 	st := &e.Stat
 	msg := &replpb.Entry{Path: []byte(e.Path), Mode: st.Mode, Uid: st.Uid, Gid: st.Gid, Size: uint64(st.Size),
 		Target: []byte(e.Target), Rdev: st.Rdev, Xattrs: replpb.Xattrs(e.Xattrs), MtimeNs: st.Mtim.Nano()}
@@ -170,7 +170,7 @@ func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture
 		// the backup too, so its content does not matter.
 		if f, err = s.snaps.OpenHandle(e.Handle); err == nil {
 			defer f.Close()
-			index, sums, err := dataSums(f, st.Size)
+			index, sums, err := dataSums(f, st.Size, func(off int64) { s.resyncProg.advance(before + uint64(off)) })
 			if err != nil {
 				return 0, err
 			}
@@ -214,6 +214,7 @@ func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture
 			Path: msg.Path, Index: idx, Data: buf[:n]}}}); err != nil {
 			return 0, err
 		}
+		s.resyncProg.sent.Add(uint64(n))
 	}
 	return uint64(len(want.Blocks)), nil
 }
@@ -221,10 +222,11 @@ func (s *Shipper) resyncEntry(stream replpb.Replication_ResyncClient, e *capture
 // dataSums checksums the blocks of the first size bytes of f that hold
 // data, and lists their indices; holes are not read. It stops early if f
 // was cut meanwhile.
-func dataSums(f *os.File, size int64) ([]uint64, [][]byte, error) {
+func dataSums(f *os.File, size int64, read func(off int64)) ([]uint64, [][]byte, error) {
 	index, sums := []uint64{}, [][]byte{}
 	_, err := sparse.ReadBlocks(f, size, resyncBlock, func(off int64, b []byte) error {
 		index, sums = append(index, uint64(off/resyncBlock)), append(sums, apply.BlockSum(b))
+		read(off + int64(len(b)))
 		return nil
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/internal/human"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -60,8 +61,8 @@ func (p *progress) set(done int64) {
 		p.bar.Set64(done)
 		return
 	}
-	if time.Since(p.last) < progressEvery {
-		return
+	if time.Since(p.last) < progressEvery || p.total == 0 {
+		return // too soon, or nothing known yet
 	}
 	p.last = time.Now()
 	fmt.Fprintln(p.w, p.line())
@@ -73,10 +74,25 @@ func (p *progress) line() string {
 	rate := float64(p.done) / max(el, 1e-3)
 	s := fmt.Sprintf("%s: %d of %d %s (%.0f %%), %.0f %s/s", p.what, p.done, p.total, p.unit,
 		100*float64(p.done)/float64(max(p.total, 1)), rate, p.unit)
+	if p.unit == "B" {
+		s = fmt.Sprintf("%s: %s of %s (%.0f %%), %s/s", p.what, human.Bytes(p.done), human.Bytes(p.total),
+			100*float64(p.done)/float64(max(p.total, 1)), human.Bytes(int64(rate)))
+	}
 	if rate > 0 && p.done < p.total {
 		s += fmt.Sprintf(", ETA %v", time.Duration(float64(p.total-p.done)/rate*float64(time.Second)).Round(time.Second))
 	}
 	return s
+}
+
+// setTotal changes what the operation goes to.
+func (p *progress) setTotal(total int64) {
+	if total == p.total {
+		return
+	}
+	p.total = total
+	if p.bar != nil {
+		p.bar.ChangeMax64(total)
+	}
 }
 
 // finish ends the bar.

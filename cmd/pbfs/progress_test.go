@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -36,6 +37,36 @@ func TestProgressLines(t *testing.T) {
 		t.Fatalf("resync --wait: exit %d:\n%s", code, out)
 	}
 	c.RequireConverged()
+}
+
+// pbfs resync --wait shows bytes compared, a rate and the time left, and
+// never goes back; its last line says how many bytes it compared.
+func TestResyncProgressBytes(t *testing.T) {
+	c := fstest.NewCluster(t, 1, nil)
+	buf := make([]byte, 4<<20)
+	for i := 0; i < 16; i++ {
+		rand.Read(buf)
+		must(t, os.WriteFile(filepath.Join(c.Vol, fmt.Sprint("f", i)), buf, 0o644))
+	}
+	c.RequireConverged()
+	cmd := exec.Command(pbfsBin, "resync", "--journal", c.Jdir, "--wait", "--timeout", "60s")
+	cmd.Env = append(os.Environ(), "PBFS_PROGRESS_EVERY=1ns")
+	raw, err := cmd.CombinedOutput()
+	out := string(raw)
+	if err != nil || !strings.Contains(out, "every backup is resynced: 1 of them, 64.0 MiB compared") {
+		t.Fatalf("resync --wait: %v:\n%s", err, out)
+	}
+	last := -1
+	for _, l := range strings.Split(out, "\n") {
+		var pct int
+		if _, after, ok := strings.Cut(l, " of 64.0 MiB ("); ok {
+			fmt.Sscanf(after, "%d", &pct)
+			if pct < last || !strings.Contains(l, "/s") {
+				t.Fatalf("progress went back or lacks a rate at %q:\n%s", l, out)
+			}
+			last = pct
+		}
+	}
 }
 
 // Every journal command speaks JSON with --json, and the JSON says what

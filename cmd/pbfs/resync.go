@@ -8,6 +8,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/internal/human"
+	"github.com/pbfs/pbfs/replicate"
 )
 
 func resyncCommand() *cli.Command {
@@ -38,30 +40,49 @@ func resyncCommand() *cli.Command {
 }
 
 // waitResync follows the resyncs through the mount's status until every
-// backup is up with none under way.
+// backup is up with none under way, showing the bytes compared of every
+// backup's resync together (a bar with rate and time left on a terminal,
+// a line every few seconds otherwise), never going back: a resync that
+// starts again (its attempt failed) is said in a line of its own.
 func waitResync(c *cli.Context, cl *control.Client) error {
-	p := newProgress(c.App.ErrWriter, "resync", "%", 100)
+	p := newProgress(c.App.ErrWriter, "resync", "B", 0)
 	defer p.finish()
 	deadline := time.Now().Add(c.Duration("timeout"))
+	seen := map[string]*replicate.ResyncProgress{} // each backup's resync, the latest seen
 	started := false
 	for time.Now().Before(deadline) {
 		st, err := cl.Status(c.Context)
 		if err != nil {
 			return cli.Exit("resync: "+err.Error(), 1)
 		}
-		pct, busy, down := 100.0, false, ""
+		busy, down := false, ""
 		for _, b := range st.Backups {
-			if b.Resyncing {
+			prev := seen[b.Addr]
+			switch {
+			case b.Resyncing && b.Resync != nil:
 				busy, started = true, true
-				pct = min(pct, b.ResyncPercent)
-			} else if !b.Up || b.Stale {
+				if prev != nil && b.Resync.Elapsed < prev.Elapsed {
+					fmt.Fprintf(c.App.ErrWriter, "resync of %s started again (the last attempt failed: pbfs status says why)\n", b.Addr)
+				}
+				seen[b.Addr] = b.Resync
+			case b.Resyncing:
+				busy, started = true, true
+			case !b.Up || b.Stale:
 				down = b.Addr + ": " + b.State
+			case prev != nil:
+				prev.Bytes = prev.TotalBytes // done
 			}
 		}
-		p.set(int64(pct))
+		var done, total, sent uint64
+		for _, r := range seen {
+			done, total, sent = done+r.Bytes, total+r.TotalBytes, sent+r.SentBytes
+		}
+		p.setTotal(int64(total))
+		p.set(max(p.done, int64(done)))
 		if !busy && down == "" && started {
 			p.finish()
-			fmt.Fprintln(c.App.Writer, "every backup is resynced")
+			fmt.Fprintf(c.App.Writer, "every backup is resynced: %d of them, %s compared, %s sent, in %v\n", len(seen),
+				human.Bytes(int64(total)), human.Bytes(int64(sent)), time.Since(p.start).Round(100*time.Millisecond))
 			return nil
 		}
 		if !busy && down == "" && time.Since(p.start) > 2*time.Second {
