@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,9 +11,13 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/pbfs/pbfs/plugins/sdk/host"
 )
 
 // Clients need not know which node is the primary. Every node's frontend
@@ -52,7 +57,7 @@ func (n *Node) startForwarding() (stop func(), err error) {
 	if n.cfg.Proxy == "" {
 		return func() {}, nil
 	}
-	ln, err := net.Listen("tcp", n.cfg.Proxy)
+	ln, err := net.FileListener(n.front) // a copy: closing it leaves the socket listening
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +72,12 @@ func (n *Node) startForwarding() (stop func(), err error) {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			f.forget()
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, fmt.Sprintf("pbfs node %s: no primary reachable to forward to within %v (%v)", n.cfg.Name, wait, err), http.StatusServiceUnavailable)
+			msg := fmt.Sprintf("pbfs node %s: no primary reachable to forward to within %v (%v)", n.cfg.Name, wait, err)
+			if !errors.Is(err, errNoPrimary) && !errors.Is(err, syscall.ECONNREFUSED) && !replayable(r) && r.Context().Err() == nil {
+				msg = fmt.Sprintf("pbfs node %s: the primary was lost while it had this request (%v): it may or may not have been applied, so it is not sent again; "+
+					"a request with an Idempotency-Key header, or of an idempotent method, would have been", n.cfg.Name, err)
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
 		},
 		Transport: &waitingTransport{f: f, base: http.DefaultTransport, wait: wait},
 	}
@@ -85,6 +95,31 @@ func (n *Node) startForwarding() (stop func(), err error) {
 			f.srv.Shutdown(ctx)
 		}()
 	}, nil
+}
+
+// listenFront opens the frontend address's socket, which listens for as
+// long as the node runs: while the role changes, no process accepts from
+// it for a moment, and clients' connections wait in its queue instead of
+// being refused.
+func listenFront(addr string) (*os.File, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close() // the file is a copy
+	return ln.(*net.TCPListener).File()
+}
+
+// frontPlugins is plugins with the frontend socket handed to the one that
+// serves the frontend address.
+func (n *Node) frontPlugins(plugins []host.Spec) []host.Spec {
+	out := slices.Clone(plugins)
+	for i := range out {
+		if n.front != nil && out[i].Config["listen"] == n.cfg.Proxy {
+			out[i].Listener, out[i].ListenAddr = n.front, n.cfg.Proxy
+		}
+	}
+	return out
 }
 
 // errNoPrimary is what a forward finds while no primary serves.
@@ -132,8 +167,10 @@ func (n *Node) forwardWait() time.Duration {
 // there is none (an election under way) or it refuses connections (the
 // new primary's plugin not listening yet), it asks etcd again every
 // forwardPoll and tries again, within wait. Nothing of a request reaches
-// a frontend that refused the connection, so trying again is safe; a
-// request that failed any other way is never sent again.
+// a frontend that refused the connection, so trying again is safe. A
+// request that failed any other way (the primary was lost with it) may
+// have run there: it is sent again only if it may be replayed (replayable),
+// and answered 503 otherwise.
 type waitingTransport struct {
 	f    *forwarder
 	base http.RoundTripper
@@ -143,20 +180,37 @@ type waitingTransport struct {
 // forwardPoll is how often a waiting forward looks for a primary.
 const forwardPoll = 50 * time.Millisecond
 
+// maxReplayBody bounds the body a replayable request keeps to be sent again.
+const maxReplayBody = 1 << 20
+
+// replayable reports whether r may be sent again after a failure that
+// could have reached the primary: an idempotent method (RFC 9110 9.2.2),
+// or a request its client marked with an idempotency key.
+func replayable(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return r.Header.Get("Idempotency-Key") != "" || r.Header.Get("X-Idempotency-Key") != ""
+}
+
 func (t *waitingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	deadline := time.Now().Add(t.wait)
 	r = r.Clone(r.Context())
 	if r.Body != nil {
-		// A refused dial closes the body, read or not: keep it for the
-		// next try, and close it once.
 		defer r.Body.Close()
-		r.Body = io.NopCloser(r.Body)
+	}
+	replay := replayable(r)
+	body, err := keepBody(r, &replay)
+	if err != nil {
+		return nil, err
 	}
 	for {
 		err := errNoPrimary
 		if r.URL.Host != "" {
+			r.Body = body()
 			resp, rerr := t.base.RoundTrip(r)
-			if rerr == nil || !errors.Is(rerr, syscall.ECONNREFUSED) {
+			if rerr == nil || !errors.Is(rerr, syscall.ECONNREFUSED) && !(replay && r.Context().Err() == nil) {
 				return resp, rerr
 			}
 			err = rerr
@@ -167,6 +221,30 @@ func (t *waitingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		r.URL.Host = t.f.primary(r.Context())
 	}
+}
+
+// keepBody makes r's body readable once per try: kept in memory if r may
+// be replayed and its declared length is small enough (replay is cleared
+// if not), else the original, which a refused dial leaves unread.
+func keepBody(r *http.Request, replay *bool) (func() io.ReadCloser, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return func() io.ReadCloser { return http.NoBody }, nil
+	}
+	if *replay && r.ContentLength >= 0 && r.ContentLength <= maxReplayBody {
+		data, err := io.ReadAll(io.LimitReader(r.Body, maxReplayBody+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(data) > maxReplayBody {
+			return nil, errors.New("request body larger than its Content-Length")
+		}
+		return func() io.ReadCloser { return io.NopCloser(bytes.NewReader(data)) }, nil
+	}
+	*replay = false
+	// A refused dial closes the body, read or not: keep it for the next
+	// try (RoundTrip closes it once).
+	orig := r.Body
+	return func() io.ReadCloser { return io.NopCloser(orig) }, nil
 }
 
 func (f *forwarder) forget() {

@@ -48,6 +48,11 @@ func serveFront(t *testing.T, addr string, seen *atomic.Int64) {
 		t.Error(err)
 		return
 	}
+	serveFrontOn(t, ln, seen)
+}
+
+// serveFrontOn serves ln as serveFront does.
+func serveFrontOn(t *testing.T, ln net.Listener, seen *atomic.Int64) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen.Add(1)
 		w.WriteHeader(http.StatusCreated)
@@ -101,7 +106,8 @@ func TestForwardWaitsForTheNewPrimary(t *testing.T) {
 // The node itself wins the election while a request waits: its promotion
 // releases the address at once (had it waited for the request, the new
 // primary's lease could expire meanwhile), and the request goes to the
-// node's own plugin once it listens there.
+// node's own plugin once it serves there, on the socket the node keeps
+// (as sdk.Listen takes it).
 func TestForwardWaitsThroughItsOwnPromotion(t *testing.T) {
 	n, front, stop := forwardingNode(t, "10s")
 	var seen atomic.Int64
@@ -118,7 +124,12 @@ func TestForwardWaitsThroughItsOwnPromotion(t *testing.T) {
 			t.Errorf("releasing the address took %v", took)
 		}
 		time.Sleep(300 * time.Millisecond) // the plugin starts
-		serveFront(t, front, &seen)
+		ln, err := net.FileListener(n.front)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		serveFrontOn(t, ln, &seen)
 	}()
 	postFront(t, front, "the body", &seen)
 }
@@ -132,5 +143,63 @@ func TestForwardWithNoPrimaryIs503(t *testing.T) {
 	resp.Body.Close()
 	if took := time.Since(began); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || took < 900*time.Millisecond {
 		t.Fatalf("no primary: %d (Retry-After %q) after %v; upstream-wait is 1s", resp.StatusCode, resp.Header.Get("Retry-After"), took)
+	}
+}
+
+// A primary lost with a forwarded request (its frontend read the request
+// and closed the connection): a POST is not sent again, and its client is
+// told it may or may not have been applied; a POST with an Idempotency-Key
+// is sent to the next primary, which answers it once.
+func TestForwardReplaysOnlyReplayable(t *testing.T) {
+	n, front, _ := forwardingNode(t, "10s")
+	lost, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	t.Cleanup(func() { lost.Close() })
+	var took atomic.Int64 // requests the lost primary read
+	go func() {
+		for {
+			c, err := lost.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 4096)
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			c.Read(buf)
+			took.Add(1)
+			c.Close()
+		}
+	}()
+	lead := func(name, proxy string) {
+		if _, err := n.cli.Put(context.Background(), n.k.leader(), encode(Leader{Name: name, Proxy: proxy, Epoch: 6})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lead("b", lost.Addr().String())
+
+	resp, err := http.Post("http://"+front+"/kv/k", "text/plain", strings.NewReader("once"))
+	must(t, err)
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(msg), "may or may not have been applied") || took.Load() != 1 {
+		t.Fatalf("a POST the lost primary read: %d %q, read %d times", resp.StatusCode, msg, took.Load())
+	}
+
+	next := freeAddr(t)
+	var seen atomic.Int64
+	go func() {
+		for took.Load() < 2 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		lead("c", next)
+		serveFront(t, next, &seen)
+	}()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+front+"/kv/k", strings.NewReader("again"))
+	req.Header.Set("Idempotency-Key", "k-1")
+	resp, err = http.DefaultClient.Do(req)
+	must(t, err)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || string(got) != "again" || seen.Load() != 1 {
+		t.Fatalf("a POST with an idempotency key, the primary lost with it: %d %q, the next primary saw it %d times", resp.StatusCode, got, seen.Load())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,10 @@ type Node struct {
 	log *slog.Logger
 
 	memberLease clientv3.LeaseID
+	// front is the frontend address's listening socket, for the node's
+	// whole life: its forwarder serves it while a backup, its plugin
+	// while the primary (forward.go).
+	front *os.File
 
 	won       *won // the term this node won, for servePrimary
 	firstTerm bool // no term was decided before this node's backup role began
@@ -156,11 +161,23 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Node{cfg: cfg, cli: cli, k: keys{"/pbfs/" + cfg.Cluster}, log: cfg.Logger.With("node", cfg.Name), m: newNodeMetrics()}, nil
+	n := &Node{cfg: cfg, cli: cli, k: keys{"/pbfs/" + cfg.Cluster}, log: cfg.Logger.With("node", cfg.Name), m: newNodeMetrics()}
+	if cfg.Proxy != "" {
+		if n.front, err = listenFront(cfg.Proxy); err != nil {
+			cli.Close()
+			return nil, fmt.Errorf("listen on the frontend address %s: %w", cfg.Proxy, err)
+		}
+	}
+	return n, nil
 }
 
-// Close disconnects from etcd.
-func (n *Node) Close() error { return n.cli.Close() }
+// Close disconnects from etcd and stops listening on the frontend address.
+func (n *Node) Close() error {
+	if n.front != nil {
+		n.front.Close()
+	}
+	return n.cli.Close()
+}
 
 // Run alternates the backup and primary roles until ctx ends. The copy
 // is mounted nosuid,nodev for as long as the node runs (apply.GuardCopy):

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -27,6 +28,7 @@ func (n *Node) servePrimary(ctx context.Context) error {
 	lost := make(chan error, 1)
 	go func() { lost <- w.lease.keep(lctx) }()
 	defer func() { // step down: the next term can start at once
+		n.noteStepDown(w.epoch)
 		if !n.revoke(w.lease.id) {
 			// etcd is down: a lease it extends when it is back would
 			// hold the next term off for a TTL more. Safe to keep
@@ -65,6 +67,7 @@ func (n *Node) servePrimary(ctx context.Context) error {
 	// marker and fingerprint say whether the volume is ahead of it.
 	promoted := !first
 	mcfg.Backups, mcfg.Epoch, mcfg.Promoted, mcfg.Dynamic, mcfg.Lease = addrs(starting), p.Epoch, promoted, true, w.lease.wait
+	mcfg.Plugins = n.frontPlugins(mcfg.Plugins)
 	switch {
 	case len(mcfg.Backups) >= max(mcfg.MinBackups, 1):
 	case mcfg.MinBackups > 0:
@@ -78,13 +81,15 @@ func (n *Node) servePrimary(ctx context.Context) error {
 	}
 	n.setRole("primary", m, nil)
 	took := time.Since(w.lapsed)
-	n.cli.Put(ctx, n.k.failover(), encode(Failover{From: w.from, To: n.cfg.Name, Epoch: p.Epoch, At: time.Now().UTC(), Took: took, Forced: w.forced}))
+	rec := Failover{From: w.from, To: n.cfg.Name, Epoch: p.Epoch, At: time.Now().UTC(), Took: took, Forced: w.forced}
+	n.cli.Put(ctx, n.k.failover(), encode(rec))
 	n.log.Warn("serving as the primary", "epoch", p.Epoch, "seq", p.Seq, "after", w.from, "failover_took", took.Round(time.Millisecond))
 	n.hook(n.cfg.OnPromote, "primary", p.Epoch)
 
 	pctx, stopPublish := context.WithCancel(ctx)
 	defer stopPublish()
 	go n.publishPrimary(pctx, m)
+	go n.recordOutage(pctx, m, rec, n.termEnded(ctx, w))
 	select {
 	case <-ctx.Done():
 		// Stepping down: stop acknowledging, seal, ship, unmount; then the
@@ -198,4 +203,48 @@ func (n *Node) revoke(id clientv3.LeaseID) bool {
 	defer cancel()
 	_, err := n.cli.Revoke(ctx, id)
 	return err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)
+}
+
+// stepDown records when a primary gave its term up, so that the next one
+// knows when clients began to wait (Failover.Outage).
+type stepDown struct {
+	Name  string    `json:"name"`
+	Epoch uint64    `json:"epoch"`
+	At    time.Time `json:"at"`
+}
+
+// noteStepDown records this node's step-down of epoch's term, if etcd
+// answers at once: a node that cannot reach it lost the term anyway.
+func (n *Node) noteStepDown(epoch uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	n.cli.Put(ctx, n.k.stepdown(), encode(stepDown{Name: n.cfg.Name, Epoch: epoch, At: time.Now().UTC()}))
+}
+
+// termEnded is when the term before w stopped serving clients: its
+// primary's step-down, if it recorded one; else its lease's last renewal,
+// a TTL before this node saw it lapse.
+func (n *Node) termEnded(ctx context.Context, w *won) time.Time {
+	gctx, cancel := bounded(ctx)
+	defer cancel()
+	if resp, err := n.cli.Get(gctx, n.k.stepdown()); err == nil && len(resp.Kvs) > 0 {
+		var sd stepDown
+		if json.Unmarshal(resp.Kvs[0].Value, &sd) == nil && sd.Name == w.from && sd.Epoch < w.epoch && w.lapsed.Sub(sd.At) < n.cfg.TTL {
+			return sd.At
+		}
+	}
+	return w.lapsed.Add(-n.cfg.TTL)
+}
+
+// recordOutage adds to the failover record what clients waited, once the
+// mount has acknowledged its first write.
+func (n *Node) recordOutage(ctx context.Context, m *mount.Mount, rec Failover, ended time.Time) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-m.FirstAck():
+	}
+	rec.Outage = time.Since(ended)
+	n.cli.Put(ctx, n.k.failover(), encode(rec))
+	n.log.Info("first write acknowledged after the failover", "outage", rec.Outage.Round(time.Millisecond))
 }

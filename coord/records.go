@@ -36,6 +36,7 @@ func (k keys) members() string           { return path.Join(k.prefix, "members")
 func (k keys) member(name string) string { return k.members() + name }
 func (k keys) failover() string          { return path.Join(k.prefix, "failover", "last") }
 func (k keys) force() string             { return path.Join(k.prefix, "force") }
+func (k keys) stepdown() string          { return path.Join(k.prefix, "failover", "stepdown") }
 
 // Leader is the primary of the current term.
 type Leader struct {
@@ -82,6 +83,11 @@ type Failover struct {
 	Epoch uint64        `json:"epoch"`
 	At    time.Time     `json:"at"`
 	Took  time.Duration `json:"took"` // from the lapse noticed to serving
+	// Outage is what clients waited: from the old primary's last lease
+	// renewal (its step-down, if it stepped down; else a lease TTL before
+	// its lapse was seen) to the first write the new primary acknowledged.
+	// 0 until that write.
+	Outage time.Duration `json:"outage,omitempty"`
 	// Forced: the new primary took the term by an operator's order,
 	// against the election's rule (force.go).
 	Forced bool `json:"forced,omitempty"`

@@ -88,8 +88,15 @@ func (m *Mount) commitWait(ctx context.Context) (uint64, error) {
 	}
 	for cur := m.acked.Load(); seq > cur && !m.acked.CompareAndSwap(cur, seq); cur = m.acked.Load() {
 	}
+	if seq > m.startSeq {
+		m.firstAckOnce.Do(func() { close(m.firstAck) })
+	}
 	return seq, nil
 }
+
+// FirstAck is closed once the mount has acknowledged its first write: a
+// barrier returned that covers a batch this mount journaled.
+func (m *Mount) FirstAck() <-chan struct{} { return m.firstAck }
 
 // keepAcked persists, every second, the newest seq a barrier returned:
 // if this primary is deposed, a resync keeps aside only what it wrote

@@ -152,9 +152,14 @@ type Mount struct {
 	overItself bool        // the volume is mounted over its backing directory
 	undos      []func()    // what start built, for undo
 	aborted    atomic.Bool
-	acked      atomic.Uint64  // the newest seq a barrier returned
-	bg         sync.WaitGroup // goroutines that use the store (retention)
-	rulesSum   []byte         // the local-only rules in force (hints.go)
+	acked      atomic.Uint64 // the newest seq a barrier returned
+	// firstAck is closed when the first barrier that covered a write
+	// returns (FirstAck).
+	firstAck     chan struct{}
+	firstAckOnce sync.Once
+	startSeq     uint64         // the journal's last seq as the mount started
+	bg           sync.WaitGroup // goroutines that use the store (retention)
+	rulesSum     []byte         // the local-only rules in force (hints.go)
 	// localRules: the same, as a deposed primary's backup reads them
 	// (replicate.EncodeLocalRules)
 	localRules []byte
@@ -186,7 +191,7 @@ func Start(cfg Config) (*Mount, error) {
 	if cfg.SealInterval == 0 {
 		cfg.SealInterval = 50 * time.Millisecond
 	}
-	m := &Mount{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), runDone: make(chan struct{}), ahead: newAheadGate(), ctlDone: make(chan error, 1)}
+	m := &Mount{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), runDone: make(chan struct{}), ahead: newAheadGate(), ctlDone: make(chan error, 1), firstAck: make(chan struct{})}
 	m.timings = newTimings(m.reg)
 	m.findings = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pbfs_plugin_findings_total", Help: "Findings hint plugins reported about the service's settings at start, by plugin and severity.",

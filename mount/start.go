@@ -67,6 +67,7 @@ func (m *Mount) start() error {
 		return err
 	}
 	m.onUndo(func() { m.store.Close() })
+	m.startSeq = m.store.Last().Seq
 	if err := m.openTerm(); err != nil {
 		return err
 	}

@@ -310,3 +310,28 @@ func (c *nodes) requireLost(gone *node) {
 		c.t.Fatalf("status of a mistyped cluster: exit %d:\n%s", code, text)
 	}
 }
+
+// requireFailoverWaited checks that the failover's record says what
+// clients waited: at least from the kill to the new primary's lease, and
+// it is there once the new primary acknowledged a write.
+func (c *nodes) requireFailoverWaited(killed time.Time) {
+	c.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, _ := run(c.t, "status", "--coordinator", c.etcd.Endpoints(), "--json")
+		var r coord.Report
+		if json.Unmarshal([]byte(out), &r) == nil && r.Failover != nil && r.Failover.Outage > 0 {
+			if r.Failover.Outage < r.Failover.Took || r.Failover.Outage > time.Since(killed)+10*time.Second {
+				c.t.Fatalf("the failover's outage %v: below its take-over %v, or far above the %v since the kill", r.Failover.Outage, r.Failover.Took, time.Since(killed))
+			}
+			text, _ := run(c.t, "status", "--coordinator", c.etcd.Endpoints())
+			if !strings.Contains(text, "clients waited") {
+				c.t.Fatalf("status does not say what clients waited:\n%s", text)
+			}
+			c.t.Logf("failover: took %v to serve; clients waited %v", r.Failover.Took, r.Failover.Outage)
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the failover's record never said what clients waited: %s", out)
+		}
+	}
+}

@@ -59,7 +59,11 @@ func statusCommand() *cli.Command {
 				if f.Forced {
 					forced = ", by an operator's order (pbfs elect --force)"
 				}
-				fmt.Fprintf(w, "failover %s -> %s at %s, epoch %d, took %v%s\n", orNone(f.From), f.To, f.At.Local().Format(time.DateTime), f.Epoch, f.Took.Round(time.Millisecond), forced)
+				outage := ""
+				if f.Outage > 0 {
+					outage = fmt.Sprintf("; clients waited %v, from the old primary's last lease renewal to the first write acknowledged", f.Outage.Round(time.Millisecond))
+				}
+				fmt.Fprintf(w, "failover %s -> %s at %s, epoch %d, took %v to serve%s%s\n", orNone(f.From), f.To, f.At.Local().Format(time.DateTime), f.Epoch, f.Took.Round(time.Millisecond), outage, forced)
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "\nNAME\tROLE\tADDR\tEPOCH\tDURABLE\tAPPLIED\tLAG\tSTATE\tREPORTED")

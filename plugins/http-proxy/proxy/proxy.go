@@ -65,7 +65,7 @@ func (p *Proxy) Start(_ context.Context, env sdk.Env) error {
 		// (docs/PLUGINS.md measures it).
 		runtime.GOMAXPROCS(cfg.Procs)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := sdk.Listen(cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}

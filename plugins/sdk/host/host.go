@@ -43,6 +43,10 @@ type Options struct {
 	Version int
 	// StartTimeout bounds the handshake; zero means 10 s.
 	StartTimeout time.Duration
+	// Listener, if set, is a listening socket the plugin inherits and
+	// serves ListenAddr from (sdk.Listen), instead of listening itself.
+	Listener   *os.File
+	ListenAddr string
 }
 
 func (o Options) withDefaults() Options {
@@ -123,6 +127,10 @@ func Launch(ctx context.Context, path string, o Options) (*Plugin, error) {
 	} else {
 		cmd.ExtraFiles = []*os.File{lineEnd}
 		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", wire.EnvLine, wire.LineFD))
+	}
+	if o.Listener != nil {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", wire.EnvListenFD, 3+len(cmd.ExtraFiles)), wire.EnvListenAddr+"="+o.ListenAddr)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, o.Listener)
 	}
 	gone := new(atomic.Bool)
 	versions := map[int]plugin.PluginSet{}

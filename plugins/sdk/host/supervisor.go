@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -21,6 +22,10 @@ type Spec struct {
 	Name   string
 	Path   string
 	Config map[string]string
+	// Listener, if set, is handed to the plugin as the listening socket
+	// of ListenAddr (Options.Listener).
+	Listener   *os.File
+	ListenAddr string
 }
 
 // State is where a supervised plugin is in its life.
@@ -153,7 +158,7 @@ func (s *Supervisor) run(ctx context.Context, sp Spec) {
 func (s *Supervisor) once(ctx context.Context, sp Spec, log *slog.Logger) error {
 	s.update(sp.Name, func(st *Status) { st.State, st.Since = StateStarting, time.Now() })
 	o := s.cfg.Options
-	o.Logger = log
+	o.Logger, o.Listener, o.ListenAddr = log, sp.Listener, sp.ListenAddr
 	p, err := Launch(ctx, sp.Path, o)
 	if err != nil {
 		return err
