@@ -118,27 +118,37 @@ func (c *Client) Manifest(ctx context.Context, paths []string) (map[string]manif
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
 	defer resp.Body.Close()
+	out, err := decodeManifest(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	return out, nil
+}
+
+// decodeManifest reads a manifest sent as one JSON entry per line, with a
+// last line {"error": ...} if the listing failed.
+func decodeManifest(r io.Reader) (map[string]manifest.Entry, error) {
 	out := map[string]manifest.Entry{}
-	dec := json.NewDecoder(resp.Body)
+	dec := json.NewDecoder(r)
 	for {
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
 			return out, nil
 		} else if err != nil {
-			return nil, fmt.Errorf("manifest: %w", err)
+			return nil, err
 		}
 		var line struct {
 			Error string `json:"error"`
 		}
 		if err := json.Unmarshal(raw, &line); err != nil {
-			return nil, fmt.Errorf("manifest: %w", err)
+			return nil, err
 		}
 		if line.Error != "" {
-			return nil, fmt.Errorf("manifest: %s", line.Error)
+			return nil, errors.New(line.Error)
 		}
 		var e manifest.Entry
 		if err := json.Unmarshal(raw, &e); err != nil {
-			return nil, fmt.Errorf("manifest: %w", err)
+			return nil, err
 		}
 		out[e.Path] = e
 	}

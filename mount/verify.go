@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate"
 )
 
 // pbfs verify reads the primary's volume through these: Manifest while
@@ -63,4 +65,14 @@ func (m *Mount) Manifest(ctx context.Context, paths []string, fn func(manifest.E
 		return nil
 	}
 	return manifest.Walk(ctx, root, keep, m.fs.Local, fn)
+}
+
+// BackupManifest fetches the manifest of the backup at addr, as of at
+// least batch minSeq, with the mount's own token and TLS files (pbfs
+// verify, through the control socket).
+func (m *Mount) BackupManifest(ctx context.Context, addr string, minSeq uint64) (map[string]manifest.Entry, error) {
+	if !slices.Contains(m.Backups(), addr) {
+		return nil, fmt.Errorf("manifest of %s: not a backup of this primary", addr)
+	}
+	return replicate.FetchManifest(ctx, addr, m.cfg.Token, m.cfg.TLS, minSeq, nil)
 }

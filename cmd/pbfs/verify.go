@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -33,7 +34,7 @@ const compareBudget = 16 << 20
 func verifyCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "verify",
-		Usage: "compare the running primary's volume with every backup's, online, and name each path that differs",
+		Usage: "compare the running primary's volume with every backup's, online, and name each path that differs (the mount fetches the backups' listings; with --token or PBFS_TOKEN, and the TLS flags, verify asks the backups itself)",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "journal", Required: true, Usage: "journal directory of the running primary"},
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after this long", Action: positive("verify", "timeout")},
@@ -75,8 +76,10 @@ func verify(c *cli.Context) error {
 	if st.Role != "primary" || len(st.Backups) == 0 {
 		return cli.Exit("verify: run it against a primary that has backups (this is a "+st.Role+" with none)", 2)
 	}
+	// Without a token of its own, verify asks the mount, which holds it,
+	// for the backups' manifests.
 	token, err := replicate.LoadToken(c.String("token"), c.String("token-file"))
-	if err != nil {
+	if err != nil && !errors.Is(err, replicate.ErrNoToken) || c.String("token-file") != "" && err != nil {
 		return cli.Exit("verify: "+err.Error(), 2)
 	}
 	tls := tlsFiles(c)
@@ -130,7 +133,13 @@ func compareAll(ctx context.Context, c *cli.Context, cl *control.Client, st cont
 	size := map[string]int64{}               // suspect path -> what hashing it again costs (cost)
 	for _, b := range st.Backups {
 		v := verdict{Backup: b.Addr, Differ: map[string]string{}}
-		m, err := replicate.FetchManifest(ctx, b.Addr, token, tls, seq, nil)
+		var m map[string]manifest.Entry
+		if token == "" {
+			// Through the mount, which holds the token and TLS files.
+			m, err = cl.BackupManifest(ctx, b.Addr, seq)
+		} else {
+			m, err = replicate.FetchManifest(ctx, b.Addr, token, tls, seq, nil)
+		}
 		if err != nil {
 			v.Err = err.Error()
 			if !tls.Enabled() && status.Code(err) == codes.Unavailable {
