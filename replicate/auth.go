@@ -19,6 +19,10 @@ import (
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
+// ErrTokenExposed refuses a token file other users may read: anyone who
+// holds the token can act as a primary to the backups (docs/FAILOVER.md).
+var ErrTokenExposed = errors.New("the token file is readable by other users")
+
 // ErrNoToken is returned when no replication token is configured.
 var ErrNoToken = errors.New("no replication token: set --token, --token-file or PBFS_TOKEN")
 
@@ -41,6 +45,9 @@ func loadToken(flag, file string) (string, error) {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return "", fmt.Errorf("read token file: %w", err)
+		}
+		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			return "", fmt.Errorf("%w: %s has mode %04o: chmod 600 %s (as ssh wants of a private key)", ErrTokenExposed, file, fi.Mode().Perm(), file)
 		}
 		if t := strings.TrimSpace(string(b)); t != "" {
 			return t, nil
