@@ -31,6 +31,11 @@ const monitorCheck = time.Second
 // fails: a start that fails leaves no trace of an unclean stop.
 func (m *Mount) start() error {
 	cfg := m.cfg
+	// Before anything is created: a user who cannot mount at all gets
+	// told so, and no journal.
+	if err := fs.CheckDevice(); err != nil {
+		return err
+	}
 	// First: whatever a stopping mount of this volume still holds (its
 	// journal, its control socket) it has let go once it lets go of this.
 	lock, err := lockVolume(cfg.Backing, m.log)
