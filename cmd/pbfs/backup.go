@@ -125,6 +125,7 @@ func backupCommand() *cli.Command {
 			if err := tlsFiles(c).Check(); err != nil {
 				return cli.Exit("backup: "+err.Error(), 2)
 			}
+			surviveBrokenPipe()
 			// A primary killed on this volume (an old primary rejoining)
 			// left its dead FUSE mount on it.
 			mount.ClearStaleMount(c.Args().First(), logger(c))

@@ -118,6 +118,7 @@ func mountConfig(c *cli.Context) (mount.Config, error) {
 // ships what the mount took, and exits 0.
 func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 	log := cfg.Logger
+	surviveBrokenPipe()
 	// Caught from before the mount answers: a signal the moment it does
 	// must stop it cleanly, not kill it.
 	sig := make(chan os.Signal, 2)

@@ -95,6 +95,7 @@ func nodeCommand() *cli.Command {
 				return cli.Exit("node: "+err.Error(), 2)
 			}
 			defer n.Close()
+			surviveBrokenPipe()
 			adm.serve(prometheus.GathererFunc(n.Gather), n.Health, cfg.Logger)
 			ctx, cancel := context.WithCancel(context.Background())
 			sig := make(chan os.Signal, 2)

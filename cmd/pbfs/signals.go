@@ -3,6 +3,8 @@ package main
 import (
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 )
 
@@ -28,3 +30,10 @@ func forceSignal(sig <-chan os.Signal, first time.Time, log *slog.Logger) os.Sig
 	}
 	return nil
 }
+
+// surviveBrokenPipe keeps a long-running process (a mount, a backup, a
+// node) alive when whatever reads its output goes away: by default Go
+// dies of SIGPIPE on a write to a closed stdout or stderr, and a mount
+// that did left its volume a dead mount ("transport endpoint is not
+// connected") under the service. Its log lines are lost instead.
+func surviveBrokenPipe() { signal.Ignore(syscall.SIGPIPE) }
