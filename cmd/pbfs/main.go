@@ -78,7 +78,7 @@ func hasSubcommands(cmd *cli.Command) bool {
 
 // newApp builds the command line.
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "pbfs",
 		Usage: "storage-layer primary-backup replication for unmodified stateful services",
 		// Repeatable flags take one value each: --plugin-config values
@@ -106,6 +106,11 @@ func newApp() *cli.App {
 			barrierCommand(),
 			journalCommand(),
 			pluginCommand(),
+			completionCommand(),
+			manCommand(),
 		},
+		EnableBashCompletion: true,
 	}
+	decorate(app.Commands, "")
+	return app
 }
