@@ -244,6 +244,7 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Status()) })
 	handleMembers(mux, b, log)
 	handleBackupManifest(mux, b, log)
+	handleEvents(mux, b)
 	mux.HandleFunc("GET /v1/batches/{seq}", func(w http.ResponseWriter, r *http.Request) {
 		seq, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
 		if err != nil {

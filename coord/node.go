@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/procs"
 	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/mount"
@@ -84,6 +85,7 @@ type Node struct {
 	// whole life: its forwarder serves it while a backup, its plugin
 	// while the primary (forward.go).
 	front *os.File
+	ev    *events.Bus // state changes, across roles (pbfs events)
 
 	won       *won // the term this node won, for servePrimary
 	firstTerm bool // no term was decided before this node's backup role began
@@ -161,7 +163,7 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, cli: cli, k: keys{"/pbfs/" + cfg.Cluster}, log: cfg.Logger.With("node", cfg.Name), m: newNodeMetrics()}
+	n := &Node{cfg: cfg, cli: cli, k: keys{"/pbfs/" + cfg.Cluster}, log: cfg.Logger.With("node", cfg.Name), m: newNodeMetrics(), ev: events.New()}
 	if cfg.Proxy != "" {
 		if n.front, err = listenFront(cfg.Proxy); err != nil {
 			cli.Close()
@@ -336,7 +338,7 @@ func (n *Node) serveBackup(ctx context.Context) (bool, error) {
 	bcfg := n.backupConfig(ctx)
 	bcfg.Guarded = true // by Run
 	reg := prometheus.NewRegistry()
-	bcfg.Registry = reg
+	bcfg.Registry, bcfg.Events = reg, n.ev
 	n.firstTerm = bcfg.FirstTerm
 	// A primary of this node killed before left its mount behind.
 	mount.ClearStaleMount(n.cfg.Mount.Mountpoint, n.log)
@@ -394,8 +396,21 @@ func (n *Node) backupMember(st replicate.Status) Member {
 func (n *Node) setRole(role string, m *mount.Mount, b *replicate.Backup) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if role != n.role {
+		n.ev.Emit(events.KindRole, "role", orNone(role), "node", n.cfg.Name)
+	}
 	n.role, n.mounted, n.backup = role, m, b
 }
+
+func orNone(role string) string {
+	if role == "" {
+		return "none"
+	}
+	return role
+}
+
+// Events is the node's stream of state changes, across its roles.
+func (n *Node) Events() *events.Bus { return n.ev }
 
 // Gather reports the node's own metrics (pbfs_node_*) and those of its
 // current role (a Prometheus Gatherer, for the admin listener): the

@@ -68,6 +68,7 @@ func (n *Node) servePrimary(ctx context.Context) error {
 	promoted := !first
 	mcfg.Backups, mcfg.Epoch, mcfg.Promoted, mcfg.Dynamic, mcfg.Lease = addrs(starting), p.Epoch, promoted, true, w.lease.wait
 	mcfg.Plugins = n.frontPlugins(mcfg.Plugins)
+	mcfg.Events = n.ev
 	switch {
 	case len(mcfg.Backups) >= max(mcfg.MinBackups, 1):
 	case mcfg.MinBackups > 0:

@@ -20,6 +20,7 @@ import (
 	"github.com/pbfs/pbfs/capture"
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/fs"
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/plugins/sdk"
@@ -129,6 +130,10 @@ type Config struct {
 	// mount's CPU per request, against how late a P blocked in a system
 	// call may be handed on.
 	MonitorSlack time.Duration
+	// Events, if set, takes the mount's state changes (pbfs events); a
+	// node passes its own, which outlives each role. Nil: the mount keeps
+	// its own.
+	Events *events.Bus
 }
 
 // Mount is a running pbfs primary.
@@ -192,6 +197,9 @@ func Start(cfg Config) (*Mount, error) {
 		cfg.SealInterval = 50 * time.Millisecond
 	}
 	m := &Mount{cfg: cfg, log: cfg.Logger, reg: prometheus.NewRegistry(), runDone: make(chan struct{}), ahead: newAheadGate(), ctlDone: make(chan error, 1), firstAck: make(chan struct{})}
+	if m.cfg.Events == nil {
+		m.cfg.Events = events.New()
+	}
 	m.timings = newTimings(m.reg)
 	m.findings = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pbfs_plugin_findings_total", Help: "Findings hint plugins reported about the service's settings at start, by plugin and severity.",
@@ -366,6 +374,9 @@ func (m *Mount) Get(seq uint64) ([]byte, error) { return m.store.Get(seq) }
 
 // Scan streams encoded batches from the journal.
 func (m *Mount) Scan(from uint64, fn func(uint64, []byte) error) error { return m.store.Scan(from, fn) }
+
+// Events is the mount's stream of state changes.
+func (m *Mount) Events() *events.Bus { return m.cfg.Events }
 
 // Registry returns the mount's metrics registry.
 func (m *Mount) Registry() *prometheus.Registry { return m.reg }

@@ -13,6 +13,7 @@ import (
 	"github.com/pbfs/pbfs/capture"
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/fs"
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/openfiles"
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/internal/timerslack"
@@ -147,6 +148,7 @@ func (m *Mount) start() error {
 	go func() { m.ctlDone <- control.Serve(ctx, ln, m, m.reg, cfg.Logger) }()
 	m.log.Info("mounted", "mountpoint", cfg.Mountpoint, "backing", cfg.Backing, "journal", cfg.Journal,
 		"capture", !cfg.NoCapture, "last_seq", m.store.Last().Seq, "epoch", m.store.Epoch())
+	cfg.Events.Emit(events.KindRole, "role", "primary", "epoch", m.store.Epoch(), "last_seq", m.store.Last().Seq, "volume", cfg.Mountpoint)
 	return nil
 }
 
@@ -283,5 +285,5 @@ func (m *Mount) primaryConfig() replicate.PrimaryConfig {
 	cfg := m.cfg
 	return replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token, MinBackups: cfg.MinBackups, Dynamic: cfg.Dynamic,
 		VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter, TLS: cfg.TLS,
-		Snapshots: snapshots{m.committer, m.fs}, ResyncAll: m.ahead.raised(), AllResynced: m.resynced}
+		Snapshots: snapshots{m.committer, m.fs}, ResyncAll: m.ahead.raised(), AllResynced: m.resynced, Events: cfg.Events}
 }

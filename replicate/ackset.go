@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -79,6 +80,9 @@ type PrimaryConfig struct {
 	Store    *journal.Store
 	Registry prometheus.Registerer
 	Logger   *slog.Logger
+	// Events, if set, takes the primary's state changes (its backups up
+	// and down, resyncs, degradations).
+	Events *events.Bus
 	// DegradeAfter: see Primary.degradeAfter.
 	DegradeAfter time.Duration
 	// MinBackups is the fewest backups that must hold a batch before its
@@ -170,7 +174,7 @@ func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
 	for _, addr := range cfg.Backups {
 		s, err := newShipper(addr, cfg.Token, cfg.TLS, cfg.VolumeID, cfg.Store, cfg.Snapshots, p.m, p.notify, cfg.Logger)
 		if s != nil {
-			s.memory, s.onDeposed, s.onJoin = p.memory, p.depose, p.join
+			s.memory, s.onDeposed, s.onJoin, s.ev = p.memory, p.depose, p.join, cfg.Events
 		}
 		if err != nil {
 			cancel()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
@@ -55,6 +56,7 @@ func (b *Backup) admit(parent context.Context, stream backupStream, hello *replp
 	ctx, cancel := context.WithCancel(parent)
 	b.active = &session{epoch: hello.Epoch, cancel: cancel}
 	b.log.Info("primary connected", "epoch", hello.Epoch, "primary_last_seq", hello.LastSeq, "durable_seq", b.store.Last().Seq)
+	b.cfg.Events.Emit(events.KindPrimaryUp, "epoch", hello.Epoch, "primary_last_seq", hello.LastSeq, "durable_seq", b.store.Last().Seq)
 	return ctx, b.welcome(), nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/human"
 )
 
@@ -104,6 +105,7 @@ func (b *Backup) setBlocked(seq uint64, err error) *applyBlock {
 		if old != nil {
 			b.blocked.Store(nil)
 			b.m.applyBlocked.Set(0)
+			b.cfg.Events.Emit(events.KindApplyUnblocked, "seq", old.Seq)
 			b.notifyProgress()
 		}
 		return nil
@@ -117,6 +119,7 @@ func (b *Backup) setBlocked(seq uint64, err error) *applyBlock {
 	b.m.applyBlocked.Set(1)
 	if old == nil || old.Seq != seq || old.Refused != bl.Refused || old.Err != bl.Err {
 		b.notifyProgress()
+		b.cfg.Events.Emit(events.KindApplyBlocked, "seq", seq, "err", bl.Err, "more_room_helps", !bl.Refused)
 	}
 	return bl
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/internal/ratelog"
 	"github.com/pbfs/pbfs/journal"
@@ -27,6 +28,9 @@ type BackupConfig struct {
 	Token    string
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
+	// Events, if set, takes the backup's state changes (its primary
+	// connecting and going, fences, stalls, resyncs).
+	Events *events.Bus
 	// Retain keeps applied batches this long before trimming them
 	// (default 10 minutes; negative keeps everything).
 	Retain time.Duration

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/health"
 	"github.com/pbfs/pbfs/journal"
 )
@@ -33,6 +34,7 @@ func (b *Backup) stall(seq uint64, err error) {
 	b.stalled.Store(true)
 	b.m.applyFailures.Inc()
 	b.log.Error("the backup stops applying and needs a resync", "seq", seq, "err", err)
+	b.cfg.Events.Emit(events.KindStalled, "seq", seq, "err", err.Error())
 	if perr := b.store.SetMetaUint("stalled", seq); perr != nil {
 		b.log.Error("record stall", "err", perr)
 	}
@@ -111,6 +113,9 @@ func (b *Backup) setApplied(seq uint64) {
 	b.m.applied.Set(float64(seq))
 	b.notifyProgress()
 }
+
+// Events is the backup's stream of state changes (nil: none kept).
+func (b *Backup) Events() *events.Bus { return b.cfg.Events }
 
 // Journal is the backup's journal store, for reading (the control
 // socket's journal listing).

@@ -3,6 +3,8 @@ package replicate
 import (
 	"context"
 	"time"
+
+	"github.com/pbfs/pbfs/internal/events"
 )
 
 // The degrade policy (--degrade-after): availability instead of blocking
@@ -30,6 +32,7 @@ func (p *Primary) watch(ctx context.Context) {
 					if s.degraded.Swap(false) {
 						s.degradedSince.Store(0)
 						p.log.Info("backup caught up; back in the ack set", "backup", s.addr, "seq", last)
+						p.cfg.Events.Emit(events.KindRejoined, "backup", s.addr, "seq", last)
 						p.notify()
 					}
 					continue
@@ -48,11 +51,12 @@ func (p *Primary) watch(ctx context.Context) {
 					s.degradedSince.Store(now.UnixNano())
 					p.log.Warn("backup dropped from the ack set: it is stale and must not be promoted without a resync",
 						"backup", s.addr, "behind_for", now.Sub(lagSince[s]).Round(time.Millisecond), "acked_seq", s.acked.Load(), "last_seq", last)
+					p.cfg.Events.Emit(events.KindDegraded, "backup", s.addr, "acked_seq", s.acked.Load(), "last_seq", last)
 					p.notify()
 				}
 				if s.degraded.Load() {
 					p.m.degraded.WithLabelValues(s.addr).Add(0.1)
-					if now.Sub(lastLog[s]) >= time.Second {
+					if now.Sub(lastLog[s]) >= stillDownEvery {
 						lastLog[s] = now
 						p.log.Warn("degraded: replicating without a backup", "backup", s.addr,
 							"behind_for", now.Sub(lagSince[s]).Round(time.Second), "acked_seq", s.acked.Load(), "last_seq", last)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
@@ -71,6 +72,7 @@ func (b *Backup) Fence(ctx context.Context, epoch uint64) error {
 		b.active = nil
 	}
 	b.log.Info("fenced: primaries of this epoch or below are refused from now on", "epoch", epoch, "durable_seq", b.store.Last().Seq)
+	b.cfg.Events.Emit(events.KindFenced, "epoch", epoch, "durable_seq", b.store.Last().Seq)
 	return nil
 }
 

@@ -3,6 +3,8 @@ package replicate
 import (
 	"context"
 	"slices"
+
+	"github.com/pbfs/pbfs/internal/events"
 )
 
 // A primary's backups can change while it runs (pbfs node adds the
@@ -181,7 +183,7 @@ func (p *Primary) AddBackup(addr string) error {
 	cfg := p.cfg
 	s, err := newShipper(addr, cfg.Token, cfg.TLS, cfg.VolumeID, cfg.Store, cfg.Snapshots, p.m, p.notify, p.log)
 	if s != nil {
-		s.memory, s.onDeposed, s.onJoin = p.memory, p.depose, p.join
+		s.memory, s.onDeposed, s.onJoin, s.ev = p.memory, p.depose, p.join, cfg.Events
 	}
 	if err != nil {
 		p.smu.Unlock()
@@ -198,6 +200,7 @@ func (p *Primary) AddBackup(addr string) error {
 	p.smu.Unlock()
 	p.announce()
 	p.log.Info("backup added; it joins the ack set once caught up", "backup", addr)
+	cfg.Events.Emit(events.KindBackupAdded, "backup", addr)
 	p.startShipper(s)
 	p.notify()
 	return nil

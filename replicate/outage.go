@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/pbfs/pbfs/internal/events"
 )
 
 // A backup's stream that keeps failing is logged once per state change:
@@ -54,6 +56,7 @@ func (s *Shipper) noteDown(err error, retry time.Duration) {
 		return
 	case !o.logged:
 		s.log.Warn("replication stream down; retrying", args...)
+		s.ev.Emit(events.KindBackupDown, "backup", s.addr, "err", msg, "remedy", kind)
 	case kind != o.kind:
 		s.log.Warn("replication stream still down, now for another reason", append(args, more...)...)
 	case now.Sub(o.loggedAt) >= stillDownEvery:

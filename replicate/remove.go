@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/pbfs/pbfs/internal/events"
 )
 
 // Removing a backup from a running primary. A backup's election rule goes
@@ -49,6 +51,7 @@ func (p *Primary) RemoveBackup(ctx context.Context, addr string) (told bool, err
 	p.announce()
 	p.notify()
 	p.log.Info("backup removed", "backup", addr, "told", told, "backups", strings.Join(p.Backups(), ","))
+	p.cfg.Events.Emit(events.KindBackupRemoved, "backup", addr, "told", told)
 	return told, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pbfs/pbfs/apply"
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/sparse"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
@@ -188,6 +189,7 @@ func (r *resyncer) step(msg *replpb.ResyncPrimaryMsg) (*replpb.ResyncBackupMsg, 
 			return nil, false, err
 		}
 		r.b.log.Info("resync done", "kind", r.kind, "seq", r.start.Seq, "files_changed", r.rc.Changed, "blocks_received", r.blocks, "removed", r.rc.Removed)
+		r.b.cfg.Events.Emit(events.KindResyncDone, "kind", r.kind, "seq", r.start.Seq, "files_changed", r.rc.Changed, "blocks_received", r.blocks)
 		return &replpb.ResyncBackupMsg{Msg: &replpb.ResyncBackupMsg_Result{Result: &replpb.ResyncResult{
 			FilesChanged: uint64(r.rc.Changed), BlocksReceived: r.blocks, Removed: uint64(r.rc.Removed)}}}, true, nil
 	}
@@ -259,6 +261,7 @@ func (b *Backup) beginResync(r *resyncer, word issuedWord) error {
 	if err := b.store.SetMetaUints(map[string]uint64{"stalled": start.Seq + 1, resyncingKey: 1}); err != nil {
 		return err
 	}
+	b.cfg.Events.Emit(events.KindResyncStarted, "seq", start.Seq, "epoch", start.Epoch)
 	if !start.Scoped {
 		// A scoped resync learns where the histories part first.
 		r.kept = true

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/capture"
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/sparse"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
@@ -90,6 +91,7 @@ func (s *Shipper) resyncOnce(ctx context.Context, forced bool) error {
 	} else {
 		s.log.Info("resync: full", "seq", hdr.Seq, "why_not_targeted", plan.why)
 	}
+	s.ev.Emit(events.KindResyncStarted, "backup", s.addr, "kind", plan.kind, "seq", hdr.Seq, "bytes", total)
 	var done, sent uint64
 	lastLog := time.Now()
 	listed, toSend := 0, len(entries)
@@ -134,6 +136,8 @@ func (s *Shipper) resyncOnce(ctx context.Context, forced bool) error {
 		s.onResync = nil
 		f()
 	}
+	s.ev.Emit(events.KindResyncDone, "backup", s.addr, "kind", plan.kind, "seq", hdr.Seq, "files_differed", res.FilesChanged,
+		"bytes_sent", s.resyncProg.sent.Load(), "took", time.Since(started).Round(time.Millisecond).String())
 	s.log.Info("resync done", "kind", plan.kind, "seq", hdr.Seq, "entries_sent", listed, "of", len(entries), "files_differed", res.FilesChanged, "blocks_sent", sent,
 		"removed", res.Removed, "pause", pause.Round(time.Microsecond), "took", time.Since(started).Round(time.Millisecond))
 	return nil

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
@@ -81,6 +82,7 @@ type Shipper struct {
 	cancel       atomic.Pointer[context.CancelFunc]
 	stop         context.CancelFunc // ends run (Primary.startShipper)
 	outage       outage             // run's: the current outage, for its log lines (outage.go)
+	ev           *events.Bus        // state changes, for pbfs events (nil: none)
 	shipperState                    // in words, for operators (condition.go)
 }
 
@@ -265,6 +267,7 @@ func (s *Shipper) session(parent context.Context) error {
 	s.m.acked.WithLabelValues(s.addr).Set(float64(w.DurableSeq))
 	s.joinIfCaughtUp()
 	s.notify()
+	s.ev.Emit(events.KindBackupUp, "backup", s.addr, "transport", transport, "durable_seq", w.DurableSeq)
 	s.log.Info("replication stream up", append([]any{"transport", transport, "backup_durable_seq", w.DurableSeq, "primary_last_seq", s.store.Last().Seq}, s.upAgain()...)...)
 
 	recvErr := make(chan error, 1)
@@ -351,7 +354,9 @@ func (s *Shipper) rehello() {
 // setDeposed records that the backup refused this primary for a higher
 // epoch, and tells the primary (Primary.Deposed) and its waiters.
 func (s *Shipper) setDeposed() {
-	s.deposed.Store(true)
+	if !s.deposed.Swap(true) {
+		s.ev.Emit(events.KindDeposed, "backup", s.addr)
+	}
 	if s.onDeposed != nil {
 		s.onDeposed()
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
@@ -59,7 +60,11 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 		return err
 	}
 	b.streams.Add(1)
-	defer b.streams.Add(-1)
+	defer func() {
+		if b.streams.Add(-1) == 0 {
+			b.cfg.Events.Emit(events.KindPrimaryDown, "epoch", hello.Epoch)
+		}
+	}()
 	// Acks go out from the loop below and, at ack level memory, from the
 	// receiving goroutine: one Send at a time.
 	stream = &lockedStream{backupStream: stream}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/health"
 	"github.com/pbfs/pbfs/replicate"
 )
@@ -101,11 +102,11 @@ func (a *admin) close() {
 }
 
 // serve serves g's metrics, with the gauges and the Go and process
-// collectors of health.Collectors, pprof, and /healthz and /readyz from
-// src, until close. Off loopback the health endpoints answer without the
+// collectors of health.Collectors, pprof, /healthz and /readyz from src,
+// and ev's state changes at /events, until close. Off loopback the health endpoints answer without the
 // token (a load balancer reads the status code) but give their details
 // only with it.
-func (a *admin) serve(g prometheus.Gatherer, src health.Source, log *slog.Logger) {
+func (a *admin) serve(g prometheus.Gatherer, src health.Source, ev *events.Bus, log *slog.Logger) {
 	if a.ln == nil {
 		return
 	}
@@ -119,6 +120,9 @@ func (a *admin) serve(g prometheus.Gatherer, src health.Source, log *slog.Logger
 	guarded.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	guarded.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	guarded.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	if ev != nil {
+		guarded.Handle("GET /events", ev)
+	}
 	mux := http.NewServeMux()
 	open := loopback(addr)
 	health.Handle(mux, src, func(r *http.Request) bool { return open || hasBearer(r, token) })

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/internal/procs"
 	"github.com/pbfs/pbfs/internal/sdnotify"
@@ -159,7 +160,7 @@ func backupCommand() *cli.Command {
 			defer ln.Close()
 			reg := prometheus.NewRegistry()
 			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: backupRetain(c.Duration("retain")),
-				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Registry: reg, Adopt: c.Bool("adopt"),
+				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Registry: reg, Adopt: c.Bool("adopt"), Events: events.New(),
 				AcceptEpoch: c.Uint64("accept-epoch"), RepairEpoch: c.Uint64("repair-epoch")})
 			if errors.Is(err, pathcheck.ErrInside) {
 				return cli.Exit("backup: "+err.Error()+": put the journal outside the volume", 2)
@@ -181,7 +182,7 @@ func backupCommand() *cli.Command {
 			// Stopped before the backup closes its journal.
 			stopControl := sync.OnceFunc(func() { stopCtl(); <-ctlDone })
 			defer stopControl()
-			adm.serve(reg, b.Health, log)
+			adm.serve(reg, b.Health, b.Events(), log)
 			if addr := c.String("metrics-listen"); addr != "" {
 				stop, err := serveMetrics(addr, reg, log)
 				if err != nil {

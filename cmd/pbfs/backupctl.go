@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/replicate"
 )
@@ -19,7 +20,10 @@ type backupControl struct {
 var errBackupBarrier = errors.New("a backup takes no barriers and starts no resyncs: ask its primary")
 
 func (c backupControl) Barrier(context.Context) (uint64, error) { return 0, errBackupBarrier }
-func (c backupControl) Resync([]string) error                   { return errBackupBarrier }
+
+// Events is the backup's stream of state changes (control.Watchable).
+func (c backupControl) Events() *events.Bus   { return c.b.Events() }
+func (c backupControl) Resync([]string) error { return errBackupBarrier }
 
 func (c backupControl) Status() control.Status {
 	st := c.b.Status()

@@ -37,6 +37,7 @@ var examples = map[string][]string{
 	},
 	"verify":         {"pbfs verify --journal /var/lib/pbfs/data", "pbfs verify --journal /var/lib/pbfs/data --repair"},
 	"barrier":        {"pbfs barrier --journal /var/lib/pbfs/data"},
+	"events":         {"pbfs events --journal /var/lib/pbfs/data", "pbfs events --admin 127.0.0.1:9700 --no-history | jq -c 'select(.event != \"role\")'"},
 	"journal ls":     {"pbfs journal ls --journal /var/lib/pbfs/data", "pbfs journal ls --journal /var/lib/pbfs/data --json"},
 	"journal show":   {"pbfs journal show --journal /var/lib/pbfs/data 42"},
 	"journal stats":  {"pbfs journal stats --journal /var/lib/pbfs/data"},

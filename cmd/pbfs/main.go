@@ -102,6 +102,7 @@ func newApp() *cli.App {
 			electCommand(),
 			resyncCommand(),
 			memberCommand(),
+			eventsCommand(),
 			verifyCommand(),
 			barrierCommand(),
 			journalCommand(),

@@ -137,7 +137,7 @@ func serveMount(c *cli.Context, cfg mount.Config, cmd string) error {
 	cfg.BeforeUnlock = adm.close
 	m, err := mount.Start(cfg)
 	if err == nil {
-		adm.serve(m.Registry(), m.Health, log)
+		adm.serve(m.Registry(), m.Health, m.Events(), log)
 	}
 	if err != nil {
 		if errors.Is(err, mount.ErrJournalInVolume) {

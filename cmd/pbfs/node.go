@@ -96,7 +96,7 @@ func nodeCommand() *cli.Command {
 			}
 			defer n.Close()
 			surviveBrokenPipe()
-			adm.serve(prometheus.GathererFunc(n.Gather), n.Health, cfg.Logger)
+			adm.serve(prometheus.GathererFunc(n.Gather), n.Health, n.Events(), cfg.Logger)
 			ctx, cancel := context.WithCancel(context.Background())
 			sig := make(chan os.Signal, 2)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

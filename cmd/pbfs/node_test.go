@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/internal/health"
 )
@@ -65,6 +66,11 @@ func TestAutomaticFailover(t *testing.T) {
 			if r := readyz(t, admins[next.name], 200, "the new primary"); r.Role != health.RolePrimary {
 				t.Fatalf("the new primary's /readyz: %+v", r)
 			}
+			// Its events, kept across its roles: a backup, then the primary.
+			ew := watchEvents(t, "--admin", admins[next.name])
+			ew.await(t, events.KindRole, "role", "backup")
+			ew.await(t, events.KindFenced, "", nil)
+			ew.await(t, events.KindRole, "role", "primary")
 		}
 		c.start(primary) // the killed node rejoins as a backup
 		c.converge(next)
