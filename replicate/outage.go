@@ -29,6 +29,9 @@ type outage struct {
 	logged   bool      // the outage's first line is out
 	kind     string    // the remedy last logged ("": a transient failure)
 	loggedAt time.Time
+	// forceNoted: a resync an operator asked for failed to start, and
+	// that was logged.
+	forceNoted bool
 }
 
 // noteDown notes a failed attempt, and logs it if it changes what an

@@ -172,6 +172,10 @@ func (s *Shipper) run(ctx context.Context) {
 					// An operator asked for it: a backup that was
 					// unreachable just then gets it once it is back.
 					s.force.Store(true)
+					if !s.outage.forceNoted {
+						s.outage.forceNoted = true
+						s.log.Warn("the resync asked for cannot start yet; it runs once the backup answers", "err", rerr)
+					}
 				}
 			} else {
 				continue // stream from the snapshot on

@@ -348,8 +348,11 @@ func TestDivergedBackupResyncsWhatItTouched(t *testing.T) {
 	fstest.Freeze(t, b1.Cmd.Process)
 	touch(t, c.Vol, 10, "b2")
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(b2.Vol, "d11", "b2")); err == nil {
-			break // b2 applied it (its last batch, or nearly)
+		// b2 applied all of it: the chmod is touch's last op (waiting for
+		// an earlier one let a loaded machine kill the primary before the
+		// rename reached b2, and the resync then had little to list).
+		if fi, err := os.Stat(vpath(b2.Vol, 14, 4)); err == nil && fi.Mode().Perm() == 0o600 {
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the unfrozen backup never applied what only it received:\n%s", b2.Out)

@@ -143,11 +143,11 @@ func TestResyncAskedWhileBackupDown(t *testing.T) {
 	b.Cmd.Process.Signal(syscall.SIGINT)
 	b.Cmd.Wait()
 	before := strings.Count(c.Primary.Out.String(), "resync done")
-	failed := strings.Count(c.Primary.Out.String(), `err="resync: `)
+	failed := strings.Count(c.Primary.Out.String(), "the resync asked for cannot start yet")
 	if out, code := run(t, "resync", "--journal", c.Jdir); code != 0 {
 		t.Fatalf("resync: %s", out)
 	}
-	waitLogged(t, c.Primary.Out, `err="resync: `, failed+1, "the primary never tried")
+	waitLogged(t, c.Primary.Out, "the resync asked for cannot start yet", failed+1, "the primary never tried")
 	c.StartBackup(b)
 	waitLogged(t, c.Primary.Out, "resync done", before+1, "the requested resync was forgotten")
 	c.RequireConverged()
