@@ -6,7 +6,7 @@ set -e
 BIN=$1; OUT=$2; W=$(mktemp -d /var/tmp/mkj.XXXX)
 mkdir -p $W/vol
 $BIN mount --journal $W/j $W/vol > $W/log 2>&1 & P=$!
-trap 'kill -INT $P 2>/dev/null; wait $P 2>/dev/null; umount -l $W/vol 2>/dev/null; rm -rf $W' EXIT
+trap 'kill -INT $P 2>/dev/null || true; wait $P 2>/dev/null || true; umount -l $W/vol 2>/dev/null || true; rm -rf $W' EXIT
 for i in $(seq 100); do grep -q " $W/vol fuse" /proc/mounts && break; sleep 0.05; done
 V=$W/vol
 b() { $BIN barrier --journal $W/j > /dev/null; }
