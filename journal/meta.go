@@ -172,6 +172,9 @@ func syncFile(path string) error {
 // Meta reads a metadata value ("m/" + name); nil if unset. A value that
 // fails its checksum is a *MetaError (ErrDamaged).
 func (s *Store) Meta(name string) ([]byte, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
 	var out []byte
 	err := s.db.View(func(txn *badger.Txn) error {
 		var err error
@@ -186,6 +189,9 @@ func (s *Store) Meta(name string) ([]byte, error) {
 
 // SetMeta durably writes a metadata value ("m/" + name).
 func (s *Store) SetMeta(name string, v []byte) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
 	if err := s.update(func(txn *badger.Txn) error { return setMeta(txn, []byte(metaPrefix+name), v) }); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
@@ -207,6 +213,11 @@ func (s *Store) MetaUint(name string) (uint64, error) {
 // SetMetaUints writes several metadata values written by SetMetaUint in
 // one transaction: one sync for all of them.
 func (s *Store) SetMetaUints(kv map[string]uint64) error {
+	for name := range kv {
+		if err := checkName(name); err != nil {
+			return err
+		}
+	}
 	err := s.update(func(txn *badger.Txn) error {
 		for name, v := range kv {
 			if err := setMeta(txn, []byte(metaPrefix+name), binary.BigEndian.AppendUint64(nil, v)); err != nil {

@@ -229,10 +229,10 @@ func TestMetaUintOfAnotherSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if err := st.SetMeta("n", binary.BigEndian.AppendUint32(nil, 3)); err != nil {
+	if err := st.SetMeta(KeyStalled.Name, binary.BigEndian.AppendUint32(nil, 3)); err != nil {
 		t.Fatal(err)
 	}
-	if v, err := st.MetaUint("n"); !errors.Is(err, ErrDamaged) {
+	if v, err := st.MetaUint(KeyStalled.Name); !errors.Is(err, ErrDamaged) {
 		t.Fatalf("MetaUint of 4 bytes: %d, %v; want ErrDamaged", v, err)
 	}
 }

@@ -127,7 +127,7 @@ func (s *Store) load() error {
 		return err
 	}
 	_, last := s.bl.bounds()
-	if closed, err := s.MetaUint("closed"); err == nil && closed > last {
+	if closed, err := s.MetaUint(KeyClosed.Name); err == nil && closed > last {
 		s.lostFrom = last + 1
 		note := fmt.Sprintf("the journal held batch %d when last closed cleanly, but its log ends at %d: batches %d-%d are lost", closed, last, last+1, closed)
 		s.bl.notes = append(s.bl.notes, note)

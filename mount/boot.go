@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/plugins/sdk"
 	"github.com/pbfs/pbfs/replicate"
 )
@@ -31,9 +32,9 @@ import (
 // backups hold.
 var ErrVolumeUntrusted = errors.New("the machine restarted while this primary's fsyncs skipped its disk: its volume may lack acknowledged writes the backups hold")
 
-const (
-	bootKey      = replicate.BootKey // the boot id of the machine the last mount ran on
-	localSyncKey = "localsync"       // "0" if its fsyncs skipped the primary's disk
+var (
+	bootKey      = replicate.BootKey         // the boot id of the machine the last mount ran on
+	localSyncKey = journal.KeyLocalSync.Name // "0" if its fsyncs skipped the primary's disk
 )
 
 // skipsLocalSync reports whether some fsync on the volume skips the

@@ -249,7 +249,7 @@ func (m *Mount) startRetention(ctx context.Context) {
 
 // volumeID returns the journal's volume id, creating one for a new journal.
 func volumeID(st *journal.Store) (string, error) {
-	v, err := st.Meta("volume")
+	v, err := st.Meta(journal.KeyVolume.Name)
 	if err != nil {
 		return "", err
 	}
@@ -261,7 +261,7 @@ func volumeID(st *journal.Store) (string, error) {
 		return "", err
 	}
 	id := hex.EncodeToString(b[:])
-	return id, st.SetMeta("volume", []byte(id))
+	return id, st.SetMeta(journal.KeyVolume.Name, []byte(id))
 }
 
 // Done is closed when the mount goes away without Close: unmounted from

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/journal"
 )
 
 // Changes made to the volume while pbfs is not mounted never pass through
@@ -28,7 +30,7 @@ import (
 
 // fingerprintKey is the journal metadata key of the last clean stop's
 // fingerprint.
-const fingerprintKey = "fingerprint"
+var fingerprintKey = journal.KeyFingerprint.Name
 
 // stopPrint is the volume's fingerprint taken as a stop begins, while
 // the volume is still mounted.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/pbfs/pbfs/internal/events"
+	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
@@ -23,7 +24,7 @@ func (b *Backup) admit(parent context.Context, stream backupStream, hello *replp
 		return nil, nil, b.refuse(stream, "protocol", reject(replpb.Reject_UNKNOWN, 0, "Hello without a volume id"))
 	}
 	if b.volumeID == "" {
-		if err := b.store.SetMeta("volume", []byte(hello.VolumeId)); err != nil {
+		if err := b.store.SetMeta(journal.KeyVolume.Name, []byte(hello.VolumeId)); err != nil {
 			return nil, nil, err
 		}
 		b.volumeID = hello.VolumeId

@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/pbfs/pbfs/journal"
 )
 
 // A resync makes the backup's volume an exact copy of the primary's, and
@@ -26,7 +28,7 @@ var ErrForeignVolume = errors.New("the volume holds files this backup never rece
 // firstResyncKey names, in the backup's journal metadata, the volume whose
 // first resync began: one that was cut short (a crash, a lost connection)
 // left files of that volume behind, and resumes without --adopt.
-const firstResyncKey = "first-resync"
+var firstResyncKey = journal.KeyFirstResync.Name
 
 // refuseForeignVolume fails if the volume holds entries and no first
 // resync of volume began here; else it notes that one begins. The caller

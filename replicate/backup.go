@@ -73,17 +73,17 @@ type BackupConfig struct {
 
 // The journal's role, in its metadata: a journal a primary used and a
 // backup then opens needs a resync first.
-const (
-	RoleKey     = "role"
+var (
+	RoleKey     = journal.KeyRole.Name
 	RolePrimary = "primary"
 	RoleBackup  = "backup"
 	// AckedKey: the newest seq a primary's barrier returned (roughly; it
 	// is written every second).
-	AckedKey = "acked"
+	AckedKey = journal.KeyAcked.Name
 	// AheadKey: the first seq a primary's volume may be ahead of its
 	// journal from (a crash, an offline change); its backups are resynced
 	// from the volume before anything is shipped (mount).
-	AheadKey = "ahead"
+	AheadKey = journal.KeyAhead.Name
 )
 
 // ErrVolumeBusy refuses a volume another backup, or a pbfs mount, already serves.
@@ -252,7 +252,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, mark: mark, prog: prog, lock: lock, m: newBackupMetrics(cfg.Registry),
 		kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{}), raws: map[net.Conn]struct{}{},
 		heartbeat: heartbeatEvery, floods: ratelog.New(floodEvery)}
-	vid, err := st.Meta("volume")
+	vid, err := st.Meta(journal.KeyVolume.Name)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -305,7 +305,7 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 			b.Close()
 			return nil, err
 		}
-		if err := st.SetMetaUint("stalled", st.Last().Seq+1); err != nil {
+		if err := st.SetMetaUint(journal.KeyStalled.Name, st.Last().Seq+1); err != nil {
 			b.Close()
 			return nil, err
 		}
@@ -321,12 +321,12 @@ func OpenBackup(cfg BackupConfig) (*Backup, error) {
 		// for next would be applied twice. Only a resync is sure.
 		b.log.Error("the journal ends before what the volume applied: it lost batches; the volume waits for a resync", "journal_last", last, "applied", b.applied.Load())
 		marked = true
-		if err := st.SetMetaUint("stalled", last+1); err != nil {
+		if err := st.SetMetaUint(journal.KeyStalled.Name, last+1); err != nil {
 			b.Close()
 			return nil, err
 		}
 	}
-	if stalled, _ := st.MetaUint("stalled"); stalled > 0 {
+	if stalled, _ := st.MetaUint(journal.KeyStalled.Name); stalled > 0 {
 		b.stalled.Store(true)
 		if !marked {
 			// Not said above: an earlier run found it (an apply that

@@ -35,7 +35,7 @@ func (b *Backup) stall(seq uint64, err error) {
 	b.m.applyFailures.Inc()
 	b.log.Error("the backup stops applying and needs a resync", "seq", seq, "err", err)
 	b.cfg.Events.Emit(events.KindStalled, "seq", seq, "err", err.Error())
-	if perr := b.store.SetMetaUint("stalled", seq); perr != nil {
+	if perr := b.store.SetMetaUint(journal.KeyStalled.Name, seq); perr != nil {
 		b.log.Error("record stall", "err", perr)
 	}
 	b.notifyProgress() // tell the primary

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/internal/events"
+	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
@@ -20,12 +21,12 @@ import (
 // clocks or the coordinator's lease expiry did (docs/FAILOVER.md).
 
 // fencedKey is the journal metadata that keeps the fence across restarts.
-const fencedKey = "fenced"
+var fencedKey = journal.KeyFenced.Name
 
 // formerPrimaryKey marks a journal that served a primary, with that
 // primary's epoch, until the resync that makes it a backup's
 // (Status.FormerEpoch).
-const formerPrimaryKey = "formerprimary"
+var formerPrimaryKey = journal.KeyFormerPrimary.Name
 
 // Fence makes the backup refuse every primary of epoch or below, durably.
 // It returns once no ack to such a primary can follow: batches acked as

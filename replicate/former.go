@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/plugins/sdk"
 )
 
@@ -15,11 +16,11 @@ import (
 
 // BootKey is the metadata value in which a primary's mount records the
 // machine's boot id (mount/boot.go).
-const BootKey = "boot"
+var BootKey = journal.KeyBoot.Name
 
 // LocalRulesKey is the metadata value in which a primary's mount records
 // the rules that decided which paths were local-only (EncodeLocalRules).
-const LocalRulesKey = "localrules"
+var LocalRulesKey = journal.KeyLocalRules.Name
 
 // BootID is the kernel's id of this boot; nil if it cannot be read.
 func BootID() []byte {

@@ -108,10 +108,10 @@ func (p *progress) loadOrMigrate(st *journal.Store) (applied, applying uint64, e
 	if applied, applying, ok := p.load(); ok {
 		return applied, applying, nil
 	}
-	if applied, err = st.MetaUint("applied"); err != nil {
+	if applied, err = st.MetaUint(journal.KeyApplied.Name); err != nil {
 		return 0, 0, err
 	}
-	if applying, err = st.MetaUint("applying"); err != nil {
+	if applying, err = st.MetaUint(journal.KeyApplying.Name); err != nil {
 		return 0, 0, err
 	}
 	return applied, applying, p.save(applied, applying)

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/pbfs/pbfs/journal"
 )
 
 // ErrNotPromotable refuses a promotion that could lose an acknowledged
@@ -47,7 +49,7 @@ type Promotion struct {
 }
 
 // promotedKey records promotions in the journal's metadata.
-const promotedKey = "promoted"
+var promotedKey = journal.KeyPromoted.Name
 
 // MaxEpoch bounds the epochs a term may take (mount --epoch, promote
 // --epoch): far above any a cluster reaches by promotions, and far enough

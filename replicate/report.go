@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
@@ -23,7 +24,7 @@ type AckPolicy struct {
 func (p AckPolicy) Known() bool { return p.Of > 0 }
 
 // policyKey is the backup's journal metadata key for the last AckPolicy.
-const policyKey = "ackpolicy"
+var policyKey = journal.KeyAckPolicy.Name
 
 func (p AckPolicy) encode() []byte {
 	b := binary.BigEndian.AppendUint32(nil, p.Need)

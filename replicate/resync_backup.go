@@ -258,7 +258,7 @@ func (b *Backup) beginResync(r *resyncer, word issuedWord) error {
 	b.stalled.Store(true)    // stops the apply loop
 	r.gen = b.resyncs.Add(1) // and drops its window
 	b.decoded.reset()
-	if err := b.store.SetMetaUints(map[string]uint64{"stalled": start.Seq + 1, resyncingKey: 1}); err != nil {
+	if err := b.store.SetMetaUints(map[string]uint64{journal.KeyStalled.Name: start.Seq + 1, resyncingKey: 1}); err != nil {
 		return err
 	}
 	b.cfg.Events.Emit(events.KindResyncStarted, "seq", start.Seq, "epoch", start.Epoch)
@@ -361,14 +361,14 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 	if err := b.prog.save(start.Seq, 0); err != nil {
 		return err
 	}
-	if err := b.store.SetMetaUints(map[string]uint64{"stalled": 0, resyncingKey: 0}); err != nil {
+	if err := b.store.SetMetaUints(map[string]uint64{journal.KeyStalled.Name: 0, resyncingKey: 0}); err != nil {
 		return err
 	}
 	if err := b.store.SetMetaUint(formerPrimaryKey, 0); err != nil {
 		return err
 	}
 	b.formerEpoch = 0
-	if err := b.store.SetMeta("volume", []byte(start.VolumeId)); err != nil {
+	if err := b.store.SetMeta(journal.KeyVolume.Name, []byte(start.VolumeId)); err != nil {
 		return err
 	}
 	b.volumeID = start.VolumeId

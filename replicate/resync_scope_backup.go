@@ -33,7 +33,7 @@ import (
 // next one is a full one.
 
 // resyncingKey is 1 from a resync's start to its end.
-const resyncingKey = "resyncing"
+var resyncingKey = journal.KeyResyncing.Name
 
 // tailMargin: a deposed primary's walk takes in every ctime from this long
 // before its last batch's seal on (the kernel stamps ctimes from a clock
