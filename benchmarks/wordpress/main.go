@@ -53,6 +53,7 @@ type config struct {
 	peakFor, pointFor   time.Duration
 	workdir, resultsDir string
 	install             bool
+	rounds              int
 }
 
 func main() {
@@ -64,6 +65,7 @@ func main() {
 	flag.StringVar(&scenarios, "scenarios", "plain,pbfs-0,pbfs-1-deferred,pbfs-2-deferred,pbfs-2-deferred-ack1-memory,pbfs-2,semisync", "scenarios to run, plain first (pbfs-N-delay: 0.5 ms added each way on every backup's link; pbfs-N-direct: clients talk to nginx directly, without the proxy and its output commit, which shows the storage's own cost; pbfs-N-deferred: the mount with --fsync deferred; pbfs-N-ack1-memory: with --ack 1 --ack-level memory, semi-sync's guarantee; semisync: MariaDB's semi-sync replication to two replicas)")
 	flag.StringVar(&fractions, "fractions", "0.5,0.7,0.9", "offered loads of the open-loop points, as fractions of plain's peak")
 	flag.IntVar(&cfg.clients, "clients", 8, "editors in the closed loop that finds the peak")
+	flag.IntVar(&cfg.rounds, "rounds", 1, "times every scenario runs, plain first in each round and the others in a rotated order; with more than one, the report leads with each scenario's medians")
 	flag.IntVar(&cfg.posts, "posts", 200, "posts seeded and edited round-robin")
 	flag.IntVar(&cfg.fpm, "fpm-children", 8, "php-fpm workers")
 	flag.DurationVar(&cfg.peakFor, "peak-for", 30*time.Second, "length of the closed-loop peak measurement")
@@ -88,6 +90,9 @@ func main() {
 		if _, _, perr := report.ParseScenario(storageName(s)); perr != nil && s != semisyncScenario {
 			err = perr
 		}
+	}
+	if err == nil && cfg.rounds < 1 {
+		err = fmt.Errorf("-rounds %d: want 1 or more", cfg.rounds)
 	}
 	if err == nil && cfg.scenarios[0] != "plain" {
 		err = fmt.Errorf("-scenarios must start with plain: the open-loop rates are fractions of its peak")
@@ -116,21 +121,24 @@ func main() {
 func run(ctx context.Context, cfg config, fsName string) error {
 	rep := &wpReport{cfg: cfg, start: time.Now(), load0: benchproc.LoadAvg(), commit: benchproc.Commit(), fs: fsName,
 		cal0: benchproc.Calibrate(cfg.workdir)}
-	var plainPeak float64
-	for _, name := range cfg.scenarios {
-		n, delay, _ := report.ParseScenario(storageName(name))
-		if name == semisyncScenario {
-			n = -1 // no pbfs: plain directories, clients direct
+	for round := 1; round <= cfg.rounds; round++ {
+		var plainPeak float64
+		for _, name := range roundOrder(cfg.scenarios, round) {
+			n, delay, _ := report.ParseScenario(storageName(name))
+			if name == semisyncScenario {
+				n = -1 // no pbfs: plain directories, clients direct
+			}
+			fmt.Printf("== %s (round %d of %d)\n", name, round, cfg.rounds)
+			res, err := runScenario(ctx, cfg, name, n, delay, plainPeak)
+			if err != nil {
+				return fmt.Errorf("%s, round %d: %w", name, round, err)
+			}
+			res.round = round
+			if name == "plain" {
+				plainPeak = res.peak.rate
+			}
+			rep.runs = append(rep.runs, res)
 		}
-		fmt.Printf("== %s\n", name)
-		res, err := runScenario(ctx, cfg, name, n, delay, plainPeak)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if name == "plain" {
-			plainPeak = res.peak.rate
-		}
-		rep.runs = append(rep.runs, res)
 	}
 	rep.end, rep.load1, rep.cal1 = time.Now(), benchproc.LoadAvg(), benchproc.Calibrate(cfg.workdir)
 	return rep.write(cfg.resultsDir)

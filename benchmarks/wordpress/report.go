@@ -45,18 +45,15 @@ func (rep *wpReport) markdown() string {
 	if bad := rep.failedChecks(); len(bad) > 0 {
 		p("**FAILED: this run's figures are not results.** %s\n\n", strings.Join(bad, "; "))
 	}
-	var plain *scenarioRun
-	for _, r := range rep.runs {
-		if r.name == "plain" {
-			plain = r
-		}
+	if cfg.rounds > 1 {
+		p("%s", rep.medians())
 	}
 	p("## Peak\n\n| scenario | editPost/s | ratio to plain | p50 ms | p95 ms | p99 ms | failed | client vCPU | CPU ms/request: nginx + php-fpm | mariadbd | pbfs mount + proxy | backups or replicas | all replication | journal stored B/request | shipped B/request/backup |\n")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.runs {
 		pt := r.peak
 		ratio := "–"
-		if plain != nil && plain.peak.rate > 0 {
+		if plain := rep.plainOf(r); plain != nil && plain.peak.rate > 0 {
 			ratio = fmt.Sprintf("%.2f", pt.rate/plain.peak.rate)
 		}
 		stored, shipped := "–", "–"
@@ -66,7 +63,7 @@ func (rep *wpReport) markdown() string {
 				shipped = fmt.Sprintf("%.0f", pt.shipped/float64(pt.backupsOr1(r))/float64(pt.ok))
 			}
 		}
-		p("| %s | %.1f | %s | %.1f | %.1f | %.1f | %d | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", r.name, pt.rate, ratio,
+		p("| %s | %.1f | %s | %.1f | %.1f | %.1f | %d | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", rep.label(r), pt.rate, ratio,
 			report.Pct(pt.lat, 0.5), report.Pct(pt.lat, 0.95), report.Pct(pt.lat, 0.99), pt.fail, pt.client,
 			perReq(pt.cpuWeb, pt.ok), perReq(pt.cpuDB, pt.ok), perReq(pt.cpuMount, pt.ok), perReq(pt.cpuBackup, pt.ok),
 			perReq(pt.cpuMount.Plus(pt.cpuBackup), pt.ok), stored, shipped)
@@ -80,17 +77,17 @@ func (rep *wpReport) markdown() string {
 			}
 			pt := r.points[i]
 			diff := "–"
-			if plain != nil && i < len(plain.points) && r != plain {
+			if plain := rep.plainOf(r); plain != nil && i < len(plain.points) && r != plain {
 				diff = fmt.Sprintf("%+.1f", report.Pct(pt.lat, 0.5)-report.Pct(plain.points[i].lat, 0.5))
 			}
-			p("| %.1f | %s | %.1f | %.1f | %.1f | %.1f | %s | %d | %s |\n", pt.offered, r.name, pt.rate,
+			p("| %.1f | %s | %.1f | %.1f | %.1f | %.1f | %s | %d | %s |\n", pt.offered, rep.label(r), pt.rate,
 				report.Pct(pt.lat, 0.5), report.Pct(pt.lat, 0.95), report.Pct(pt.lat, 0.99), diff, pt.fail,
 				perReq(pt.cpuMount.Plus(pt.cpuBackup), pt.ok))
 		}
 	}
 	p("\n## Checks\n\n")
 	for _, r := range rep.runs {
-		p("- %s: backups %s\n", r.name, r.verified)
+		p("- %s: backups %s\n", rep.label(r), r.verified)
 	}
 	return b.String()
 }
@@ -137,7 +134,8 @@ func (rep *wpReport) write(dir string) error {
 		}
 	}
 	wl := &report.Workload{Benchmark: "wordpress", Unit: "requests", Updated: rep.end.UTC(), Scenarios: map[string]*report.Scenario{}}
-	for _, r := range rep.runs {
+	for _, name := range rep.cfg.scenarios {
+		r := rep.medianRun(name) // each scenario's median round
 		sc := &report.Scenario{Throughput: r.peak.rate, Errors: int64(r.peak.fail)}
 		if at < len(r.points) {
 			pt := r.points[at]
@@ -162,7 +160,7 @@ func (rep *wpReport) charts(dir, stem string) (string, error) {
 	return report.LatencyCharts(dir, stem, "WordPress wp.editPost", "editPost/s", func(q float64) []report.Series {
 		var series []report.Series
 		for _, r := range rep.runs {
-			s := report.Series{Name: r.name}
+			s := report.Series{Name: rep.label(r)}
 			for _, pt := range append(append([]*point{}, r.points...), r.peak) {
 				if pt.ok > 0 {
 					s.Points = append(s.Points, report.Point{X: pt.rate, Y: report.Pct(pt.lat, q)})

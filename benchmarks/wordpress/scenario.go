@@ -36,6 +36,7 @@ type point struct {
 
 type scenarioRun struct {
 	name     string
+	round    int // 1-based (-rounds)
 	backups  int
 	peak     *point
 	points   []*point
