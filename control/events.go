@@ -1,7 +1,6 @@
 package control
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -39,17 +38,11 @@ func (c *Client) Events(ctx context.Context, past bool, fn func(line []byte) err
 		return fmt.Errorf("events: %w", err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if err := fn(sc.Bytes()); err != nil {
-			return err
-		}
-	}
+	err = events.Follow(resp.Body, fn)
 	if ctx.Err() != nil {
 		return nil
 	}
-	if err := sc.Err(); err != nil {
+	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
 	return fmt.Errorf("events: the process closed the stream (it stopped?)")

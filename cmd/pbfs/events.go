@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/pbfs/pbfs/control"
+	"github.com/pbfs/pbfs/internal/events"
 )
 
 // eventsCommand follows a process's state changes as JSON lines.
@@ -80,15 +80,12 @@ func adminEvents(ctx context.Context, c *cli.Context, fn func([]byte) error) err
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if err := fn(sc.Bytes()); err != nil {
-			return err
-		}
-	}
+	err = events.Follow(resp.Body, fn)
 	if ctx.Err() != nil {
 		return nil
+	}
+	if err != nil {
+		return err
 	}
 	return fmt.Errorf("%s: the stream ended (the process stopped?)", url)
 }

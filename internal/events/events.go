@@ -5,7 +5,9 @@
 package events
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -154,4 +156,17 @@ func (b *Bus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			flush()
 		}
 	}
+}
+
+// Follow calls fn with each line of a stream ServeHTTP writes, until the
+// stream ends (io.EOF: nil) or fn fails.
+func Follow(r io.Reader, fn func(line []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if err := fn(sc.Bytes()); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
 }
