@@ -3,7 +3,6 @@ package replicate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/internal/events"
-	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/internal/ratelog"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
@@ -180,177 +178,44 @@ type session struct {
 }
 
 // OpenBackup opens the backup's journal and volume.
-func OpenBackup(cfg BackupConfig) (*Backup, error) {
+func OpenBackup(cfg BackupConfig) (b *Backup, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Token == "" {
-		return nil, ErrNoToken
-	}
-	// A journal inside the volume would be removed by the first resync,
-	// which makes the volume equal to the primary's.
-	if err := pathcheck.Outside(cfg.Journal, cfg.Volume); err != nil {
+	if err := checkBackup(cfg); err != nil {
 		return nil, err
 	}
-	// A volume a pbfs mount serves is the primary's: batches applied
-	// into it would be captured again.
-	if point, err := pathcheck.ServedBy(cfg.Volume); err != nil {
-		return nil, fmt.Errorf("backup volume %s: %w", cfg.Volume, err)
-	} else if point != "" {
-		return nil, fmt.Errorf("backup volume %s: it lies on the pbfs mount at %s: %w", cfg.Volume, point, ErrVolumeBusy)
-	}
-	// One backup per volume: two would apply every batch twice.
-	lock, err := lockVolume(cfg.Volume, cfg.Guarded)
-	if err != nil {
-		return nil, err
-	}
-	if lock.guard != nil {
-		cfg.Logger.Info("the copy is mounted nosuid,nodev while the backup serves it", "volume", cfg.Volume, "guard", lock.guard.How)
-	}
-	st, err := journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger, Reserve: cfg.JournalReserve})
-	if err != nil {
-		lock.Close()
-		return nil, err
-	}
-	if role, _ := st.Meta(RoleKey); cfg.RefusePrimary && string(role) == RolePrimary {
-		st.Close()
-		lock.Close()
-		return nil, ErrPrimaryJournal
-	}
-	ap, err := apply.New(cfg.Volume, cfg.Logger)
-	if err != nil {
-		lock.Close()
-		st.Close()
-		return nil, err
-	}
-	if err := ap.Protect(cfg.Journal); err != nil {
-		lock.Close()
-		ap.Close()
-		st.Close()
-		return nil, err
-	}
-	mark, err := openApplyMark(cfg.Journal)
-	if err != nil {
-		lock.Close()
-		ap.Close()
-		st.Close()
-		return nil, err
-	}
-	ap.SetMarker(mark.write)
-	prog, err := openProgress(cfg.Journal)
-	if err != nil {
-		mark.close()
-		lock.Close()
-		ap.Close()
-		st.Close()
-		return nil, err
-	}
-	if cfg.Registry != nil {
-		cfg.Registry.MustRegister(st.SpaceCollectors()...)
-		cfg.Registry.MustRegister(st.CheckCollectors()...)
-	}
-	b := &Backup{cfg: cfg, log: cfg.Logger, store: st, applier: ap, mark: mark, prog: prog, lock: lock, m: newBackupMetrics(cfg.Registry),
-		kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{}), raws: map[net.Conn]struct{}{},
-		heartbeat: heartbeatEvery, floods: ratelog.New(floodEvery)}
-	vid, err := st.Meta(journal.KeyVolume.Name)
-	if err != nil {
-		b.Close()
-		return nil, err
-	}
-	b.volumeID = string(vid)
-	if p, err := st.Meta(policyKey); err == nil {
-		b.policy = decodePolicy(p)
-	}
-	if f, err := st.MetaUint(fencedKey); err == nil {
-		b.fenced.Store(f)
-		b.m.fenced.Set(float64(f))
-	}
-	if err := b.repairEpoch(cfg.RepairEpoch); err != nil {
-		b.Close()
-		return nil, err
-	}
-	applied, applying, err := prog.loadOrMigrate(st)
-	if err != nil {
-		b.Close()
-		return nil, err
-	}
-	b.applied.Store(applied)
-	b.synced.Store(applied)
-	b.complete.Store(lastComplete(st))
-	marked := false // the volume was just marked for a resync, and the log said why
-	if role, _ := st.Meta(RoleKey); string(role) == RolePrimary && cfg.FirstTerm {
-		// The journal of a primary that ran before any coordinator (pbfs
-		// mount, then pbfs node): its volume is the authoritative copy,
-		// holding every batch (a crash of that mount shows in its open
-		// marker, which the next mount on it acts on).
-		b.log.Info("this journal served a primary before the coordinator's first term; its volume holds all of it", "seq", st.Last().Seq)
-		b.applied.Store(st.Last().Seq)
-		b.synced.Store(st.Last().Seq)
-		applying = 0
-		if err := prog.save(st.Last().Seq, 0); err != nil {
-			b.Close()
-			return nil, err
-		}
-	} else if former, _ := st.MetaUint(formerPrimaryKey); former > 0 && string(role) != RolePrimary {
-		b.formerEpoch = former // restarted before the resync that ends it
-	} else if string(role) == RolePrimary {
-		// The journal last served a primary (a deposed one, rejoining):
-		// its volume holds what that primary applied, journaled or not,
-		// and its tail may not be in the new primary's history. Only a
-		// resync brings it back; what that discards is kept aside.
-		marked = true
-		b.log.Warn("this journal last served a primary; the volume waits for a resync from the current one")
-		b.formerEpoch = max(st.Epoch(), 1)
-		if err := st.SetMetaUint(formerPrimaryKey, b.formerEpoch); err != nil {
-			b.Close()
-			return nil, err
-		}
-		if err := st.SetMetaUint(journal.KeyStalled.Name, st.Last().Seq+1); err != nil {
-			b.Close()
-			return nil, err
-		}
-		if err := st.SetMeta(RoleKey, []byte(RoleBackup)); err != nil {
-			b.Close()
-			return nil, err
-		}
-	}
-	if last := st.Last().Seq; b.applied.Load() > last {
-		// The journal always keeps its newest batch and a backup applies
-		// only what it holds: a journal that ends before what was applied
-		// lost batches (a segment deleted or damaged), and what it asks
-		// for next would be applied twice. Only a resync is sure.
-		b.log.Error("the journal ends before what the volume applied: it lost batches; the volume waits for a resync", "journal_last", last, "applied", b.applied.Load())
-		marked = true
-		if err := st.SetMetaUint(journal.KeyStalled.Name, last+1); err != nil {
-			b.Close()
-			return nil, err
-		}
-	}
-	if stalled, _ := st.MetaUint(journal.KeyStalled.Name); stalled > 0 {
-		b.stalled.Store(true)
-		if !marked {
-			// Not said above: an earlier run found it (an apply that
-			// failed, a journal that lost batches, a primary's journal).
-			b.log.Error("this backup's volume needs a resync: an earlier run stopped applying at this seq (an apply failed, the journal lost batches, or it had served a primary)", "seq", stalled)
-		}
-	} else if applying > b.applied.Load() {
-		b.recoverTorn(applying)
-	} else {
-		b.recoverWindow()
-	}
-	b.loops.Add(1)
-	go func() { defer b.loops.Done(); b.applyLoop() }()
-	b.loops.Add(1)
-	go func() { defer b.loops.Done(); st.CheckBatches(b.doneCtx()) }() // the older segments (journal/check.go)
 	if cfg.Retain == 0 {
 		cfg.Retain = 10 * time.Minute
 	}
-	b.cfg.Retain = cfg.Retain
-	if cfg.Retain > 0 {
-		r := &journal.Retention{Store: st, Window: cfg.Retain, SafeSeq: b.synced.Load,
-			Every: min(10*time.Second, cfg.Retain), Logger: b.log}
-		b.loops.Add(1)
-		go func() { defer b.loops.Done(); r.Run(b.doneCtx()) }()
+	b = &Backup{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{}),
+		raws: map[net.Conn]struct{}{}, heartbeat: heartbeatEvery, floods: ratelog.New(floodEvery)}
+	// One way back from any step below: Close releases whatever was
+	// opened, in order.
+	defer func() {
+		if err != nil {
+			b.Close()
+			b = nil
+		}
+	}()
+	if err := b.openParts(); err != nil {
+		return b, err
 	}
+	if cfg.Registry != nil {
+		cfg.Registry.MustRegister(b.store.SpaceCollectors()...)
+		cfg.Registry.MustRegister(b.store.CheckCollectors()...)
+	}
+	b.m = newBackupMetrics(cfg.Registry)
+	if err := b.loadState(); err != nil {
+		return b, err
+	}
+	applied, applying, err := b.prog.loadOrMigrate(b.store)
+	if err != nil {
+		return b, err
+	}
+	if err := b.recover(applied, applying); err != nil {
+		return b, err
+	}
+	b.startLoops()
 	return b, nil
 }

@@ -100,10 +100,23 @@ func (b *Backup) Close() error {
 	b.loops.Wait()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.applier.Close()
-	b.mark.close()
-	b.prog.close()
-	b.lock.Close()
+	// Each part only if it was opened: OpenBackup closes a backup it
+	// could not finish opening.
+	if b.applier != nil {
+		b.applier.Close()
+	}
+	if b.mark != nil {
+		b.mark.close()
+	}
+	if b.prog != nil {
+		b.prog.close()
+	}
+	if b.lock != nil {
+		b.lock.Close()
+	}
+	if b.store == nil {
+		return nil
+	}
 	return b.store.Close()
 }
 
