@@ -72,6 +72,14 @@ const MaxEpoch = 1 << 63
 // acknowledged batch. With Degrade a lagging backup may have been dropped
 // from the ack set without knowing it, so every peer must be reached.
 func Promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
+	p, err := promote(ctx, cfg)
+	if err != nil {
+		return p, fmt.Errorf("promote: %w", err)
+	}
+	return p, nil
+}
+
+func promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -81,10 +89,10 @@ func Promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 	b, err := OpenBackup(BackupConfig{Volume: cfg.Volume, Journal: cfg.Journal, Token: "promote", Logger: cfg.Logger, Retain: -1,
 		FirstTerm: cfg.FirstTerm, RefusePrimary: !cfg.Checked && !cfg.FirstTerm})
 	if errors.Is(err, ErrPrimaryJournal) {
-		return Promotion{}, fmt.Errorf("promote: %w: %w; serve it with pbfs mount again, or promote a backup's journal", ErrNotPromotable, err)
+		return Promotion{}, fmt.Errorf("%w: %w; serve it with pbfs mount again, or promote a backup's journal", ErrNotPromotable, err)
 	}
 	if err != nil {
-		return Promotion{}, fmt.Errorf("promote: %w", err)
+		return Promotion{}, err
 	}
 	defer b.Close()
 	st := b.Status()
@@ -104,16 +112,16 @@ func Promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 	// term is above it too.
 	top := max(st.Epoch, st.Fenced, maxEpoch)
 	if top >= MaxEpoch {
-		return Promotion{}, fmt.Errorf("promote: epoch %d leaves no term after it (at most %d): a Hello stored it in this backup or a peer "+
+		return Promotion{}, fmt.Errorf("epoch %d leaves no term after it (at most %d): a Hello stored it in this backup or a peer "+
 			"before backups refused such epochs; run that backup once with pbfs backup --repair-epoch N, N the last primary's epoch", top, uint64(MaxEpoch))
 	}
 	p := Promotion{Seq: b.complete.Load(), Epoch: top + 1}
 	if cfg.Checked && cfg.Epoch > 0 {
 		if cfg.Epoch >= MaxEpoch {
-			return p, fmt.Errorf("promote: epoch %d: want below %d", cfg.Epoch, uint64(MaxEpoch))
+			return p, fmt.Errorf("epoch %d: want below %d", cfg.Epoch, uint64(MaxEpoch))
 		}
 		if cfg.Epoch <= max(st.Epoch, st.Fenced) {
-			return p, fmt.Errorf("promote: epoch %d is not above the journal's %d", cfg.Epoch, max(st.Epoch, st.Fenced))
+			return p, fmt.Errorf("epoch %d is not above the journal's %d", cfg.Epoch, max(st.Epoch, st.Fenced))
 		}
 		p.Epoch = cfg.Epoch
 	}
@@ -130,22 +138,22 @@ func Promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 			p.Forced, p.Reasons = true, append(p.Reasons, stuck.Error())
 			cfg.Logger.Error("PROMOTING BY FORCE: acknowledged writes are lost", "reason", stuck.Error())
 		} else if ok {
-			return p, fmt.Errorf("promote: %w: %w", ErrNotPromotable, err)
+			return p, fmt.Errorf("%w: %w", ErrNotPromotable, err)
 		} else if err != nil {
-			return p, fmt.Errorf("promote: apply what the journal holds: %w", err)
+			return p, fmt.Errorf("apply what the journal holds: %w", err)
 		}
 		// The last apply window is in the page cache; the volume must
 		// hold it before it serves as a primary's.
 		if err := b.applier.Sync(); err != nil {
-			return p, fmt.Errorf("promote: %w", err)
+			return p, fmt.Errorf("sync the volume: %w", err)
 		}
 	}
 	rec, _ := json.Marshal(map[string]any{"epoch": p.Epoch, "seq": p.Seq, "at": time.Now().UTC(), "forced": p.Forced, "reasons": p.Reasons})
 	if err := b.store.SetMeta(promotedKey, rec); err != nil {
-		return p, err
+		return p, fmt.Errorf("record the promotion: %w", err)
 	}
 	if err := b.store.SetEpoch(p.Epoch); err != nil {
-		return p, err
+		return p, fmt.Errorf("record the epoch: %w", err)
 	}
 	cfg.Logger.Info("promoted: the volume holds every batch this backup holds", "seq", p.Seq, "epoch", p.Epoch, "forced", p.Forced)
 	return p, nil
