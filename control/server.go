@@ -191,12 +191,19 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 	// its connections (a new Client per call, never closed) must not
 	// exhaust the daemon's descriptors.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
+	// The socket is gone when Serve returns for ctx: a node changing
+	// roles listens on the same path again right after.
+	removed := make(chan struct{})
 	go func() {
+		defer close(removed)
 		<-ctx.Done()
 		srv.Close()
 		os.Remove(p)
 	}()
 	err := srv.Serve(ln)
+	if ctx.Err() != nil {
+		<-removed
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/pbfs/pbfs/internal/procs"
 	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/mount"
+	"github.com/pbfs/pbfs/replica"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -337,27 +338,21 @@ func (n *Node) publish(ctx context.Context, m Member) error {
 func (n *Node) serveBackup(ctx context.Context) (bool, error) {
 	bcfg := n.backupConfig(ctx)
 	bcfg.Guarded = true // by Run
-	reg := prometheus.NewRegistry()
-	bcfg.Registry, bcfg.Events = reg, n.ev
+	bcfg.Events = n.ev
 	n.firstTerm = bcfg.FirstTerm
 	// A primary of this node killed before left its mount behind.
 	mount.ClearStaleMount(n.cfg.Mount.Mountpoint, n.log)
-	b, err := replicate.OpenBackup(bcfg)
+	r, err := replica.Start(replica.Config{Backup: bcfg, Listen: n.cfg.Listen, Logger: n.log})
 	if err != nil {
 		return false, err
 	}
-	ln, err := net.Listen("tcp", n.cfg.Listen)
-	if err != nil {
-		b.Close()
-		return false, fmt.Errorf("listen for the primary: %w", err)
-	}
-	go b.Serve(ln)
+	b := r.Backup()
 	n.setRole("backup", nil, b)
 	n.mu.Lock()
-	n.backupReg = reg
+	n.backupReg = r.Registry()
 	n.mu.Unlock()
 	defer func() {
-		b.Close()
+		r.Close()
 		n.setRole("", nil, nil)
 	}()
 	stopForwarding, err := n.startForwarding()

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/pbfs/pbfs/mount"
+	"github.com/pbfs/pbfs/replica"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -57,16 +58,12 @@ func (n *Node) servePrimary(ctx context.Context) error {
 	if err := n.recordTerm(ctx, w.epoch, starting); err != nil {
 		return fmt.Errorf("take over: %w", err)
 	}
-	p, err := replicate.Promote(ctx, replicate.PromoteConfig{Volume: n.volume(), Journal: n.cfg.Mount.Journal,
-		Checked: true, Epoch: w.epoch, FirstTerm: first, Logger: n.log})
+	mcfg := n.cfg.Mount
+	mcfg.Backups, mcfg.Dynamic, mcfg.Lease = addrs(starting), true, w.lease.wait
+	mcfg, p, err := replica.Promote(ctx, mcfg, replicate.PromoteConfig{Checked: true, Epoch: w.epoch, FirstTerm: first, Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("take over: %w", err)
 	}
-	mcfg := n.cfg.Mount
-	// In the first term the journal may be a pbfs mount's: its own open
-	// marker and fingerprint say whether the volume is ahead of it.
-	promoted := !first
-	mcfg.Backups, mcfg.Epoch, mcfg.Promoted, mcfg.Dynamic, mcfg.Lease = addrs(starting), p.Epoch, promoted, true, w.lease.wait
 	mcfg.Plugins = n.frontPlugins(mcfg.Plugins)
 	mcfg.Events = n.ev
 	switch {

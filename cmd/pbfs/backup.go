@@ -1,29 +1,25 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/pbfs/pbfs/control"
-	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/internal/procs"
 	"github.com/pbfs/pbfs/internal/sdnotify"
 	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/mount"
+	"github.com/pbfs/pbfs/replica"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -94,128 +90,123 @@ func backupCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "repair-epoch", Usage: "if the journal holds an epoch no term can take (2^63 or above, stored from a Hello by an earlier version), replace it with this one, the current primary's epoch"},
 			journalReserveFlag, tokenFlag, tokenFileFlag, tlsFlags[0], tlsFlags[1], tlsFlags[2], adminFlag, adoptFlag, timerSlackFlag, procsFlag, cpusFlag,
 		},
-		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return cli.Exit("backup: want exactly one VOLUME argument", 2)
-			}
-			token, err := replicate.LoadToken(c.String("token"), c.String("token-file"))
-			if err != nil {
-				return cli.Exit("backup: "+err.Error(), 2)
-			}
-			for _, f := range []string{"listen", "metrics-listen"} {
-				if c.IsSet(f) && c.String(f) == "" {
-					return cli.Exit(fmt.Sprintf("backup: --%s is empty: give an address, such as 127.0.0.1:7700", f), 2)
-				}
-				if a := c.String(f); a != "" {
-					if err := checkListen(a); err != nil {
-						return cli.Exit(fmt.Sprintf("backup: --%s: %v", f, err), 2)
-					}
-				}
-			}
-			if err := journal.CheckReserve(c.String("journal"), c.Int64("journal-reserve")); err != nil {
-				return cli.Exit("backup: "+err.Error(), 2)
-			}
-			if err := checkAdmin(c.String("admin"), token); err != nil {
-				return cli.Exit("backup: "+err.Error(), 2)
-			}
-			for _, f := range []string{"accept-epoch", "repair-epoch"} {
-				if e := c.Uint64(f); e >= replicate.MaxEpoch {
-					return cli.Exit(fmt.Sprintf("backup: --%s %d: want below %d", f, e, uint64(replicate.MaxEpoch)), 2)
-				}
-			}
-			if err := tlsFiles(c).Check(); err != nil {
-				return cli.Exit("backup: "+err.Error(), 2)
-			}
-			surviveBrokenPipe()
-			// A primary killed on this volume (an old primary rejoining)
-			// left its dead FUSE mount on it.
-			mount.ClearStaleMount(c.Args().First(), logger(c))
-			if fi, err := os.Stat(c.Args().First()); err != nil || !fi.IsDir() {
-				if err == nil {
-					err = errors.New("not a directory")
-				}
-				return cli.Exit(fmt.Sprintf("backup: VOLUME %s: %v", c.Args().First(), err), 2)
-			}
-			cpus, err := backupSchedule(c)
-			if err != nil {
-				return cli.Exit("backup: "+err.Error(), 2)
-			}
-			adm, err := listenAdmin(c.String("admin"), token, tlsFiles(c))
-			if err != nil {
-				return cli.Exit("backup: "+err.Error(), 1)
-			}
-			defer adm.close()
-			log := logger(c)
-			scheduleAsBackup(cpus, c.Duration("timer-slack"), c.Int("procs"), log)
-			// Caught from before the backup listens (see serveMount).
-			sig := make(chan os.Signal, 2)
-			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-			defer signal.Stop(sig)
-			// Bound before the journal is opened: a port in use must not leave
-			// a new journal behind.
-			ln, err := net.Listen("tcp", c.String("listen"))
-			if err != nil {
-				return cli.Exit("backup: "+err.Error(), 1)
-			}
-			defer ln.Close()
-			reg := prometheus.NewRegistry()
-			b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: c.Args().First(), Journal: c.String("journal"), Token: token, Logger: log, Retain: backupRetain(c.Duration("retain")),
-				TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Registry: reg, Adopt: c.Bool("adopt"), Events: events.New(),
-				AcceptEpoch: c.Uint64("accept-epoch"), RepairEpoch: c.Uint64("repair-epoch")})
-			if errors.Is(err, pathcheck.ErrInside) {
-				return cli.Exit("backup: "+err.Error()+": put the journal outside the volume", 2)
-			}
-			if err != nil {
-				return cli.Exit("backup: "+err.Error(), 1)
-			}
-			ctl, err := control.Listen(c.String("journal"))
-			if err != nil {
-				b.Close()
-				return cli.Exit("backup: "+err.Error(), 1)
-			}
-			ctlCtx, stopCtl := context.WithCancel(context.Background())
-			ctlDone := make(chan struct{})
-			go func() {
-				defer close(ctlDone)
-				control.Serve(ctlCtx, ctl, backupControl{b: b, volume: c.Args().First()}, reg, log)
-			}()
-			// Stopped before the backup closes its journal.
-			stopControl := sync.OnceFunc(func() { stopCtl(); <-ctlDone })
-			defer stopControl()
-			adm.serve(reg, b.Health, b.Events(), log)
-			if addr := c.String("metrics-listen"); addr != "" {
-				stop, err := serveMetrics(addr, reg, log)
-				if err != nil {
-					b.Close()
-					return cli.Exit("backup: "+err.Error(), 1)
-				}
-				defer stop()
-			}
-			served := make(chan error, 1)
-			go func() { served <- b.Serve(ln) }()
-			notifySystemd(sdnotify.Ready, log) // it listens since before the journal opened
-			var serr error
-			select {
-			case s := <-sig:
-				log.Info("signal received; stopping", "signal", s.String())
-			case serr = <-served:
-				log.Error("serving stopped", "err", serr)
-			}
-			notifySystemd(sdnotify.Stopping, log)
-			stopControl()
-			// Read once it closed: its streams store until then.
-			cerr := b.Close()
-			st := b.Status()
-			if cerr != nil {
-				return cli.Exit("backup: "+cerr.Error(), 1)
-			}
-			log.Info("backup stopped", "durable_seq", st.DurableSeq, "applied_seq", st.AppliedSeq)
-			if serr != nil {
-				return cli.Exit("backup: serving stopped: "+serr.Error(), 1)
-			}
-			return nil
-		},
+		Action: runBackup,
 	}
+}
+
+// checkBackupFlags refuses, with exit status 2, flags no backup can run
+// with, before anything is opened; it returns the replication token.
+func checkBackupFlags(c *cli.Context) (string, error) {
+	if c.NArg() != 1 {
+		return "", cli.Exit("backup: want exactly one VOLUME argument", 2)
+	}
+	token, err := replicate.LoadToken(c.String("token"), c.String("token-file"))
+	if err != nil {
+		return "", cli.Exit("backup: "+err.Error(), 2)
+	}
+	for _, f := range []string{"listen", "metrics-listen"} {
+		if c.IsSet(f) && c.String(f) == "" {
+			return "", cli.Exit(fmt.Sprintf("backup: --%s is empty: give an address, such as 127.0.0.1:7700", f), 2)
+		}
+		if a := c.String(f); a != "" {
+			if err := checkListen(a); err != nil {
+				return "", cli.Exit(fmt.Sprintf("backup: --%s: %v", f, err), 2)
+			}
+		}
+	}
+	if err := journal.CheckReserve(c.String("journal"), c.Int64("journal-reserve")); err != nil {
+		return "", cli.Exit("backup: "+err.Error(), 2)
+	}
+	if err := checkAdmin(c.String("admin"), token); err != nil {
+		return "", cli.Exit("backup: "+err.Error(), 2)
+	}
+	for _, f := range []string{"accept-epoch", "repair-epoch"} {
+		if e := c.Uint64(f); e >= replicate.MaxEpoch {
+			return "", cli.Exit(fmt.Sprintf("backup: --%s %d: want below %d", f, e, uint64(replicate.MaxEpoch)), 2)
+		}
+	}
+	if err := tlsFiles(c).Check(); err != nil {
+		return "", cli.Exit("backup: "+err.Error(), 2)
+	}
+	return token, nil
+}
+
+// runBackup serves a backup until a signal, or until serving fails.
+func runBackup(c *cli.Context) error {
+	token, err := checkBackupFlags(c)
+	if err != nil {
+		return err
+	}
+	surviveBrokenPipe()
+	// A primary killed on this volume (an old primary rejoining)
+	// left its dead FUSE mount on it.
+	mount.ClearStaleMount(c.Args().First(), logger(c))
+	if fi, err := os.Stat(c.Args().First()); err != nil || !fi.IsDir() {
+		if err == nil {
+			err = errors.New("not a directory")
+		}
+		return cli.Exit(fmt.Sprintf("backup: VOLUME %s: %v", c.Args().First(), err), 2)
+	}
+	cpus, err := backupSchedule(c)
+	if err != nil {
+		return cli.Exit("backup: "+err.Error(), 2)
+	}
+	adm, err := listenAdmin(c.String("admin"), token, tlsFiles(c))
+	if err != nil {
+		return cli.Exit("backup: "+err.Error(), 1)
+	}
+	defer adm.close()
+	log := logger(c)
+	scheduleAsBackup(cpus, c.Duration("timer-slack"), c.Int("procs"), log)
+	// Caught from before the backup listens (see serveMount).
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	// Bound before the journal is opened: a port in use must not leave
+	// a new journal behind.
+	ln, err := net.Listen("tcp", c.String("listen"))
+	if err != nil {
+		return cli.Exit("backup: "+err.Error(), 1)
+	}
+	defer ln.Close()
+	r, err := replica.Start(replica.Config{Listener: ln, Logger: log, Backup: replicate.BackupConfig{Volume: c.Args().First(),
+		Journal: c.String("journal"), Token: token, Logger: log, Retain: backupRetain(c.Duration("retain")),
+		TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Adopt: c.Bool("adopt"),
+		AcceptEpoch: c.Uint64("accept-epoch"), RepairEpoch: c.Uint64("repair-epoch")}})
+	if errors.Is(err, pathcheck.ErrInside) {
+		return cli.Exit("backup: "+err.Error()+": put the journal outside the volume", 2)
+	}
+	if err != nil {
+		return cli.Exit("backup: "+err.Error(), 1)
+	}
+	defer r.Close()
+	adm.serve(r.Registry(), r.Health, r.Events(), log)
+	if addr := c.String("metrics-listen"); addr != "" {
+		stop, err := serveMetrics(addr, r.Registry(), log)
+		if err != nil {
+			return cli.Exit("backup: "+err.Error(), 1)
+		}
+		defer stop()
+	}
+	notifySystemd(sdnotify.Ready, log) // it listens since before the journal opened
+	var serr error
+	select {
+	case s := <-sig:
+		log.Info("signal received; stopping", "signal", s.String())
+	case serr = <-r.Served():
+		log.Error("serving stopped", "err", serr)
+	}
+	notifySystemd(sdnotify.Stopping, log)
+	cerr := r.Close()
+	st := r.Backup().Status() // read once it closed: its streams store until then
+	if cerr != nil {
+		return cli.Exit("backup: "+cerr.Error(), 1)
+	}
+	log.Info("backup stopped", "durable_seq", st.DurableSeq, "applied_seq", st.AppliedSeq)
+	if serr != nil {
+		return cli.Exit("backup: serving stopped: "+serr.Error(), 1)
+	}
+	return nil
 }
 
 var (

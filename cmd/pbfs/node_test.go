@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/internal/health"
@@ -77,6 +78,17 @@ func TestAutomaticFailover(t *testing.T) {
 		if round == 0 {
 			if r := readyz(t, admins[primary.name], 200, "the old primary, rejoined"); r.Role != health.RoleBackup {
 				t.Fatalf("the rejoined node's /readyz: %+v", r)
+			}
+			// A node serving as a backup answers its control socket
+			// (pbfs status, pbfs journal), as pbfs backup does.
+			cl, err := control.Dial(primary.jdir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := cl.Status(context.Background())
+			cl.Close()
+			if err != nil || st.Role != "backup" || st.Backup == nil || st.Backup.AppliedSeq == 0 {
+				t.Fatalf("the rejoined node's control socket: %+v, %v", st, err)
 			}
 		}
 		c.requireStatus(next, primary)

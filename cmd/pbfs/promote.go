@@ -3,12 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/mount"
+	"github.com/pbfs/pbfs/replica"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -44,34 +44,21 @@ func promoteCommand() *cli.Command {
 					return cli.Exit("promote: "+err.Error(), 2)
 				}
 			}
-			mount.ClearStaleMount(cfg.Mountpoint, cfg.Logger)
-			if err := mount.Check(cfg); err != nil {
+			cfg, p, err := replica.Promote(c.Context, cfg, replicate.PromoteConfig{Peers: peers, Token: cfg.Token, TLS: cfg.TLS, Force: c.Bool("force")})
+			switch {
+			case errors.Is(err, replicate.ErrNotPromotable) && !errors.Is(err, replicate.ErrPrimaryJournal):
+				return cli.Exit(err.Error()+" (--force overrides)", 1)
+			case err != nil:
+				// --force does not make a primary's journal a backup's.
 				code := 1
 				if _, usage := errors.AsType[*mount.ConfigError](err); usage {
 					code = 2
 				}
-				return cli.Exit("promote: "+err.Error(), code)
-			}
-			volume := cfg.Mountpoint
-			if cfg.Backing != "" {
-				volume = cfg.Backing
-			}
-			p, err := replicate.Promote(c.Context, replicate.PromoteConfig{Volume: volume, Journal: cfg.Journal, Peers: peers,
-				Token: cfg.Token, TLS: cfg.TLS, Force: c.Bool("force"), Logger: cfg.Logger})
-			if errors.Is(err, replicate.ErrPrimaryJournal) {
-				// --force does not make a primary's journal a backup's.
-				return cli.Exit("promote: "+strings.TrimPrefix(err.Error(), "promote: "), 1)
-			}
-			if errors.Is(err, replicate.ErrNotPromotable) {
-				return cli.Exit("promote: "+strings.TrimPrefix(err.Error(), "promote: ")+" (--force overrides)", 1)
-			}
-			if err != nil {
-				return cli.Exit("promote: "+strings.TrimPrefix(err.Error(), "promote: "), 1)
+				return cli.Exit(err.Error(), code)
 			}
 			if p.Forced {
 				fmt.Fprintf(c.App.ErrWriter, "promote: FORCED: %v\n", p.Reasons)
 			}
-			cfg.Epoch, cfg.Promoted = p.Epoch, true
 			return serveMount(c, cfg, "promote")
 		},
 	}

@@ -86,3 +86,45 @@ func TestReadmePluginCheck(t *testing.T) {
 		t.Fatalf("with a relative --volume: exit %d:\n%s", code, out)
 	}
 }
+
+// The README's layout table names every package of the tree, and every
+// path it names exists: a package added, moved or removed shows up here.
+func TestReadmeLayoutNamesEveryPackage(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(readme), "## Layout\n")
+	if !ok {
+		t.Fatal("README has no Layout section")
+	}
+	named := map[string]bool{}
+	for _, line := range strings.Split(table, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cell, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+		for _, p := range strings.Split(cell, ",") {
+			p = strings.Trim(strings.TrimSpace(p), "`")
+			named[strings.TrimSuffix(p, "/")] = true
+			if _, err := os.Stat(filepath.Join("../..", p)); err != nil {
+				t.Errorf("the layout table names %s: %v", p, err)
+			}
+		}
+	}
+	// Top-level packages, and the packages under internal/ and plugins/;
+	// benchmarks/ and third_party/ are named whole.
+	for _, pattern := range []string{"*/*.go", "cmd/*/*.go", "internal/*/*.go", "plugins/*/*.go"} {
+		files, _ := filepath.Glob(filepath.Join("../..", pattern))
+		for _, f := range files {
+			dir, _ := filepath.Rel("../..", filepath.Dir(f))
+			if strings.HasPrefix(dir, "benchmarks") || strings.HasPrefix(dir, "third_party") {
+				continue
+			}
+			if !named[dir] {
+				t.Errorf("the README's layout table does not name %s/", dir)
+				named[dir] = true // once
+			}
+		}
+	}
+}
