@@ -149,6 +149,7 @@ func TestNamesNotUTF8(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "identical") {
 		t.Fatalf("verify: exit %d:\n%s", code, out)
 	}
+	c.SkipChecks(t, "a backup altered behind pbfs's back, for verify to find")
 	must(t, os.WriteFile(filepath.Join(c.Backups[0].Vol, dir, file), []byte("altered"), 0o644))
 	out, code = run(t, "verify", "--journal", c.Jdir, "--token", fstest.TestToken)
 	if code != 1 || !strings.Contains(out, "  "+dir+"/"+file+": contents differ") {

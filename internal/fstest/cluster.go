@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,9 +63,11 @@ type Cluster struct {
 	t       testing.TB
 	Dir     string
 	Vol     string // the primary's volume (mounted)
+	Start   string // a copy of the volume as it was before mounting
 	Jdir    string // the primary's journal
 	Primary *Proc
 	Backups []*BackupProc
+	checks
 }
 
 // BackupProc is one `pbfs backup` process.
@@ -83,15 +86,22 @@ func NewCluster(t testing.TB, backups int, seed func(string), mountArgs ...strin
 }
 
 // NewClusterCopy starts the backups on copies of the seeded volume, or, with
-// copy false, on empty directories that a resync must fill.
+// copy false, on empty directories that a resync must fill. At the end of
+// the test, unless it failed, called SkipChecks or stopped the primary,
+// the primary's journal is verified (and replayed onto the starting state
+// and compared with the volume while it holds every batch), and every
+// backup still running and streaming is compared with the primary. A
+// failing test keeps its directory (TempDir).
 func NewClusterCopy(t testing.TB, backups int, seed func(string), copy bool, mountArgs ...string) *Cluster {
 	RequireFUSE(t)
-	c := &Cluster{t: t, Dir: t.TempDir()}
-	c.Vol, c.Jdir = filepath.Join(c.Dir, "vol"), filepath.Join(c.Dir, "jp")
+	c := &Cluster{t: t, Dir: TempDir(t)}
+	c.Vol, c.Jdir, c.Start = filepath.Join(c.Dir, "vol"), filepath.Join(c.Dir, "jp"), filepath.Join(c.Dir, "start")
 	os.Mkdir(c.Vol, 0o755)
+	os.Mkdir(c.Start, 0o755)
 	if seed != nil {
 		seed(c.Vol)
 	}
+	CopyTree(t, c.Vol, c.Start)
 	for i := 0; i < backups; i++ {
 		b := &BackupProc{Addr: FreeAddr(t), Vol: filepath.Join(c.Dir, fmt.Sprintf("b%d", i)), Jdir: filepath.Join(c.Dir, fmt.Sprintf("jb%d", i))}
 		os.Mkdir(b.Vol, 0o755)
@@ -108,6 +118,10 @@ func NewClusterCopy(t testing.TB, backups int, seed func(string), copy bool, mou
 	}
 	os.Setenv("PBFS_TOKEN", TestToken)
 	c.Primary = StartMount(t, nil, c.Vol, c.Jdir, append(append(args, "--ack", "all"), mountArgs...)...)
+	if slices.Contains(mountArgs, "--local-only") {
+		c.skipped = "local-only files are neither journaled nor sent to the backups"
+	}
+	t.Cleanup(c.checkCluster)
 	return c
 }
 

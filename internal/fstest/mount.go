@@ -23,6 +23,7 @@ type Env struct {
 	Proc    *Proc
 	Client  *control.Client
 	applied uint64 // last seq ReplayInto applied
+	checks
 }
 
 // RequireFUSE skips the test when this machine cannot mount FUSE.
@@ -58,12 +59,14 @@ func MountArgs(cfg mount.Config) []string {
 }
 
 // Setup calls seed to fill a fresh volume, copies it as the starting state,
-// and mounts pbfs over it with cfg's options. The mount is stopped in
-// Cleanup.
+// and mounts pbfs over it with cfg's options. At the end of the test,
+// unless it failed or called SkipChecks, the journal is verified and
+// replayed onto the starting state and must equal the volume; then the
+// mount is stopped. A failing test keeps its directory (TempDir).
 func Setup(t testing.TB, cfg mount.Config, seed func(vol string)) *Env {
 	t.Helper()
 	RequireFUSE(t)
-	dir := t.TempDir()
+	dir := TempDir(t)
 	e := &Env{T: t, Dir: dir, Vol: filepath.Join(dir, "vol"), Start: filepath.Join(dir, "start"), Journal: filepath.Join(dir, "journal")}
 	for _, d := range []string{e.Vol, e.Start} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -76,6 +79,10 @@ func Setup(t testing.TB, cfg mount.Config, seed func(vol string)) *Env {
 	CopyTree(t, e.Vol, e.Start)
 	e.Proc = StartMount(t, nil, e.Vol, e.Journal, MountArgs(cfg)...)
 	e.Client = e.Proc.Client()
+	if cfg.NoCapture {
+		e.skipped = "the mount captures nothing"
+	}
+	t.Cleanup(e.checkEnv)
 	return e
 }
 
