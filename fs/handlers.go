@@ -213,6 +213,33 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 			return err
 		}
 		r.Respond(t)
+	case *fuse.MkdirRequest, *fuse.MknodRequest, *fuse.SymlinkRequest, *fuse.LinkRequest, *fuse.RemoveRequest, *fuse.RenameRequest, *fuse.CreateRequest:
+		return s.serveNames(req, n)
+	case *fuse.OpenRequest:
+		h, err := s.fs.Open(n, int(r.Flags), killer(&r.Header, r.OpenFlags&fuse.OpenKillSUIDGID != 0))
+		if err != nil {
+			return err
+		}
+		if r.Dir {
+			s.openedDir(n, h, &r.Header)
+		}
+		s.opened(h)
+		// Keep the page cache across opens: every write, truncate and hole
+		// punch reaches the file through this mount, which keeps the
+		// kernel's cached pages current, so a file read again (a PHP
+		// script, a config file) costs no READ.
+		s.invalidateIfCleared(h)
+		r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h.ID()), Flags: fuse.OpenKeepCache})
+	default:
+		return s.serveHandle(req, n)
+	}
+	return nil
+}
+
+// serveNames answers the requests that add, remove or move a name in the
+// directory n.
+func (s *Server) serveNames(req fuse.Request, n *capture.Node) error {
+	switch r := req.(type) {
 	case *fuse.MkdirRequest:
 		c, a, err := s.fs.Mkdir(n, r.Name, unixMode(r.Mode), creator(&r.Header, r.Umask))
 		if err != nil {
@@ -274,23 +301,6 @@ func (s *Server) serveNode(req fuse.Request, n *capture.Node) error {
 		s.attrsChanged(n)
 		s.opened(h)
 		r.Respond(&fuse.CreateResponse{LookupResponse: entry(c, a), OpenResponse: fuse.OpenResponse{Handle: fuse.HandleID(h.ID()), Flags: fuse.OpenKeepCache}})
-	case *fuse.OpenRequest:
-		h, err := s.fs.Open(n, int(r.Flags), killer(&r.Header, r.OpenFlags&fuse.OpenKillSUIDGID != 0))
-		if err != nil {
-			return err
-		}
-		if r.Dir {
-			s.openedDir(n, h, &r.Header)
-		}
-		s.opened(h)
-		// Keep the page cache across opens: every write, truncate and hole
-		// punch reaches the file through this mount, which keeps the
-		// kernel's cached pages current, so a file read again (a PHP
-		// script, a config file) costs no READ.
-		s.invalidateIfCleared(h)
-		r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h.ID()), Flags: fuse.OpenKeepCache})
-	default:
-		return s.serveHandle(req, n)
 	}
 	return nil
 }

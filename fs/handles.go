@@ -13,60 +13,9 @@ import (
 func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 	switch r := req.(type) {
 	case *fuse.ReadRequest:
-		h := s.fs.Handle(uint64(r.Handle))
-		if h == nil {
-			return syscall.EBADF
-		}
-		if r.Dir {
-			if r.Offset == 0 || h.Cache == nil {
-				// A listing from the start (opendir, rewinddir) is taken
-				// afresh; offsets into it stay valid until the next one.
-				ents, err := s.fs.ReadDir(h)
-				if err != nil {
-					return err
-				}
-				h.Cache = direntData(ents)
-			}
-			data := h.Cache[min(int(max(r.Offset, 0)), len(h.Cache)):]
-			r.Respond(&fuse.ReadResponse{Data: data[:min(len(data), r.Size)]})
-			return nil
-		}
-		if r.FileFlags&openDirect == 0 {
-			h.Node().MarkPaged() // before the read: see directWritten
-		}
-		// Read after room for the reply header, and answer from the same
-		// buffer: no copy, no allocation.
-		const hs = fuse.ReadHeaderSize
-		bp := readBufs.Get().(*[]byte)
-		defer readBufs.Put(bp)
-		if cap(*bp) < hs+r.Size {
-			*bp = make([]byte, hs+r.Size)
-		}
-		buf := (*bp)[:hs+r.Size]
-		k, err := s.fs.Read(h, r.Offset, buf[hs:])
-		if err != nil {
-			return err
-		}
-		r.RespondPrefixed(buf[:hs+k])
+		return s.serveRead(r)
 	case *fuse.WriteRequest:
-		h := s.fs.Handle(uint64(r.Handle))
-		if h == nil {
-			return syscall.EBADF
-		}
-		appending := r.FileFlags&fuse.OpenAppend != 0 && r.Flags&fuse.WriteCache == 0
-		direct := r.FileFlags&openDirect != 0
-		if !direct {
-			h.Node().MarkPaged()
-		}
-		k, err := s.fs.WriteAs(h, r.Offset, r.Data, killer(&r.Header, r.Flags&fuse.WriteKillSUIDGID != 0), appending)
-		if direct && k > 0 {
-			s.directWritten(h.Node())
-		}
-		if err != nil {
-			return err
-		}
-		s.invalidateIfCleared(h) // before the reply: the writer may stat at once
-		r.Respond(&fuse.WriteResponse{Size: k})
+		return s.serveWrite(r)
 	case *fuse.FAllocateRequest:
 		h := s.fs.Handle(uint64(r.Handle))
 		if h == nil {
@@ -105,48 +54,11 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 			s.fs.Release(h)
 		}
 		r.Respond()
-	case *fuse.GetxattrRequest:
+	case *fuse.GetxattrRequest, *fuse.ListxattrRequest, *fuse.SetxattrRequest, *fuse.RemovexattrRequest:
 		if !s.opts.Xattrs {
 			return syscall.ENOSYS
 		}
-		buf := make([]byte, r.Size)
-		k, err := s.fs.Getxattr(n, r.Name, buf)
-		if err != nil {
-			return err
-		}
-		if r.Size == 0 {
-			buf = make([]byte, k) // size probe: the kernel reads only the length
-		}
-		r.Respond(&fuse.GetxattrResponse{Xattr: buf[:k]})
-	case *fuse.ListxattrRequest:
-		if !s.opts.Xattrs {
-			return syscall.ENOSYS
-		}
-		buf := make([]byte, r.Size)
-		k, err := s.fs.Listxattr(n, buf)
-		if err != nil {
-			return err
-		}
-		if r.Size == 0 {
-			buf = make([]byte, k)
-		}
-		r.Respond(&fuse.ListxattrResponse{Xattr: buf[:k]})
-	case *fuse.SetxattrRequest:
-		if !s.opts.Xattrs {
-			return syscall.ENOSYS
-		}
-		if err := s.fs.Setxattr(n, r.Name, r.Xattr, int(r.Flags), r.SetxattrFlags&fuse.SetxattrACLKillSGID != 0); err != nil {
-			return err
-		}
-		r.Respond()
-	case *fuse.RemovexattrRequest:
-		if !s.opts.Xattrs {
-			return syscall.ENOSYS
-		}
-		if err := s.fs.Removexattr(n, r.Name); err != nil {
-			return err
-		}
-		r.Respond()
+		return s.serveXattr(req, n)
 	case *fuse.AccessRequest:
 		// Sent only without default_permissions (see Mount), where every
 		// caller has pbfs's own uid and gid.
@@ -157,6 +69,106 @@ func (s *Server) serveHandle(req fuse.Request, n *capture.Node) error {
 	default:
 		s.log.Debug("unsupported fuse request", "req", req.String())
 		return syscall.ENOSYS
+	}
+	return nil
+}
+
+// serveRead answers a read of a file or a directory listing.
+func (s *Server) serveRead(r *fuse.ReadRequest) error {
+	h := s.fs.Handle(uint64(r.Handle))
+	if h == nil {
+		return syscall.EBADF
+	}
+	if r.Dir {
+		if r.Offset == 0 || h.Cache == nil {
+			// A listing from the start (opendir, rewinddir) is taken
+			// afresh; offsets into it stay valid until the next one.
+			ents, err := s.fs.ReadDir(h)
+			if err != nil {
+				return err
+			}
+			h.Cache = direntData(ents)
+		}
+		data := h.Cache[min(int(max(r.Offset, 0)), len(h.Cache)):]
+		r.Respond(&fuse.ReadResponse{Data: data[:min(len(data), r.Size)]})
+		return nil
+	}
+	if r.FileFlags&openDirect == 0 {
+		h.Node().MarkPaged() // before the read: see directWritten
+	}
+	// Read after room for the reply header, and answer from the same
+	// buffer: no copy, no allocation.
+	const hs = fuse.ReadHeaderSize
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	if cap(*bp) < hs+r.Size {
+		*bp = make([]byte, hs+r.Size)
+	}
+	buf := (*bp)[:hs+r.Size]
+	k, err := s.fs.Read(h, r.Offset, buf[hs:])
+	if err != nil {
+		return err
+	}
+	r.RespondPrefixed(buf[:hs+k])
+	return nil
+}
+
+// serveWrite answers a write.
+func (s *Server) serveWrite(r *fuse.WriteRequest) error {
+	h := s.fs.Handle(uint64(r.Handle))
+	if h == nil {
+		return syscall.EBADF
+	}
+	appending := r.FileFlags&fuse.OpenAppend != 0 && r.Flags&fuse.WriteCache == 0
+	direct := r.FileFlags&openDirect != 0
+	if !direct {
+		h.Node().MarkPaged()
+	}
+	k, err := s.fs.WriteAs(h, r.Offset, r.Data, killer(&r.Header, r.Flags&fuse.WriteKillSUIDGID != 0), appending)
+	if direct && k > 0 {
+		s.directWritten(h.Node())
+	}
+	if err != nil {
+		return err
+	}
+	s.invalidateIfCleared(h) // before the reply: the writer may stat at once
+	r.Respond(&fuse.WriteResponse{Size: k})
+	return nil
+}
+
+// serveXattr answers the extended-attribute requests.
+func (s *Server) serveXattr(req fuse.Request, n *capture.Node) error {
+	switch r := req.(type) {
+	case *fuse.GetxattrRequest:
+		buf := make([]byte, r.Size)
+		k, err := s.fs.Getxattr(n, r.Name, buf)
+		if err != nil {
+			return err
+		}
+		if r.Size == 0 {
+			buf = make([]byte, k) // size probe: the kernel reads only the length
+		}
+		r.Respond(&fuse.GetxattrResponse{Xattr: buf[:k]})
+	case *fuse.ListxattrRequest:
+		buf := make([]byte, r.Size)
+		k, err := s.fs.Listxattr(n, buf)
+		if err != nil {
+			return err
+		}
+		if r.Size == 0 {
+			buf = make([]byte, k)
+		}
+		r.Respond(&fuse.ListxattrResponse{Xattr: buf[:k]})
+	case *fuse.SetxattrRequest:
+		if err := s.fs.Setxattr(n, r.Name, r.Xattr, int(r.Flags), r.SetxattrFlags&fuse.SetxattrACLKillSGID != 0); err != nil {
+			return err
+		}
+		r.Respond()
+	case *fuse.RemovexattrRequest:
+		if err := s.fs.Removexattr(n, r.Name); err != nil {
+			return err
+		}
+		r.Respond()
 	}
 	return nil
 }
