@@ -71,9 +71,17 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 	if err := stream.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Welcome{Welcome: w}}); err != nil {
 		return err
 	}
+	var ackedSeq atomic.Uint64 // the newest batch acked as received
+	incoming, recvErr := b.receive(ctx, stream, hello, &ackedSeq)
+	return b.storeLoop(ctx, stream, hello, progressed, incoming, recvErr, &ackedSeq)
+}
+
+// receive reads the stream's batches into incoming, acking each one as
+// received at once at ack level memory. Every way out reports on recvErr
+// before incoming closes.
+func (b *Backup) receive(ctx context.Context, stream backupStream, hello *replpb.Hello, ackedSeq *atomic.Uint64) (<-chan *replpb.Batch, <-chan error) {
 	incoming := make(chan *replpb.Batch, 4)
 	recvErr := make(chan error, 1)
-	var ackedSeq atomic.Uint64 // the newest batch acked as received
 	go func() {
 		// Every way out reports on recvErr before incoming closes, so the
 		// loop below never waits for an error that will not come.
@@ -107,6 +115,14 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 			}
 		}
 	}()
+	return incoming, recvErr
+}
+
+// storeLoop stores what arrives in groups, acks each group once it is
+// durable, and acks on every heartbeat and every apply, until the stream
+// or the session ends.
+func (b *Backup) storeLoop(ctx context.Context, stream backupStream, hello *replpb.Hello, progressed <-chan struct{},
+	incoming <-chan *replpb.Batch, recvErr <-chan error, ackedSeq *atomic.Uint64) error {
 	// An ack at least every heartbeat tells the primary this backup is
 	// alive (a raw stream's primary gives up after rawSilence without one).
 	heartbeat := time.NewTicker(b.heartbeat)
@@ -119,7 +135,7 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 	// counted those acks, and may be gone.
 	ended := func(err error) error {
 		if hello.AckReceived {
-			b.keepReceived(ctx, hello.Epoch, incoming, &ackedSeq)
+			b.keepReceived(ctx, hello.Epoch, incoming, ackedSeq)
 		}
 		return err
 	}
@@ -148,21 +164,7 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 			if !ok {
 				return <-recvErr
 			}
-			encs = append(encs, bt.Encoded)
-			size := len(bt.Encoded)
-		drain:
-			for len(encs) < maxAppend && size < maxAppendBytes {
-				select {
-				case bt, ok := <-incoming:
-					if !ok {
-						break drain
-					}
-					encs = append(encs, bt.Encoded)
-					size += len(bt.Encoded)
-				default:
-					break drain
-				}
-			}
+			encs = drain(append(encs, bt.Encoded), incoming)
 		}
 		if ctx.Err() != nil {
 			// A newer session took over: nothing of ours may be stored or acked.
@@ -187,6 +189,28 @@ func (b *Backup) serveStream(parent context.Context, stream backupStream) error 
 			testHookAcked(b)
 		}
 	}
+}
+
+// drain adds to encs the batches already waiting in incoming, up to one
+// append's worth: one synced append for a group that arrived together.
+func drain(encs [][]byte, incoming <-chan *replpb.Batch) [][]byte {
+	size := 0
+	for _, e := range encs {
+		size += len(e)
+	}
+	for len(encs) < maxAppend && size < maxAppendBytes {
+		select {
+		case bt, ok := <-incoming:
+			if !ok {
+				return encs
+			}
+			encs = append(encs, bt.Encoded)
+			size += len(bt.Encoded)
+		default:
+			return encs
+		}
+	}
+	return encs
 }
 
 // ackReceived acks batches as received once each one's checksums hold
