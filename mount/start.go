@@ -3,6 +3,7 @@ package mount
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -37,31 +38,64 @@ func (m *Mount) start() error {
 	if err := fs.CheckDevice(); err != nil {
 		return err
 	}
+	ln, rootFd, err := m.openJournal()
+	if err != nil {
+		return err
+	}
+	if err := m.openCapture(rootFd); err != nil {
+		return err
+	}
+	if err := m.markOpen(rootFd); err != nil {
+		return err
+	}
+	if len(cfg.Backups) > 0 || cfg.Dynamic {
+		m.primary, err = replicate.StartPrimary(m.primaryConfig())
+		if err != nil {
+			return err
+		}
+		m.onUndo(m.primary.Close)
+	}
+	m.warnOpenFiles()
+	m.overItself = source(cfg.Backing) == source(cfg.Mountpoint)
+	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger, Registry: m.reg,
+		Barrier: m.fsyncBarrier, Source: source(cfg.Backing)})
+	if err != nil {
+		return err
+	}
+	m.goLive(ln)
+	return nil
+}
+
+// openJournal locks the volume, listens on the control socket, opens the
+// backing directory and the journal, and starts the term: what the mount
+// holds before it captures anything. It returns the control socket and
+// the backing directory's descriptor.
+func (m *Mount) openJournal() (net.Listener, int, error) {
+	cfg := m.cfg
 	// First: whatever a stopping mount of this volume still holds (its
 	// journal, its control socket) it has let go once it lets go of this.
 	lock, err := lockVolume(cfg.Backing, m.log)
 	if err != nil {
-		return err
+		return nil, -1, err
 	}
 	m.lock = lock
 	m.onUndo(lock.release)
 	if err := os.MkdirAll(cfg.Journal, 0o700); err != nil {
-		return fmt.Errorf("create journal directory: %w", err)
+		return nil, -1, fmt.Errorf("create journal directory: %w", err)
 	}
 	ln, err := control.Listen(cfg.Journal)
 	if err != nil {
-		return err
+		return nil, -1, err
 	}
 	m.onUndo(func() { ln.Close() })
 	// Open the backing directory before mounting: when the mount covers
 	// it, this fd is the only way left to reach it.
 	rootFd, err := openVolume(cfg.Backing)
 	if err != nil {
-		return err
+		return nil, -1, err
 	}
-	rootOwned := false
 	m.onUndo(func() {
-		if !rootOwned {
+		if m.fs == nil { // capture.New takes it over
 			unix.Close(rootFd)
 		}
 	})
@@ -70,13 +104,20 @@ func (m *Mount) start() error {
 	// (synced) has the backups resynced from the volume.
 	m.store, err = journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger, LazyAppends: true, Reserve: cfg.JournalReserve})
 	if err != nil {
-		return err
+		return nil, -1, err
 	}
 	m.onUndo(func() { m.store.Close() })
 	m.startSeq = m.store.Last().Seq
 	if err := m.openTerm(); err != nil {
-		return err
+		return nil, -1, err
 	}
+	return ln, rootFd, nil
+}
+
+// openCapture loads the hint plugins' rules and sets up the capture core
+// over the backing directory, and the committer that seals its batches.
+func (m *Mount) openCapture(rootFd int) error {
+	cfg := m.cfg
 	var space func(int64) error
 	if !cfg.NoCapture {
 		space = m.store.Writable
@@ -100,30 +141,19 @@ func (m *Mount) start() error {
 	if err != nil {
 		return err
 	}
-	rootOwned = true
 	m.onUndo(func() { m.fs.Close() })
 	m.committer = capture.NewCommitter(m.fs, m.store, cfg.SealInterval, m.reg, cfg.Logger)
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "pbfs_journal_syncs_total", Help: "Flushes of the journal's lazy appends, by barriers no backup held.",
 	}, func() float64 { return float64(m.store.Syncs()) }))
-	if err := m.markOpen(rootFd); err != nil {
-		return err
-	}
-	if len(cfg.Backups) > 0 || cfg.Dynamic {
-		m.primary, err = replicate.StartPrimary(m.primaryConfig())
-		if err != nil {
-			return err
-		}
-		m.onUndo(m.primary.Close)
-	}
-	m.warnOpenFiles()
-	m.overItself = source(cfg.Backing) == source(cfg.Mountpoint)
-	m.srv, err = fs.Mount(cfg.Mountpoint, m.fs, fs.Options{AllowOther: cfg.AllowOther, Xattrs: !cfg.NoXattrs, Logger: cfg.Logger, Registry: m.reg,
-		Barrier: m.fsyncBarrier, Source: source(cfg.Backing)})
-	if err != nil {
-		return err
-	}
-	// Live from here: nothing below fails.
+	return nil
+}
+
+// goLive starts what runs while the mount serves: retention, the check of
+// the journal's older segments, the committer, the plugins and the control
+// socket. Nothing here fails.
+func (m *Mount) goLive(ln net.Listener) {
+	cfg := m.cfg
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.startRetention(ctx)
@@ -149,7 +179,6 @@ func (m *Mount) start() error {
 	m.log.Info("mounted", "mountpoint", cfg.Mountpoint, "backing", cfg.Backing, "journal", cfg.Journal,
 		"capture", !cfg.NoCapture, "last_seq", m.store.Last().Seq, "epoch", m.store.Epoch())
 	cfg.Events.Emit(events.KindRole, "role", "primary", "epoch", m.store.Epoch(), "last_seq", m.store.Last().Seq, "volume", cfg.Mountpoint)
-	return nil
 }
 
 // warnOpenFiles names the processes that hold files open in the volume's
