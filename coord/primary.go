@@ -45,37 +45,9 @@ func (n *Node) servePrimary(ctx context.Context) error {
 		}
 	}()
 
-	// Take over: everything the journal holds, applied; the new epoch.
-	// The first term is the one no other term preceded: a node whose
-	// backup role began before any term, and was elected later, is a
-	// promoted backup. Taken for the first term, its volume (never
-	// stopped cleanly by a mount) looked changed offline, and barriers
-	// waited for a resync of every backup even when there was none.
-	first := n.firstTerm && w.first
-	// The members it starts with, recorded before anything can be
-	// acknowledged (terms.go).
-	starting := n.backupMembers(ctx)
-	if err := n.recordTerm(ctx, w.epoch, starting); err != nil {
-		return fmt.Errorf("take over: %w", err)
-	}
-	mcfg := n.cfg.Mount
-	mcfg.Backups, mcfg.Dynamic, mcfg.Lease = addrs(starting), true, w.lease.wait
-	mcfg, p, err := replica.Promote(ctx, mcfg, replicate.PromoteConfig{Checked: true, Epoch: w.epoch, FirstTerm: first, Logger: n.log})
+	m, p, err := n.takeOver(ctx, w)
 	if err != nil {
-		return fmt.Errorf("take over: %w", err)
-	}
-	mcfg.Plugins = n.frontPlugins(mcfg.Plugins)
-	mcfg.Events = n.ev
-	switch {
-	case len(mcfg.Backups) >= max(mcfg.MinBackups, 1):
-	case mcfg.MinBackups > 0:
-		n.log.Warn("too few other members are up: barriers wait until they join (--min-backups)", "up", len(mcfg.Backups), "min_backups", mcfg.MinBackups)
-	case mcfg.Ack != "none":
-		n.log.Warn("no other member is up: barriers are acknowledged on this node's disk alone until one joins, and are lost with it (--min-backups 0)")
-	}
-	m, err := mount.Start(mcfg)
-	if err != nil {
-		return fmt.Errorf("take over: %w", err)
+		return err
 	}
 	n.setRole("primary", m, nil)
 	took := time.Since(w.lapsed)
@@ -114,6 +86,45 @@ func (n *Node) servePrimary(ctx context.Context) error {
 	}
 	n.setRole("", nil, nil)
 	return err
+}
+
+// takeOver readies this node's journal and volume for the term it won
+// (replica.Promote) and mounts them as the primary.
+func (n *Node) takeOver(ctx context.Context, w *won) (*mount.Mount, replicate.Promotion, error) {
+	var p replicate.Promotion
+	// Take over: everything the journal holds, applied; the new epoch.
+	// The first term is the one no other term preceded: a node whose
+	// backup role began before any term, and was elected later, is a
+	// promoted backup. Taken for the first term, its volume (never
+	// stopped cleanly by a mount) looked changed offline, and barriers
+	// waited for a resync of every backup even when there was none.
+	first := n.firstTerm && w.first
+	// The members it starts with, recorded before anything can be
+	// acknowledged (terms.go).
+	starting := n.backupMembers(ctx)
+	if err := n.recordTerm(ctx, w.epoch, starting); err != nil {
+		return nil, p, fmt.Errorf("take over: %w", err)
+	}
+	mcfg := n.cfg.Mount
+	mcfg.Backups, mcfg.Dynamic, mcfg.Lease = addrs(starting), true, w.lease.wait
+	mcfg, p, err := replica.Promote(ctx, mcfg, replicate.PromoteConfig{Checked: true, Epoch: w.epoch, FirstTerm: first, Logger: n.log})
+	if err != nil {
+		return nil, p, fmt.Errorf("take over: %w", err)
+	}
+	mcfg.Plugins = n.frontPlugins(mcfg.Plugins)
+	mcfg.Events = n.ev
+	switch {
+	case len(mcfg.Backups) >= max(mcfg.MinBackups, 1):
+	case mcfg.MinBackups > 0:
+		n.log.Warn("too few other members are up: barriers wait until they join (--min-backups)", "up", len(mcfg.Backups), "min_backups", mcfg.MinBackups)
+	case mcfg.Ack != "none":
+		n.log.Warn("no other member is up: barriers are acknowledged on this node's disk alone until one joins, and are lost with it (--min-backups 0)")
+	}
+	m, err := mount.Start(mcfg)
+	if err != nil {
+		return nil, p, fmt.Errorf("take over: %w", err)
+	}
+	return m, p, nil
 }
 
 // otherBackups lists the other members' backup addresses.

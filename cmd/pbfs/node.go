@@ -36,82 +36,95 @@ func nodeCommand() *cli.Command {
 			"under a higher epoch, runs --on-promote, and replicates to the other members. docs/FAILOVER.md.",
 		ArgsUsage: "VOLUME",
 		Flags:     flags,
-		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return cli.Exit("node: want exactly one VOLUME argument", 2)
-			}
-			cfg, err := mountConfig(c)
-			if err != nil {
-				return cli.Exit("node: "+err.Error(), 2)
-			}
-			if cfg.Token == "" {
-				if cfg.Token, err = replicate.LoadToken(c.String("token"), c.String("token-file")); err != nil {
-					return cli.Exit("node: "+err.Error(), 2)
-				}
-			}
-			if len(cfg.Backups) > 0 {
-				return cli.Exit("node: --backup is not for a node: its backups are the members the coordinator lists", 2)
-			}
-			if !c.IsSet("min-backups") && cfg.Ack != "none" {
-				// A node elected while every other member is down must not
-				// acknowledge on its own disk: if it is lost too, a member
-				// elected after it lacks what it acknowledged.
-				cfg.MinBackups = 1
-			}
-			endpoints, err := coordinatorEndpoints(c.String("coordinator"))
-			if err != nil {
-				return cli.Exit("node: "+err.Error(), 2)
-			}
-			for _, f := range []string{"listen", "advertise"} {
-				if a := c.String(f); a != "" {
-					if err := checkListen(a); err != nil {
-						return cli.Exit(fmt.Sprintf("node: --%s: %v", f, err), 2)
-					}
-				}
-			}
-			mount.ClearStaleMount(cfg.Mountpoint, cfg.Logger) // a killed primary's, before the checks
-			check := cfg
-			check.Dynamic = true
-			if err := mount.Check(check); err != nil {
-				return cli.Exit("node: "+err.Error(), 2)
-			}
-			cpus, err := backupSchedule(c)
-			if err != nil {
-				return cli.Exit("node: "+err.Error(), 2)
-			}
-			adm, err := listenAdmin(c.String("admin"), adminToken(c), tlsFiles(c))
-			if err != nil {
-				return cli.Exit("node: "+err.Error(), 1)
-			}
-			defer adm.close()
-			n, err := coord.Open(coord.Config{
-				Endpoints: endpoints, Cluster: c.String("cluster"), Name: c.String("name"),
-				Listen: c.String("listen"), Advertise: c.String("advertise"), TTL: c.Duration("lease-ttl"),
-				Mount: cfg, OnPromote: c.String("on-promote"), OnDemote: c.String("on-demote"), Logger: cfg.Logger,
-				Proxy: frontend(cfg), ProxyAdvertise: c.String("proxy-advertise"), BackupTimerSlack: c.Duration("timer-slack"), BackupProcs: c.Int("procs"), BackupCPUs: cpus,
-				Backup: replicate.BackupConfig{Token: cfg.Token, TLS: cfg.TLS, JournalReserve: cfg.JournalReserve, Registry: nil, Adopt: c.Bool("adopt")},
-			})
-			if err != nil {
-				return cli.Exit("node: "+err.Error(), 2)
-			}
-			defer n.Close()
-			surviveBrokenPipe()
-			adm.serve(prometheus.GathererFunc(n.Gather), n.Health, n.Events(), cfg.Logger)
-			ctx, cancel := context.WithCancel(context.Background())
-			sig := make(chan os.Signal, 2)
-			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-			go func() {
-				s := <-sig
-				cfg.Logger.Info("signal received; stopping", "signal", s.String())
-				cancel()
-				if s = forceSignal(sig, time.Now(), cfg.Logger); s != nil {
-					cfg.Logger.Warn("second signal: stopping by force", "signal", s.String())
-					n.Abort()
-				}
-			}()
-			return n.Run(ctx)
-		},
+		Action:    runNode,
 	}
+}
+
+// nodeConfig checks a node's flags before anything starts and returns
+// its mount's configuration and the coordinator's endpoints.
+func nodeConfig(c *cli.Context) (mount.Config, []string, error) {
+	if c.NArg() != 1 {
+		return mount.Config{}, nil, cli.Exit("node: want exactly one VOLUME argument", 2)
+	}
+	cfg, err := mountConfig(c)
+	if err != nil {
+		return cfg, nil, cli.Exit("node: "+err.Error(), 2)
+	}
+	if cfg.Token == "" {
+		if cfg.Token, err = replicate.LoadToken(c.String("token"), c.String("token-file")); err != nil {
+			return cfg, nil, cli.Exit("node: "+err.Error(), 2)
+		}
+	}
+	if len(cfg.Backups) > 0 {
+		return cfg, nil, cli.Exit("node: --backup is not for a node: its backups are the members the coordinator lists", 2)
+	}
+	if !c.IsSet("min-backups") && cfg.Ack != "none" {
+		// A node elected while every other member is down must not
+		// acknowledge on its own disk: if it is lost too, a member
+		// elected after it lacks what it acknowledged.
+		cfg.MinBackups = 1
+	}
+	endpoints, err := coordinatorEndpoints(c.String("coordinator"))
+	if err != nil {
+		return cfg, nil, cli.Exit("node: "+err.Error(), 2)
+	}
+	for _, f := range []string{"listen", "advertise"} {
+		if a := c.String(f); a != "" {
+			if err := checkListen(a); err != nil {
+				return cfg, nil, cli.Exit(fmt.Sprintf("node: --%s: %v", f, err), 2)
+			}
+		}
+	}
+	mount.ClearStaleMount(cfg.Mountpoint, cfg.Logger) // a killed primary's, before the checks
+	check := cfg
+	check.Dynamic = true
+	if err := mount.Check(check); err != nil {
+		return cfg, nil, cli.Exit("node: "+err.Error(), 2)
+	}
+	return cfg, endpoints, nil
+}
+
+// runNode runs a node until a signal (a second one stops it by force).
+func runNode(c *cli.Context) error {
+	cfg, endpoints, err := nodeConfig(c)
+	if err != nil {
+		return err
+	}
+	cpus, err := backupSchedule(c)
+	if err != nil {
+		return cli.Exit("node: "+err.Error(), 2)
+	}
+	adm, err := listenAdmin(c.String("admin"), adminToken(c), tlsFiles(c))
+	if err != nil {
+		return cli.Exit("node: "+err.Error(), 1)
+	}
+	defer adm.close()
+	n, err := coord.Open(coord.Config{
+		Endpoints: endpoints, Cluster: c.String("cluster"), Name: c.String("name"),
+		Listen: c.String("listen"), Advertise: c.String("advertise"), TTL: c.Duration("lease-ttl"),
+		Mount: cfg, OnPromote: c.String("on-promote"), OnDemote: c.String("on-demote"), Logger: cfg.Logger,
+		Proxy: frontend(cfg), ProxyAdvertise: c.String("proxy-advertise"), BackupTimerSlack: c.Duration("timer-slack"), BackupProcs: c.Int("procs"), BackupCPUs: cpus,
+		Backup: replicate.BackupConfig{Token: cfg.Token, TLS: cfg.TLS, JournalReserve: cfg.JournalReserve, Registry: nil, Adopt: c.Bool("adopt")},
+	})
+	if err != nil {
+		return cli.Exit("node: "+err.Error(), 2)
+	}
+	defer n.Close()
+	surviveBrokenPipe()
+	adm.serve(prometheus.GathererFunc(n.Gather), n.Health, n.Events(), cfg.Logger)
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sig
+		cfg.Logger.Info("signal received; stopping", "signal", s.String())
+		cancel()
+		if s = forceSignal(sig, time.Now(), cfg.Logger); s != nil {
+			cfg.Logger.Warn("second signal: stopping by force", "signal", s.String())
+			n.Abort()
+		}
+	}()
+	return n.Run(ctx)
 }
 
 // nodeMountFlags are the mount's flags as a node takes them. --ack
