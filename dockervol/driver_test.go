@@ -245,3 +245,23 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// The sample defaults file (etc/volume-driver.yaml) loads, its token file
+// put where this machine has one.
+func TestSampleDefaults(t *testing.T) {
+	data, err := os.ReadFile("../etc/volume-driver.yaml")
+	must(t, err)
+	dir := t.TempDir()
+	token, sample := filepath.Join(dir, "token"), filepath.Join(dir, "defaults.yaml")
+	must(t, os.WriteFile(token, []byte(fstest.TestToken), 0o600))
+	must(t, os.WriteFile(sample, bytes.ReplaceAll(data, []byte("/etc/pbfs/token"), []byte(token)), 0o644))
+	opts, err := LoadDefaults(sample)
+	must(t, err)
+	if opts["token-file"] != token || opts["fsync"] != "replicated" || opts["ack"] != "all" {
+		t.Fatalf("the sample's defaults: %v", opts)
+	}
+	must(t, os.WriteFile(sample, []byte("colour: blue\n"), 0o644))
+	if _, err := LoadDefaults(sample); !errors.Is(err, ErrBadOption) {
+		t.Fatalf("a defaults file with an unknown key: %v", err)
+	}
+}
