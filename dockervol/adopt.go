@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/pbfs/pbfs/internal/mountinfo"
 )
@@ -13,6 +14,10 @@ import (
 //   - held by containers and served by a live pbfs mount (the previous
 //     driver crashed or was restarted): adopted as it is, the containers
 //     never notice;
+//   - counted as held, served, but in no other mount namespace (the
+//     engine's Unmount of its last containers came while no driver
+//     answered, and the engine gave up): the count is stale, and the
+//     volume is unmounted as the last Unmount would;
 //   - held by containers, its mount dead (killed with the driver, or the
 //     machine rebooted): the dead mount is cleared; the count is kept, so
 //     the engine's Unmount of those containers finds the ids, and the next
@@ -55,6 +60,11 @@ func (d *Driver) adopt(v *volume) {
 	name, held := v.rec.Name, len(v.rec.Mounts)
 	pid := findServer(v.p.journal())
 	live := pid != 0 && serving(v.p)
+	if live && held > 0 && !inContainers(v.p.data()) {
+		d.log.Warn("no container uses the volume: the engine's unmounts were lost while no driver answered; releasing them",
+			"volume", name, "mount_ids", v.rec.Mounts)
+		v.rec.Mounts, held = nil, 0
+	}
 	switch {
 	case live && held > 0:
 		v.srv, v.rec.PID = adoptServer(pid), pid
@@ -95,6 +105,55 @@ func holdsMount(dir string) bool {
 	}
 	for _, m := range t {
 		if mountinfo.Within(m.Point, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// inContainers reports whether a mount namespace other than the driver's
+// holds the volume's mount: a container's, into which the engine bound it.
+// When it cannot tell, it says yes.
+func inContainers(data string) bool {
+	t, err := mountinfo.Read()
+	if err != nil {
+		return true
+	}
+	m, ok := t.At(data)
+	if !ok {
+		return true
+	}
+	own, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		return true
+	}
+	seen := map[string]bool{own: true}
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		ns, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "mnt"))
+		if err != nil || seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		if holdsDev(filepath.Join("/proc", e.Name(), "mountinfo"), m.Dev) {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsDev reports whether the mount table at path shows the file system
+// dev ("major:minor").
+func holdsDev(path, dev string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[2] == dev {
 			return true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -167,16 +168,28 @@ func requireCopy(t *testing.T, data, copy string) {
 }
 
 // A driver started over volumes a killed driver left mounted adopts them:
-// the mount keeps serving, and the new driver's unmount stops it after a
-// barrier. A volume whose mount died too is cleared and mounts again.
+// the mount a container (a mount namespace of its own) uses keeps
+// serving, and the new driver's unmount stops it after a barrier. A mount
+// counted as held that no container uses any more (the engine's unmount
+// was lost while no driver answered) is unmounted. A volume whose mount
+// died too is cleared and mounts again.
 func TestRestartAdopts(t *testing.T) {
 	d, cfg := newDriver(t)
 	b := fstest.NewBackup(t)
 	must(t, d.Create("live", Options{"backups": b.Addr}))
+	must(t, d.Create("stale", nil))
 	must(t, d.Create("dead", nil))
 	live, err := d.Mount("live", "c1")
 	must(t, err)
-	dead, err := d.Mount("dead", "c2")
+	// The container starts now: its namespace holds a copy of the live
+	// volume's mount, and of no later one.
+	ctr := exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "600")
+	must(t, ctr.Start())
+	t.Cleanup(func() { ctr.Process.Kill(); ctr.Wait() })
+	waitFor(t, func() bool { return inContainers(live) })
+	stale, err := d.Mount("stale", "c2")
+	must(t, err)
+	dead, err := d.Mount("dead", "c3")
 	must(t, err)
 	livePid := findServer(d.vols["live"].p.journal())
 	fstest.KillHard(findServer(d.vols["dead"].p.journal()))
@@ -190,22 +203,38 @@ func TestRestartAdopts(t *testing.T) {
 		t.Fatalf("the new driver did not adopt the running mount: %+v (pid %d)", info, livePid)
 	}
 	must(t, os.WriteFile(filepath.Join(live, "after-restart"), []byte("x"), 0o600))
+	if info, _ := d2.Get("stale"); info.Mountpoint != "" || info.Status["containers"] != 0 || fstest.Mounted(stale) {
+		t.Fatalf("a mount no container uses: %+v, mounted %v", info, fstest.Mounted(stale))
+	}
 	if info, _ := d2.Get("dead"); info.Mountpoint != "" || info.Status["containers"] != 1 || fstest.Mounted(dead) {
 		t.Fatalf("a dead mount: %+v, mounted %v", info, fstest.Mounted(dead))
 	}
 	if _, err := os.ReadDir(dead); err != nil {
 		t.Fatalf("the dead mount was not cleared: %v", err)
 	}
+	// The container goes; the engine unmounts.
+	ctr.Process.Kill()
+	ctr.Wait()
 	must(t, d2.Unmount("live", "c1"))
 	requireCopy(t, live, b.Vol)
 	// The dead volume mounts again for the next container; its old
 	// container's unmount is accepted.
-	_, err = d2.Mount("dead", "c3")
+	_, err = d2.Mount("dead", "c4")
 	must(t, err)
-	must(t, d2.Unmount("dead", "c2"))
 	must(t, d2.Unmount("dead", "c3"))
+	must(t, d2.Unmount("dead", "c4"))
 	if fstest.Mounted(dead) {
 		t.Fatal("still mounted after the last unmount")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i > 400 {
+			t.Fatal("timed out")
+		}
+		time.Sleep(25 * time.Millisecond)
 	}
 }
 
