@@ -19,6 +19,9 @@ import (
 // container killed mid-write, the driver's socket gone. One engine serves
 // every part (it takes seconds to start).
 func TestVolumeDriver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Docker engine (about a minute)")
+	}
 	d := startDriver(t)
 	e := dockertest.Start(t) // stopped first: its containers' unmounts reach the driver
 	b := fstest.NewBackup(t)
