@@ -100,6 +100,8 @@ install: build
 	install -D -m 0644 etc/pbfs.yaml $(DESTDIR)/etc/pbfs/pbfs.yaml.sample
 	install -D -m 0644 etc/systemd/pbfs-primary.service $(DESTDIR)/etc/systemd/system/pbfs-primary.service
 	install -D -m 0644 etc/systemd/pbfs-backup.service $(DESTDIR)/etc/systemd/system/pbfs-backup.service
+	install -D -m 0644 etc/systemd/pbfs-volume-driver.service $(DESTDIR)/etc/systemd/system/pbfs-volume-driver.service
+	install -D -m 0644 etc/volume-driver.yaml $(DESTDIR)/etc/pbfs/volume-driver.yaml.sample
 	install -D -m 0644 etc/prometheus/pbfs-alerts.yml $(DESTDIR)/etc/pbfs/pbfs-alerts.yml.sample
 	install -d $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)/etc/bash_completion.d
 	$(BIN) man > $(DESTDIR)$(PREFIX)/share/man/man8/pbfs.8

@@ -25,6 +25,10 @@ var examples = map[string][]string{
 	"node": {
 		"pbfs node --coordinator etcd://e1:2379,e2:2379,e3:2379 --name n1 --listen n1:7700 --journal /var/lib/pbfs/j \\\n     --on-promote 'systemctl start mariadb' --on-demote 'systemctl stop mariadb' /var/lib/mysql",
 	},
+	"volume-driver": {
+		"pbfs volume-driver --defaults /etc/pbfs/volume-driver.yaml",
+		"docker volume create --driver pbfs --opt backups=b1:7700,b2:7700 --opt fsync=replicated wpdb   # then: docker run -v wpdb:/var/lib/mysql ...",
+	},
 	"status": {"pbfs status --journal /var/lib/pbfs/data", "pbfs status --coordinator etcd://e1:2379 --json"},
 	"elect":  {"pbfs elect --coordinator etcd://e1:2379 --force n2"},
 	"resync": {"pbfs resync --journal /var/lib/pbfs/data", "pbfs resync --journal /var/lib/pbfs/data --backup b2:7700 --wait"},

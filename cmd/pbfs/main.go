@@ -98,6 +98,7 @@ func newApp() *cli.App {
 			backupCommand(),
 			promoteCommand(),
 			nodeCommand(),
+			volumeDriverCommand(),
 			statusCommand(),
 			electCommand(),
 			resyncCommand(),

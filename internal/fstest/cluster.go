@@ -209,3 +209,16 @@ func (c *Cluster) RequireConverged() {
 func (c *Cluster) Workload(seed uint64, steps int, midway func()) {
 	NewWorkload(c.Vol, false).Run(seed, 3, steps, func() { c.Barrier() }, midway)
 }
+
+// NewBackup starts a lone `pbfs backup` on an empty directory of its own,
+// with TestToken, for a primary the test starts some other way (a volume
+// driver's mount, say); it stops in Cleanup.
+func NewBackup(t testing.TB) *BackupProc {
+	dir := t.TempDir()
+	b := &BackupProc{Addr: FreeAddr(t), Vol: filepath.Join(dir, "b"), Jdir: filepath.Join(dir, "jb")}
+	if err := os.Mkdir(b.Vol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	(&Cluster{t: t, Dir: dir}).StartBackup(b)
+	return b
+}
