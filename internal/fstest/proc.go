@@ -86,6 +86,7 @@ type Proc struct {
 	Vol        string
 	Journal    string
 	fdsAtStart int
+	skipped    string // why the journal is not verified at Stop (SkipChecks)
 
 	clientOnce sync.Once
 	client     *control.Client
@@ -199,8 +200,9 @@ func (p *Proc) Client() *control.Client {
 	return p.client
 }
 
-// Stop sends SIGINT and waits; a process that does not stop is killed and
-// its mount detached, and the test fails.
+// Stop verifies the journal the mount serves (unless the test failed or
+// called SkipChecks), sends SIGINT and waits; a process that does not
+// stop is killed and its mount detached, and the test fails.
 func (p *Proc) Stop() {
 	// A killed process leaves a dead mount behind (and, on a killed
 	// backup's copy, the copy's guard); whatever happened, the test leaves
@@ -210,6 +212,11 @@ func (p *Proc) Stop() {
 		return
 	}
 	if p.fdsAtStart > 0 {
+		// Invariant 6 on every test mount: the journal it served
+		// verifies, batch by batch, before it stops.
+		if !p.t.Failed() && p.skipped == "" {
+			verifyJournal(p.t, p.Client(), p.Journal)
+		}
 		if p.client != nil {
 			p.client.Close()
 		}
@@ -229,6 +236,14 @@ func (p *Proc) Stop() {
 		syscall.Unmount(p.Vol, syscall.MNT_DETACH)
 		p.t.Errorf("pbfs did not stop on SIGINT:\n%s", p.Out)
 	}
+}
+
+// SkipChecks turns off the check of the journal when the process stops,
+// for a test that damages it on purpose.
+func (p *Proc) SkipChecks(t testing.TB, reason string) {
+	t.Helper()
+	p.skipped = reason
+	t.Logf("journal check at stop off: %s", reason)
 }
 
 // Kill kills the process with SIGKILL, as a crash would (KillHard).

@@ -163,13 +163,36 @@ func (e *Env) firstSeq() uint64 {
 // without applying them.
 func (e *Env) verify() {
 	e.T.Helper()
-	bad, err := journal.Walk(e.Client, 0, 0, true, func(c journal.Checked) error {
+	verifyJournal(e.T, e.Client, e.Journal)
+}
+
+// SkipChecks turns off the teardown checks of the mount, and the check
+// of its journal when it stops.
+func (e *Env) SkipChecks(t testing.TB, reason string) {
+	t.Helper()
+	e.checks.SkipChecks(t, reason)
+	e.Proc.skipped = reason
+}
+
+// SkipChecks turns off the teardown checks of the cluster, and the check
+// of the primary's journal when it stops.
+func (c *Cluster) SkipChecks(t testing.TB, reason string) {
+	t.Helper()
+	c.checks.SkipChecks(t, reason)
+	c.Primary.skipped = reason
+}
+
+// verifyJournal checks every batch of the journal a running mount serves
+// through client: each one's checksums and the seq chain.
+func verifyJournal(t testing.TB, client journal.Source, dir string) {
+	t.Helper()
+	bad, err := journal.Walk(client, 0, 0, true, func(c journal.Checked) error {
 		if c.Err != nil {
-			e.T.Errorf("journal %s: batch %d: %v", filepath.Base(e.Journal), c.Seq, c.Err)
+			t.Errorf("journal %s: batch %d: %v", filepath.Base(dir), c.Seq, c.Err)
 		}
 		return nil
 	})
 	if err != nil || bad > 0 {
-		e.T.Errorf("journal %s: %v (%d bad batches)", filepath.Base(e.Journal), err, bad)
+		t.Errorf("journal %s: %v (%d bad batches)", filepath.Base(dir), err, bad)
 	}
 }
