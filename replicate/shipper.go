@@ -212,23 +212,9 @@ func (s *Shipper) session(parent context.Context) error {
 	if err != nil {
 		return err
 	}
-	sent := s.announced()
-	if err := stream.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{
-		VolumeId: s.volumeID, Epoch: s.store.Epoch(), LastSeq: s.store.Last().Seq,
-		AckNeed: sent.Need, Backups: sent.Of, Degrade: sent.Degrade, AckReceived: s.memory,
-	}}}); err != nil {
-		return err
-	}
-	msg, err := stream.Recv()
+	w, sent, err := s.handshake(stream)
 	if err != nil {
 		return err
-	}
-	if rej := msg.GetReject(); rej != nil {
-		return s.rejected(rej)
-	}
-	w := msg.GetWelcome()
-	if w == nil {
-		return errors.New("backup did not answer Hello with Welcome")
 	}
 	if sent.Known() {
 		s.confirmed.Store(&sent) // admit noted it before it welcomed the stream
@@ -238,20 +224,8 @@ func (s *Shipper) session(parent context.Context) error {
 	s.rootEntry.Store(w.RootEntry)
 	s.allocMap.Store(w.AllocMap)
 	s.resyncScope.Store(w.ResyncScope)
-	if s.force.Load() {
-		// After the Welcome, not before the Hello: the resync needs what
-		// the backup takes. Without it a mount's first resync left out
-		// the root entry, and the backup kept its own root's mtime,
-		// mode, owner and xattrs.
-		return errors.New("resync requested")
-	}
-	if err := s.checkHistory(w); err != nil {
-		s.setStale(true)
+	if err := s.admitWelcome(w); err != nil {
 		return err
-	}
-	if w.Stalled {
-		s.setStalled(true)
-		return fmt.Errorf("backup stalled: %w", ErrNeedsResync)
 	}
 	s.setStale(false)
 	s.acked.Store(w.DurableSeq)
@@ -274,9 +248,60 @@ func (s *Shipper) session(parent context.Context) error {
 	s.ev.Emit(events.KindBackupUp, "backup", s.addr, "transport", transport, "durable_seq", w.DurableSeq)
 	s.log.Info("replication stream up", append([]any{"transport", transport, "backup_durable_seq", w.DurableSeq, "primary_last_seq", s.store.Last().Seq}, s.upAgain()...)...)
 
+	return s.ship(ctx, stream, w.DurableSeq+1)
+}
+
+// handshake sends the Hello (the epoch, the last seq, the ack policy
+// announced) and reads the backup's Welcome, or its refusal.
+func (s *Shipper) handshake(stream primaryStream) (*replpb.Welcome, AckPolicy, error) {
+	sent := s.announced()
+	if err := stream.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{
+		VolumeId: s.volumeID, Epoch: s.store.Epoch(), LastSeq: s.store.Last().Seq,
+		AckNeed: sent.Need, Backups: sent.Of, Degrade: sent.Degrade, AckReceived: s.memory,
+	}}}); err != nil {
+		return nil, sent, err
+	}
+	msg, err := stream.Recv()
+	if err != nil {
+		return nil, sent, err
+	}
+	if rej := msg.GetReject(); rej != nil {
+		return nil, sent, s.rejected(rej)
+	}
+	w := msg.GetWelcome()
+	if w == nil {
+		return nil, sent, errors.New("backup did not answer Hello with Welcome")
+	}
+	return w, sent, nil
+}
+
+// admitWelcome takes what the backup's Welcome says it needs for a
+// resync, and ends the session if it needs one: forced, a history that
+// parted from this journal's, or a stalled volume.
+func (s *Shipper) admitWelcome(w *replpb.Welcome) error {
+	if s.force.Load() {
+		// After the Welcome, not before the Hello: the resync needs what
+		// the backup takes. Without it a mount's first resync left out
+		// the root entry, and the backup kept its own root's mtime,
+		// mode, owner and xattrs.
+		return errors.New("resync requested")
+	}
+	if err := s.checkHistory(w); err != nil {
+		s.setStale(true)
+		return err
+	}
+	if w.Stalled {
+		s.setStalled(true)
+		return fmt.Errorf("backup stalled: %w", ErrNeedsResync)
+	}
+	return nil
+}
+
+// ship sends every batch from next on as the journal gets it, until the
+// stream fails, the backup's acks stop, or ctx ends.
+func (s *Shipper) ship(ctx context.Context, stream primaryStream, next uint64) error {
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- s.receive(stream) }()
-	next := w.DurableSeq + 1
 	for {
 		changed := s.store.Changed()
 		for next <= s.store.Last().Seq {
