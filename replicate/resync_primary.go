@@ -92,30 +92,9 @@ func (s *Shipper) resyncOnce(ctx context.Context, forced bool) error {
 		s.log.Info("resync: full", "seq", hdr.Seq, "why_not_targeted", plan.why)
 	}
 	s.ev.Emit(events.KindResyncStarted, "backup", s.addr, "kind", plan.kind, "seq", hdr.Seq, "bytes", total)
-	var done, sent uint64
-	lastLog := time.Now()
-	listed, toSend := 0, len(entries)
-	if plan.kind == kindTargeted {
-		toSend = plan.n
-	}
-	for i := range entries {
-		if !plan.sends(i) || entries[i].Path == "." && !s.rootEntry.Load() {
-			continue // out of scope; or the root, which a backup from before root entries refuses
-		}
-		listed++
-		n, err := s.resyncEntry(stream, &entries[i], done)
-		if err != nil {
-			return fmt.Errorf("resync %q: %w", entries[i].Path, err)
-		}
-		sent += n
-		if entries[i].Stat.Mode&unix.S_IFMT == unix.S_IFREG && entries[i].LinkTo == "" {
-			done += uint64(entries[i].Stat.Size) // counted as total was
-			s.resyncProg.advance(done)
-		}
-		if time.Since(lastLog) >= 5*time.Second {
-			lastLog = time.Now()
-			s.log.Info("resync progress", "entries", fmt.Sprintf("%d/%d", listed, toSend), "progress", s.resyncProg.snapshot().String())
-		}
+	listed, sent, err := s.sendEntries(stream, entries, plan)
+	if err != nil {
+		return err
 	}
 	if err := stream.Send(&replpb.ResyncPrimaryMsg{Msg: &replpb.ResyncPrimaryMsg_Done{Done: &replpb.ResyncDone{}}}); err != nil {
 		return err
@@ -141,6 +120,38 @@ func (s *Shipper) resyncOnce(ctx context.Context, forced bool) error {
 	s.log.Info("resync done", "kind", plan.kind, "seq", hdr.Seq, "entries_sent", listed, "of", len(entries), "files_differed", res.FilesChanged, "blocks_sent", sent,
 		"removed", res.Removed, "pause", pause.Round(time.Microsecond), "took", time.Since(started).Round(time.Millisecond))
 	return nil
+}
+
+// sendEntries sends the snapshot's entries the plan picks, each file's
+// blocks the backup lacks, logging progress every 5 s; it returns how many
+// entries it listed and how many blocks it sent.
+func (s *Shipper) sendEntries(stream replpb.Replication_ResyncClient, entries []capture.Entry, plan *resyncPlan) (int, uint64, error) {
+	var done, sent uint64
+	lastLog := time.Now()
+	listed, toSend := 0, len(entries)
+	if plan.kind == kindTargeted {
+		toSend = plan.n
+	}
+	for i := range entries {
+		if !plan.sends(i) || entries[i].Path == "." && !s.rootEntry.Load() {
+			continue // out of scope; or the root, which a backup from before root entries refuses
+		}
+		listed++
+		n, err := s.resyncEntry(stream, &entries[i], done)
+		if err != nil {
+			return listed, sent, fmt.Errorf("resync %q: %w", entries[i].Path, err)
+		}
+		sent += n
+		if entries[i].Stat.Mode&unix.S_IFMT == unix.S_IFREG && entries[i].LinkTo == "" {
+			done += uint64(entries[i].Stat.Size) // counted as total was
+			s.resyncProg.advance(done)
+		}
+		if time.Since(lastLog) >= 5*time.Second {
+			lastLog = time.Now()
+			s.log.Info("resync progress", "entries", fmt.Sprintf("%d/%d", listed, toSend), "progress", s.resyncProg.snapshot().String())
+		}
+	}
+	return listed, sent, nil
 }
 
 // fileBytes sums the sizes of the regular files among entries (those
