@@ -1,4 +1,6 @@
-package main
+// Package treecmp compares a primary's volume with a backup's, path by
+// path: what every benchmark checks before it trusts its numbers.
+package treecmp
 
 import (
 	"crypto/sha256"
@@ -15,9 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Comparing a primary's tree with a backup's, path by path.
-
-// node is what compareTrees checks of one path.
+// node is what Compare checks of one path.
 type node struct {
 	typ    string
 	perm   uint32
@@ -36,7 +36,7 @@ func (n node) String() string {
 		n.typ, n.perm, n.uid, n.gid, n.size, n.sum, n.target, n.xattrs, n.links)
 }
 
-// equal ignores mtimes, which compareTrees counts on their own.
+// equal ignores mtimes, which Compare counts on their own.
 func (n node) equal(o node) bool {
 	n.mtime, o.mtime = 0, 0
 	return n == o
@@ -127,20 +127,21 @@ func userXattrs(p string) string {
 	return strings.Join(parts, ";")
 }
 
-// comparison is the outcome of compareTrees.
-type comparison struct {
-	paths      int
-	bytes      int64 // content bytes hashed on the primary
-	diffs      []string
-	mtimeFiles int // regular files whose mtime differs (reported, not a failure)
-	mtimeDirs  int
+// Comparison is the outcome of Compare.
+type Comparison struct {
+	Paths      int
+	Bytes      int64 // content bytes hashed on the primary
+	Diffs      []string
+	MtimeFiles int // regular files whose mtime differs (reported, not a failure)
+	MtimeDirs  int
 }
 
-func (c comparison) ok() bool { return len(c.diffs) == 0 }
+// OK reports whether the trees are equal.
+func (c Comparison) OK() bool { return len(c.Diffs) == 0 }
 
-// compareTrees compares the backup's volume with the primary's.
-func compareTrees(primary, backup string) (comparison, error) {
-	var c comparison
+// Compare compares the backup's volume with the primary's.
+func Compare(primary, backup string) (Comparison, error) {
+	var c Comparison
 	want, total, err := snapshotTree(primary)
 	if err != nil {
 		return c, fmt.Errorf("read %s: %w", primary, err)
@@ -149,7 +150,7 @@ func compareTrees(primary, backup string) (comparison, error) {
 	if err != nil {
 		return c, fmt.Errorf("read %s: %w", backup, err)
 	}
-	c.paths, c.bytes = len(want), total
+	c.Paths, c.Bytes = len(want), total
 	var keys []string
 	for k := range want {
 		keys = append(keys, k)
@@ -165,15 +166,15 @@ func compareTrees(primary, backup string) (comparison, error) {
 		g, inG := got[k]
 		switch {
 		case !inG:
-			c.diffs = append(c.diffs, fmt.Sprintf("%s: missing on the backup (primary: %s)", k, w))
+			c.Diffs = append(c.Diffs, fmt.Sprintf("%s: missing on the backup (primary: %s)", k, w))
 		case !inW:
-			c.diffs = append(c.diffs, fmt.Sprintf("%s: only on the backup (%s)", k, g))
+			c.Diffs = append(c.Diffs, fmt.Sprintf("%s: only on the backup (%s)", k, g))
 		case !w.equal(g):
-			c.diffs = append(c.diffs, fmt.Sprintf("%s: primary %s; backup %s", k, w, g))
+			c.Diffs = append(c.Diffs, fmt.Sprintf("%s: primary %s; backup %s", k, w, g))
 		case w.mtime != g.mtime && w.typ == "file":
-			c.mtimeFiles++
+			c.MtimeFiles++
 		case w.mtime != g.mtime && w.typ == "dir":
-			c.mtimeDirs++
+			c.MtimeDirs++
 		}
 	}
 	return c, nil
