@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -17,6 +13,7 @@ import (
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
 	report_ "github.com/pbfs/pbfs/benchmarks/internal/report"
+	"github.com/pbfs/pbfs/benchmarks/internal/treecmp"
 	"github.com/pbfs/pbfs/control"
 )
 
@@ -208,37 +205,17 @@ var localOnly = []string{"ibtmp1", "ib_buffer_pool", "ib_buffer_pool.incomplete"
 
 // compareBackups compares every replicated file of the primary's volume
 // (after the mount stopped) with each backup's copy: the same set of
-// files, each with the same size and SHA-256. It returns the files and
-// bytes compared.
+// files, each with the same size and contents (treecmp). It returns the
+// files and bytes compared.
 func (c *cluster) compareBackups() (files int, bytes int64, err error) {
-	want, err := treeSums(c.vol)
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, s := range want {
-		files++
-		bytes += s.size
-	}
 	var errs []error
 	for i, bvol := range c.bvols {
-		got, err := treeSums(bvol)
+		cmp, err := treecmp.CompareWith(c.vol, bvol, treecmp.Options{Skip: localOnly, ContentOnly: true})
 		if err != nil {
 			return files, bytes, err
 		}
-		var diff []string
-		for p, w := range want {
-			if g, ok := got[p]; !ok {
-				diff = append(diff, p+" missing")
-			} else if g != w {
-				diff = append(diff, fmt.Sprintf("%s differs (%d bytes against %d)", p, g.size, w.size))
-			}
-		}
-		for p := range got {
-			if _, ok := want[p]; !ok {
-				diff = append(diff, p+" only on the backup")
-			}
-		}
-		if len(diff) > 0 {
+		files, bytes = cmp.Paths, cmp.Bytes
+		if diff := cmp.Diffs; len(diff) > 0 {
 			if len(diff) > 10 {
 				diff = append(diff[:10], fmt.Sprintf("and %d more", len(diff)-10))
 			}
@@ -246,45 +223,6 @@ func (c *cluster) compareBackups() (files int, bytes int64, err error) {
 		}
 	}
 	return files, bytes, errors.Join(errs...)
-}
-
-type fileSum struct {
-	size int64
-	sum  [32]byte
-}
-
-func treeSums(root string) (map[string]fileSum, error) {
-	out := map[string]fileSum{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		for _, pat := range localOnly {
-			if ok, _ := path.Match(pat, d.Name()); ok {
-				return nil
-			}
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		h := sha256.New()
-		n, err := io.Copy(h, f)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		var s fileSum
-		s.size = n
-		copy(s.sum[:], h.Sum(nil))
-		out[rel] = s
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("checksum %s: %w", root, err)
-	}
-	return out, nil
 }
 
 // stopMount stops the mount (SIGINT seals the last batch and unmounts).

@@ -223,7 +223,7 @@ func (b *bench) pbfsScenario(name string, sp spec, variants []variant) error {
 		if err != nil {
 			return b.failPbfs(c, err)
 		}
-		checks = append(checks, fmt.Sprintf("each backup's copy equals the primary's data directory: %d files, %.1f MiB, same sizes and SHA-256 (local-only %s left out)",
+		checks = append(checks, fmt.Sprintf("each backup's copy equals the primary's data directory: %d files, %.1f MiB, same sizes and contents (local-only %s left out)",
 			files, float64(bytes)/(1<<20), strings.Join(localOnly, " ")))
 	}
 	b.rep.checks[name] = checks

@@ -1,136 +1,36 @@
 // Package treecmp compares a primary's volume with a backup's, path by
-// path: what every benchmark checks before it trusts its numbers.
+// path: what every benchmark checks before it trusts its numbers. It reads
+// both trees with the tests' snapshot (internal/fstest), so a benchmark
+// and a test that call two trees equal mean the same thing.
 package treecmp
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
+	"path"
 	"path/filepath"
-	"slices"
 	"sort"
-	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/pbfs/pbfs/internal/fstest"
 )
 
-// node is what Compare checks of one path.
-type node struct {
-	typ    string
-	perm   uint32
-	uid    uint32
-	gid    uint32
-	size   int64
-	sum    string // regular files: sha256 of the content
-	target string // symlinks
-	xattrs string // user.* names and values
-	links  string // regular files with nlink > 1: every path of the inode
-	mtime  int64
-}
-
-func (n node) String() string {
-	return fmt.Sprintf("%s perm=%o uid=%d gid=%d size=%d sum=%.12s target=%q xattrs=%q links=%q",
-		n.typ, n.perm, n.uid, n.gid, n.size, n.sum, n.target, n.xattrs, n.links)
-}
-
-// equal ignores mtimes, which Compare counts on their own.
-func (n node) equal(o node) bool {
-	n.mtime, o.mtime = 0, 0
-	return n == o
-}
-
-// snapshotTree reads every path under dir: type, permissions, owner, size,
-// content hash, symlink target, user xattrs and hard-link groups.
-func snapshotTree(dir string) (map[string]node, int64, error) {
-	out := map[string]node{}
-	inodes := map[uint64][]string{}
-	var total int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
-			return err
-		}
-		n := node{perm: st.Mode & 0o7777, uid: st.Uid, gid: st.Gid, mtime: st.Mtim.Nano()}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFDIR:
-			n.typ = "dir"
-		case unix.S_IFLNK:
-			n.typ = "symlink"
-			if n.target, err = os.Readlink(p); err != nil {
-				return err
-			}
-		case unix.S_IFREG:
-			n.typ, n.size = "file", st.Size
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			h := sha256.New()
-			k, err := io.Copy(h, f)
-			f.Close()
-			if err != nil {
-				return err
-			}
-			total += k
-			n.sum = hex.EncodeToString(h.Sum(nil))
-			if st.Nlink > 1 {
-				inodes[st.Ino] = append(inodes[st.Ino], rel)
-			}
-		default:
-			n.typ = fmt.Sprintf("mode %o", st.Mode&unix.S_IFMT)
-		}
-		if n.typ != "symlink" {
-			n.xattrs = userXattrs(p)
-		}
-		if rel == "." {
-			n.perm, n.uid, n.gid, n.mtime = 0, 0, 0, 0 // the roots are different directories
-		}
-		out[rel] = n
-		return nil
-	})
-	for _, paths := range inodes {
-		sort.Strings(paths)
-		for _, p := range paths {
-			n := out[p]
-			n.links = strings.Join(paths, ",")
-			out[p] = n
-		}
-	}
-	return out, total, err
-}
-
-func userXattrs(p string) string {
-	buf := make([]byte, 64<<10)
-	n, err := unix.Llistxattr(p, buf)
-	if err != nil || n == 0 {
-		return ""
-	}
-	var parts []string
-	for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
-		if !strings.HasPrefix(name, "user.") {
-			continue
-		}
-		v := make([]byte, 64<<10)
-		k, err := unix.Lgetxattr(p, name, v)
-		if err == nil {
-			parts = append(parts, name+"="+string(v[:k]))
-		}
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ";")
+// Options narrow a comparison; the zero value compares every attribute a
+// backup replicates but modification times (counted, not failed) and
+// where files hold space.
+type Options struct {
+	// Skip lists base-name patterns (path.Match) of files the primary
+	// keeps to itself, such as a database's temporary files.
+	Skip []string
+	// ContentOnly compares regular files only, by size and contents.
+	ContentOnly bool
+	// Exact compares as the tests do (fstest.Diff): modification times
+	// and, where both sides can say, allocation too, and the roots.
+	Exact bool
 }
 
 // Comparison is the outcome of Compare.
 type Comparison struct {
 	Paths      int
-	Bytes      int64 // content bytes hashed on the primary
+	Bytes      int64 // content bytes on the primary
 	Diffs      []string
 	MtimeFiles int // regular files whose mtime differs (reported, not a failure)
 	MtimeDirs  int
@@ -139,18 +39,31 @@ type Comparison struct {
 // OK reports whether the trees are equal.
 func (c Comparison) OK() bool { return len(c.Diffs) == 0 }
 
-// Compare compares the backup's volume with the primary's.
+// Compare compares the backup's volume with the primary's, with the zero
+// Options.
 func Compare(primary, backup string) (Comparison, error) {
+	return CompareWith(primary, backup, Options{})
+}
+
+// CompareWith compares the backup's volume with the primary's.
+func CompareWith(primary, backup string, o Options) (Comparison, error) {
 	var c Comparison
-	want, total, err := snapshotTree(primary)
+	want, err := read(primary, o)
 	if err != nil {
-		return c, fmt.Errorf("read %s: %w", primary, err)
+		return c, err
 	}
-	got, _, err := snapshotTree(backup)
+	got, err := read(backup, o)
 	if err != nil {
-		return c, fmt.Errorf("read %s: %w", backup, err)
+		return c, err
 	}
-	c.Paths, c.Bytes = len(want), total
+	c.Paths = len(want)
+	for _, e := range want {
+		c.Bytes += e.Size
+	}
+	if o.Exact {
+		c.Diffs = fstest.Diff(want, got, 1<<30)
+		return c, nil
+	}
 	var keys []string
 	for k := range want {
 		keys = append(keys, k)
@@ -166,16 +79,57 @@ func Compare(primary, backup string) (Comparison, error) {
 		g, inG := got[k]
 		switch {
 		case !inG:
-			c.Diffs = append(c.Diffs, fmt.Sprintf("%s: missing on the backup (primary: %s)", k, w))
+			c.Diffs = append(c.Diffs, fmt.Sprintf("%s missing on the backup (primary: %s)", k, show(w)))
 		case !inW:
-			c.Diffs = append(c.Diffs, fmt.Sprintf("%s: only on the backup (%s)", k, g))
-		case !w.equal(g):
-			c.Diffs = append(c.Diffs, fmt.Sprintf("%s: primary %s; backup %s", k, w, g))
-		case w.mtime != g.mtime && w.typ == "file":
+			c.Diffs = append(c.Diffs, fmt.Sprintf("%s only on the backup (%s)", k, show(g)))
+		case !sameBut(w, g):
+			c.Diffs = append(c.Diffs, fmt.Sprintf("%s differs: primary %s; backup %s", k, show(w), show(g)))
+		case w.Mtime != g.Mtime && w.Type == "file":
 			c.MtimeFiles++
-		case w.mtime != g.mtime && w.typ == "dir":
+		case w.Mtime != g.Mtime && w.Type == "dir":
 			c.MtimeDirs++
 		}
 	}
 	return c, nil
+}
+
+// read snapshots dir and keeps what o compares.
+func read(dir string, o Options) (fstest.Tree, error) {
+	tree, err := fstest.ReadTree(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	for rel, e := range tree {
+		switch {
+		case skipped(filepath.Base(rel), o.Skip), o.ContentOnly && e.Type != "file":
+			delete(tree, rel)
+		case o.ContentOnly:
+			tree[rel] = fstest.Entry{Type: e.Type, Size: e.Size, Hash: e.Hash}
+		case rel == "." && !o.Exact:
+			e.Mode, e.UID, e.GID, e.Mtime = 0, 0, 0, 0 // the roots are different directories
+			tree[rel] = e
+		}
+	}
+	return tree, nil
+}
+
+func skipped(name string, patterns []string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// sameBut reports whether two entries agree in everything but their
+// modification time and allocation.
+func sameBut(w, g fstest.Entry) bool {
+	w.Mtime, g.Mtime, w.Alloc, g.Alloc = 0, 0, "", ""
+	return w == g
+}
+
+func show(e fstest.Entry) string {
+	return fmt.Sprintf("%s perm=%o uid=%d gid=%d size=%d hash=%s target=%q xattrs=%q links=%q",
+		e.Type, e.Mode, e.UID, e.GID, e.Size, e.Hash, e.Target, e.Xattrs, e.Links)
 }
