@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/cluster"
 	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -94,7 +95,7 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	var procs []*benchproc.Proc
 	var mount *benchproc.Proc
 	var bk []*benchproc.Proc
-	var cluster *benchproc.Cluster
+	var cl *cluster.Cluster
 	var admin string
 	var tok [16]byte
 	rand.Read(tok[:])
@@ -154,17 +155,17 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 		if v.deferred {
 			args = append(args, "--fsync", "deferred")
 		}
-		ccfg := benchproc.ClusterConfig{Bin: cfg.bin, Dir: dir, Vol: vol, Backups: backups, Delay: delay, Env: env, Args: args}
+		ccfg := cluster.Config{Bin: cfg.bin, Dir: dir, Vol: vol, Backups: backups, Delay: delay, Env: env, Args: args}
 		if v.ack1Memory {
 			ccfg.Ack, ccfg.AckLevel = "1", "memory"
 		}
-		c, err := benchproc.StartCluster(ctx, ccfg)
+		c, err := cluster.Start(ctx, ccfg)
 		procs = append(procs, c.Procs...)
 		defer c.Close() // after cleanup: the mount stops first
 		if err != nil {
 			return fail(err)
 		}
-		mount, bk, cluster = c.Mount, c.Backups, c
+		mount, bk, cl = c.Mount, c.Backups, c
 		if !direct {
 			target = "http://" + proxy
 		}
@@ -254,7 +255,7 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	}
 	s = nil
 	if backups > 0 {
-		if r.verified, err = cluster.Verify(); err != nil {
+		if r.verified, err = cl.Verify(); err != nil {
 			return fail(err)
 		}
 	}

@@ -1,4 +1,6 @@
-package benchproc
+// Package cluster starts, watches and stops the pbfs clusters the benchmark
+// programs measure: a `pbfs mount` primary and its `pbfs backup` processes.
+package cluster
 
 import (
 	"context"
@@ -8,12 +10,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
 )
 
-// ClusterConfig describes a pbfs primary and its backups as a benchmark
+// Config describes a pbfs primary and its backups as a benchmark
 // runs them.
-type ClusterConfig struct {
+type Config struct {
 	Bin      string        // the pbfs binary
 	Dir      string        // journals, backup volumes and logs go here
 	Vol      string        // the primary's volume (made if missing)
@@ -30,19 +33,19 @@ type ClusterConfig struct {
 // Cluster is a running primary with its backups. Procs lists them in the
 // order they started; stop them in reverse, then Close.
 type Cluster struct {
-	Mount   *Proc
-	Backups []*Proc
+	Mount   *benchproc.Proc
+	Backups []*benchproc.Proc
 	Jdir    string // the primary's journal
-	Procs   []*Proc
+	Procs   []*benchproc.Proc
 	proxies []*delayproxy.Proxy
 	bin     string
 	env     []string
 }
 
-// StartCluster starts the backups (behind delay proxies when cfg.Delay is
+// Start starts the backups (behind delay proxies when cfg.Delay is
 // set) and the primary with --ack all (or cfg.Ack), and waits until the volume is
 // mounted. On failure the caller still stops c.Procs and calls Close.
-func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	c := &Cluster{Jdir: filepath.Join(cfg.Dir, "jp"), bin: cfg.Bin, env: cfg.Env}
 	if err := os.MkdirAll(cfg.Vol, 0o755); err != nil {
 		return c, err
@@ -56,7 +59,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		argv = append(argv, "--ack-level", cfg.AckLevel)
 	}
 	for i := 0; i < cfg.Backups; i++ {
-		addr, err := FreeAddr()
+		addr, err := benchproc.FreeAddr()
 		if err != nil {
 			return c, err
 		}
@@ -65,13 +68,13 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			return c, err
 		}
 		name := fmt.Sprintf("%sbackup%d", cfg.Name, i)
-		b, err := Start(name, filepath.Join(cfg.Dir, name+".log"), cfg.Env,
+		b, err := benchproc.Start(name, filepath.Join(cfg.Dir, name+".log"), cfg.Env,
 			cfg.Bin, "backup", "--listen", addr, "--journal", filepath.Join(cfg.Dir, fmt.Sprintf("jb%d", i)), bvol)
 		if err != nil {
 			return c, err
 		}
 		c.Backups, c.Procs = append(c.Backups, b), append(c.Procs, b)
-		if err := WaitListening(ctx, b, addr); err != nil {
+		if err := benchproc.WaitListening(ctx, b, addr); err != nil {
 			return c, err
 		}
 		if cfg.Delay > 0 {
@@ -85,12 +88,12 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		argv = append(argv, "--backup", addr)
 	}
 	argv = append(append(argv, cfg.Args...), cfg.Vol)
-	m, err := Start(cfg.Name+"primary", filepath.Join(cfg.Dir, cfg.Name+"primary.log"), cfg.Env, argv...)
+	m, err := benchproc.Start(cfg.Name+"primary", filepath.Join(cfg.Dir, cfg.Name+"primary.log"), cfg.Env, argv...)
 	if err != nil {
 		return c, err
 	}
 	c.Mount, c.Procs = m, append(c.Procs, m)
-	for i := 0; !Mounted(cfg.Vol); i++ {
+	for i := 0; !benchproc.Mounted(cfg.Vol); i++ {
 		if m.Exited() || i > 500 || ctx.Err() != nil {
 			return c, fmt.Errorf("the mount did not come up:\n%s", m.LogTail(20))
 		}
@@ -100,8 +103,8 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 }
 
 // BackupCPU is the CPU all backups used so far.
-func (c *Cluster) BackupCPU() CPU {
-	var t CPU
+func (c *Cluster) BackupCPU() benchproc.CPU {
+	var t benchproc.CPU
 	for _, b := range c.Backups {
 		t = t.Plus(b.CPU())
 	}
