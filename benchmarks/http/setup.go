@@ -67,8 +67,10 @@ func (s *setup) stop() {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
-	for _, c := range s.clusters {
-		c.Close()
+	for i := len(s.clusters) - 1; i >= 0; i-- {
+		if err := s.clusters[i].Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
 	}
 	for _, m := range benchproc.MountsUnder(s.dir) {
 		syscall.Unmount(m, syscall.MNT_DETACH)
@@ -136,7 +138,6 @@ func startAll(ctx context.Context, bin, proxyBin string, scenarios []string, poo
 			if c != nil {
 				s.clusters = append(s.clusters, c)
 				s.clusterOf[name] = c
-				s.procs = append(s.procs, c.Procs...)
 			}
 			if err != nil {
 				return s, fmt.Errorf("%s: %w", name, err)

@@ -94,7 +94,6 @@ func up(ctx context.Context, cfg config, name string, backups int, delay time.Du
 		}
 		c, err := cluster.Start(ctx, cc)
 		s.cluster = c
-		s.procs = append(s.procs, c.Procs...)
 		if err != nil {
 			return s, err
 		}
@@ -120,7 +119,11 @@ func up(ctx context.Context, cfg config, name string, backups int, delay time.Du
 // exited names the processes that are no longer running.
 func (s *scenario) exited() []string {
 	var out []string
-	for _, p := range s.procs {
+	procs := append([]*benchproc.Proc{}, s.procs...)
+	if s.cluster != nil {
+		procs = append(procs, s.cluster.Procs...)
+	}
+	for _, p := range procs {
 		if p.Exited() {
 			out = append(out, fmt.Sprintf("%s (%v)", p.Name, p.Err))
 		}
@@ -178,8 +181,8 @@ func (s *scenario) down(keep bool) error {
 			errs = append(errs, err.Error())
 		}
 	}
-	if s.cluster != nil {
-		s.cluster.Close()
+	if err := s.cluster.Stop(); err != nil {
+		errs = append(errs, err.Error())
 	}
 	for _, m := range benchproc.MountsUnder(s.dir) {
 		syscall.Unmount(m, syscall.MNT_DETACH)

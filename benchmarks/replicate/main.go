@@ -162,7 +162,7 @@ func run(cfg config) (err error) {
 	if err != nil {
 		return err
 	}
-	var live []*cluster
+	var live []*pcluster
 	defer func() {
 		// Stop whatever is still running, whatever happened.
 		for _, c := range live {
@@ -241,7 +241,7 @@ func run(cfg config) (err error) {
 
 // runRound measures every point once: per delay, per backup count, one
 // cluster that runs every write size in turn.
-func runRound(ctx context.Context, cfg config, rep *report, round int, bin, runDir, tok string, data []byte, live *[]*cluster) error {
+func runRound(ctx context.Context, cfg config, rep *report, round int, bin, runDir, tok string, data []byte, live *[]*pcluster) error {
 	for _, d := range cfg.delays {
 		for _, n := range cfg.backups {
 			c, err := startCluster(ctx, cfg, bin, filepath.Join(runDir, fmt.Sprint("r", round)), tok, n, d)
@@ -268,7 +268,7 @@ func runRound(ctx context.Context, cfg config, rep *report, round int, bin, runD
 			// Every point ends with every batch applied on every backup.
 			verr := c.verify()
 			serr := c.stop()
-			rep.complaints = append(rep.complaints, collectComplaints(c)...)
+			rep.complaints = append(rep.complaints, c.Complaints()...)
 			if err := errors.Join(verr, serr); err != nil {
 				return err
 			}
@@ -276,14 +276,6 @@ func runRound(ctx context.Context, cfg config, rep *report, round int, bin, runD
 		}
 	}
 	return nil
-}
-
-func collectComplaints(c *cluster) []string {
-	var out []string
-	for _, p := range c.procs() {
-		out = append(out, p.Complaints()...)
-	}
-	return out
 }
 
 // makeData returns n bytes for the writes to take slices of.
@@ -306,15 +298,6 @@ func makeData(kind string, n int) []byte {
 			r.IntN(60), r.IntN(60), r.IntN(1000000), r.Uint32(), paths[r.IntN(len(paths))], r.IntN(90000), r.IntN(300))
 	}
 	return buf.Bytes()[:n]
-}
-
-func proxyBytes(c *cluster) (up, down int64) {
-	for _, p := range c.proxies {
-		u, d := p.Bytes()
-		up += u
-		down += d
-	}
-	return up, down
 }
 
 func countPbfsMounts() int {

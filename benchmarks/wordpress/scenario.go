@@ -92,7 +92,6 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	if err != nil {
 		return nil, err
 	}
-	var procs []*benchproc.Proc
 	var mount *benchproc.Proc
 	var bk []*benchproc.Proc
 	var cl *cluster.Cluster
@@ -110,10 +109,8 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 				errs = append(errs, err.Error())
 			}
 		}
-		for i := len(procs) - 1; i >= 0; i-- {
-			if err := procs[i].Stop(30 * time.Second); err != nil {
-				errs = append(errs, err.Error())
-			}
+		if err := cl.Stop(); err != nil {
+			errs = append(errs, err.Error())
 		}
 		for _, m := range benchproc.MountsUnder(dir) {
 			syscall.Unmount(m, syscall.MNT_DETACH)
@@ -160,12 +157,11 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 			ccfg.Ack, ccfg.AckLevel = "1", "memory"
 		}
 		c, err := cluster.Start(ctx, ccfg)
-		procs = append(procs, c.Procs...)
-		defer c.Close() // after cleanup: the mount stops first
+		cl = c
 		if err != nil {
 			return fail(err)
 		}
-		mount, bk, cl = c.Mount, c.Backups, c
+		mount, bk = c.Mount, c.Backups
 		if !direct {
 			target = "http://" + proxy
 		}

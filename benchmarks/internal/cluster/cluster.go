@@ -6,48 +6,65 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
+	"github.com/pbfs/pbfs/control"
 )
 
-// Config describes a pbfs primary and its backups as a benchmark
-// runs them.
+// Config describes a pbfs primary and its backups as a benchmark runs
+// them.
 type Config struct {
-	Bin      string        // the pbfs binary
-	Dir      string        // journals, backup volumes and logs go here
-	Vol      string        // the primary's volume (made if missing)
-	Name     string        // prefix of the processes' names and logs
-	Backups  int           // backups, each on an empty volume of its own
-	Delay    time.Duration // one-way delay added on each backup's link (delayproxy)
-	Env      []string      // every process's extra environment (PBFS_TOKEN=...)
-	Ack      string        // --ack; empty: all
-	AckLevel string        // --ack-level; empty: the mount's default (disk)
-	Args     []string      // more `pbfs mount` flags: plugins, --admin, ...
-	Wrap     []string      // a command the mount runs under (prlimit --nofile=N:N)
+	Bin        string        // the pbfs binary
+	Dir        string        // journals, backup volumes and logs go here
+	Vol        string        // the primary's volume (made if missing)
+	Name       string        // prefix of the processes' names ("pbfs-1-", "b1-d0us/")
+	Backups    int           // backups, each on an empty volume of its own
+	Delay      time.Duration // one-way delay added on each backup's link (delayproxy)
+	Env        []string      // every process's extra environment (PBFS_TOKEN=...)
+	Ack        string        // --ack; empty: all
+	AckLevel   string        // --ack-level; empty: the mount's default (disk)
+	Args       []string      // more `pbfs mount` flags: plugins, --admin, ...
+	BackupArgs []string      // more `pbfs backup` flags
+	Wrap       []string      // a command the mount runs under (prlimit --nofile=N:N)
+	Plugins    int           // plugins the mount must report running before Start returns
 }
 
-// Cluster is a running primary with its backups. Procs lists them in the
-// order they started; stop them in reverse, then Close.
+// Cluster is a running primary with its backups. Stop stops it.
 type Cluster struct {
-	Mount   *benchproc.Proc
-	Backups []*benchproc.Proc
-	Jdir    string // the primary's journal
-	Procs   []*benchproc.Proc
-	proxies []*delayproxy.Proxy
-	bin     string
-	env     []string
+	Name        string
+	Mount       *benchproc.Proc
+	Backups     []*benchproc.Proc
+	Procs       []*benchproc.Proc // in the order they started
+	Vol         string            // the primary's volume
+	Jdir        string            // the primary's journal
+	BackupVols  []string
+	BackupJdirs []string
+	Client      *control.Client // the primary's control socket, once it serves
+	proxies     []*delayproxy.Proxy
+	bclients    []*control.Client
+	bin         string
+	env         []string
+	mountDone   bool
+	stopped     bool
 }
 
-// Start starts the backups (behind delay proxies when cfg.Delay is
-// set) and the primary with --ack all (or cfg.Ack), and waits until the volume is
-// mounted. On failure the caller still stops c.Procs and calls Close.
+// readyWithin bounds the wait for a started cluster to serve.
+const readyWithin = 30 * time.Second
+
+// Start starts the backups (behind delay proxies when cfg.Delay is set)
+// and the primary with --ack all (or cfg.Ack), and waits until the volume
+// is mounted, every backup is connected and the plugins run. On failure
+// the caller still calls Stop.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
-	c := &Cluster{Jdir: filepath.Join(cfg.Dir, "jp"), bin: cfg.Bin, env: cfg.Env}
+	c := &Cluster{Name: cfg.Name, Vol: cfg.Vol, Jdir: filepath.Join(cfg.Dir, "jp"), bin: cfg.Bin, env: cfg.Env}
 	if err := os.MkdirAll(cfg.Vol, 0o755); err != nil {
+		return c, fmt.Errorf("start %s: %w", cfg.Name, err)
+	}
+	targets, err := c.startBackups(ctx, cfg)
+	if err != nil {
 		return c, err
 	}
 	ack := cfg.Ack
@@ -58,76 +75,95 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.AckLevel != "" {
 		argv = append(argv, "--ack-level", cfg.AckLevel)
 	}
-	for i := 0; i < cfg.Backups; i++ {
-		addr, err := benchproc.FreeAddr()
-		if err != nil {
-			return c, err
-		}
-		bvol := filepath.Join(cfg.Dir, fmt.Sprintf("b%d", i))
-		if err := os.MkdirAll(bvol, 0o755); err != nil {
-			return c, err
-		}
-		name := fmt.Sprintf("%sbackup%d", cfg.Name, i)
-		b, err := benchproc.Start(name, filepath.Join(cfg.Dir, name+".log"), cfg.Env,
-			cfg.Bin, "backup", "--listen", addr, "--journal", filepath.Join(cfg.Dir, fmt.Sprintf("jb%d", i)), bvol)
-		if err != nil {
-			return c, err
-		}
-		c.Backups, c.Procs = append(c.Backups, b), append(c.Procs, b)
-		if err := benchproc.WaitListening(ctx, b, addr); err != nil {
-			return c, err
-		}
-		if cfg.Delay > 0 {
-			px, err := delayproxy.New("127.0.0.1:0", addr, cfg.Delay)
-			if err != nil {
-				return c, err
-			}
-			c.proxies = append(c.proxies, px)
-			addr = px.Addr()
-		}
-		argv = append(argv, "--backup", addr)
+	for _, t := range targets {
+		argv = append(argv, "--backup", t)
 	}
 	argv = append(append(argv, cfg.Args...), cfg.Vol)
-	m, err := benchproc.Start(cfg.Name+"primary", filepath.Join(cfg.Dir, cfg.Name+"primary.log"), cfg.Env, argv...)
+	m, err := benchproc.Start(cfg.Name+"primary", filepath.Join(cfg.Dir, "primary.log"), cfg.Env, argv...)
 	if err != nil {
 		return c, err
 	}
 	c.Mount, c.Procs = m, append(c.Procs, m)
-	for i := 0; !benchproc.Mounted(cfg.Vol); i++ {
-		if m.Exited() || i > 500 || ctx.Err() != nil {
-			return c, fmt.Errorf("the mount did not come up:\n%s", m.LogTail(20))
+	return c, c.waitReady(ctx, cfg.Backups, cfg.Plugins)
+}
+
+// startBackups starts cfg.Backups backups and returns the addresses the
+// primary reaches them at (a delay proxy's, with a delay).
+func (c *Cluster) startBackups(ctx context.Context, cfg Config) ([]string, error) {
+	var targets []string
+	for i := 0; i < cfg.Backups; i++ {
+		addr, err := benchproc.FreeAddr()
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", cfg.Name, err)
+		}
+		bvol, jdir := filepath.Join(cfg.Dir, fmt.Sprintf("b%d", i)), filepath.Join(cfg.Dir, fmt.Sprintf("jb%d", i))
+		if err := os.MkdirAll(bvol, 0o755); err != nil {
+			return nil, fmt.Errorf("start %s: %w", cfg.Name, err)
+		}
+		c.BackupVols, c.BackupJdirs = append(c.BackupVols, bvol), append(c.BackupJdirs, jdir)
+		argv := append([]string{cfg.Bin, "backup", "--listen", addr, "--journal", jdir}, cfg.BackupArgs...)
+		b, err := benchproc.Start(fmt.Sprintf("%sbackup%d", cfg.Name, i), filepath.Join(cfg.Dir, fmt.Sprintf("backup%d.log", i)), cfg.Env,
+			append(argv, bvol)...)
+		if err != nil {
+			return nil, err
+		}
+		c.Backups, c.Procs = append(c.Backups, b), append(c.Procs, b)
+		if err := benchproc.WaitListening(ctx, b, addr); err != nil {
+			return nil, err
+		}
+		if cfg.Delay > 0 {
+			px, err := delayproxy.New("127.0.0.1:0", addr, cfg.Delay)
+			if err != nil {
+				return nil, fmt.Errorf("start %s: %w", cfg.Name, err)
+			}
+			c.proxies = append(c.proxies, px)
+			addr = px.Addr()
+		}
+		targets = append(targets, addr)
+	}
+	return targets, nil
+}
+
+// waitReady waits until the volume is mounted, the control socket
+// answers, n backups are connected and plugins plugins run.
+func (c *Cluster) waitReady(ctx context.Context, n, plugins int) error {
+	deadline := time.Now().Add(readyWithin)
+	for {
+		if c.Mount.Exited() {
+			return fmt.Errorf("%sprimary exited: %v\n%s", c.Name, c.Mount.Err, c.Mount.LogTail(20))
+		}
+		if benchproc.Mounted(c.Vol) && c.ready(ctx, n, plugins) {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%sprimary not up with %d backups within %s:\n%s", c.Name, n, readyWithin, c.Mount.LogTail(20))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return c, nil
 }
 
-// BackupCPU is the CPU all backups used so far.
-func (c *Cluster) BackupCPU() benchproc.CPU {
-	var t benchproc.CPU
-	for _, b := range c.Backups {
-		t = t.Plus(b.CPU())
+func (c *Cluster) ready(ctx context.Context, n, plugins int) bool {
+	if c.Client == nil {
+		cl, err := control.Dial(c.Jdir)
+		if err != nil {
+			return false
+		}
+		c.Client = cl
 	}
-	return t
-}
-
-// Verify runs `pbfs verify` against the running primary: every backup's
-// volume must equal the primary's. It says what it found, for a report.
-func (c *Cluster) Verify() (string, error) {
-	if len(c.Backups) == 0 {
-		return "no backups", nil
+	st, err := c.Client.Status(ctx)
+	if err != nil {
+		return false
 	}
-	cmd := exec.Command(c.bin, "verify", "--journal", c.Jdir)
-	cmd.Env = append(os.Environ(), c.env...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("pbfs verify: %v\n%s", err, out)
+	up, running := 0, 0
+	for _, b := range st.Backups {
+		if b.Up {
+			up++
+		}
 	}
-	return fmt.Sprintf("%d backups identical to the primary (pbfs verify)", len(c.Backups)), nil
-}
-
-// Close closes the delay proxies (after the processes were stopped).
-func (c *Cluster) Close() {
-	for _, px := range c.proxies {
-		px.Close()
+	for _, p := range st.Plugins {
+		if p.State == "running" {
+			running++
+		}
 	}
+	return up == n && running >= plugins
 }
