@@ -13,9 +13,8 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
-	"github.com/pbfs/pbfs/control"
-
 	"github.com/pbfs/pbfs/benchmarks/internal/treecmp"
+	"github.com/pbfs/pbfs/control"
 )
 
 // resyncRun is one resync as the primary saw it, with the cost around it.

@@ -10,9 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pbfs/pbfs/control"
-
 	"github.com/pbfs/pbfs/benchmarks/internal/treecmp"
+	"github.com/pbfs/pbfs/control"
 )
 
 // Part 3: a deposed primary rejoining. A primary R with one backup B on a

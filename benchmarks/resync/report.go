@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/prologue"
 	benchreport "github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -69,7 +70,7 @@ func (r *report) markdown() string {
 	cfg := r.cfg
 	fmt.Fprintf(&b, "# Resync and journal disk use, %s\n\n", r.start.UTC().Format("2006-01-02 15:04:05 UTC"))
 	fmt.Fprintf(&b, "- command: `go run ./benchmarks/resync %s`\n", benchproc.ShownArgs(os.Args[1:]))
-	fmt.Fprintf(&b, "- pbfs: %s; %s, %d CPUs, kernel %s\n", r.commit, runtime.Version(), runtime.NumCPU(), kernel())
+	fmt.Fprintf(&b, "- pbfs: %s; %s, %d CPUs, kernel %s\n", r.commit, runtime.Version(), runtime.NumCPU(), prologue.Kernel())
 	r.mu.Lock()
 	fmt.Fprintf(&b, "- load average at start %s, at end %s, highest 1-minute value seen %.2f; fuse.pbfs mounts of others at start: %d; run took %s\n",
 		r.loadStart, r.loadEnd, r.loadMax, r.otherMounts, r.end.Sub(r.start).Round(time.Second))
