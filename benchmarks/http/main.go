@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/prologue"
 )
 
 func main() {
@@ -59,7 +60,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	fsName, err := benchproc.CheckWorkdir(*workdir)
+	fsName, err := prologue.Workdir(*workdir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "http benchmark:", err)
 		os.Exit(2)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/cluster"
 	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -31,10 +32,10 @@ type target struct {
 type setup struct {
 	dir      string
 	procs    []*benchproc.Proc
-	clusters []*benchproc.Cluster
+	clusters []*cluster.Cluster
 	targets  []target
 	// clusterOf is each pbfs scenario's primary and backups.
-	clusterOf map[string]*benchproc.Cluster
+	clusterOf map[string]*cluster.Cluster
 }
 
 // scenario is what a scenario's name asks for.
@@ -66,8 +67,10 @@ func (s *setup) stop() {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
-	for _, c := range s.clusters {
-		c.Close()
+	for i := len(s.clusters) - 1; i >= 0; i-- {
+		if err := s.clusters[i].Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
 	}
 	for _, m := range benchproc.MountsUnder(s.dir) {
 		syscall.Unmount(m, syscall.MNT_DETACH)
@@ -88,7 +91,7 @@ func startAll(ctx context.Context, bin, proxyBin string, scenarios []string, poo
 	if err != nil {
 		return nil, err
 	}
-	s := &setup{dir: dir, clusterOf: map[string]*benchproc.Cluster{}}
+	s := &setup{dir: dir, clusterOf: map[string]*cluster.Cluster{}}
 	svcBin := filepath.Join(dir, "service")
 	if out, err := exec.Command("go", "build", "-o", svcBin, "./benchmarks/http/service").CombinedOutput(); err != nil {
 		return s, fmt.Errorf("build the service: %v\n%s", err, out)
@@ -111,7 +114,7 @@ func startAll(ctx context.Context, bin, proxyBin string, scenarios []string, poo
 		t := target{name: name, url: "http://" + svcAddr}
 		var mount *benchproc.Proc
 		if backups >= 0 {
-			cc := benchproc.ClusterConfig{Bin: bin, Dir: sdir, Vol: vol, Name: name + "-", Backups: backups, Delay: delay, Env: env}
+			cc := cluster.Config{Bin: bin, Dir: sdir, Vol: vol, Name: name + "-", Backups: backups, Delay: delay, Env: env}
 			if viaProxy {
 				proxyAddr, err := benchproc.FreeAddr()
 				if err != nil {
@@ -131,11 +134,10 @@ func startAll(ctx context.Context, bin, proxyBin string, scenarios []string, poo
 				t.url = "http://" + proxyAddr
 				t.proxyName = commName(proxyBin)
 			}
-			c, err := benchproc.StartCluster(ctx, cc)
+			c, err := cluster.Start(ctx, cc)
 			if c != nil {
 				s.clusters = append(s.clusters, c)
 				s.clusterOf[name] = c
-				s.procs = append(s.procs, c.Procs...)
 			}
 			if err != nil {
 				return s, fmt.Errorf("%s: %w", name, err)

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/prologue"
 	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -92,17 +93,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kv: -keys, -value and -clients must be positive")
 		os.Exit(2)
 	}
-	fsName, err := benchproc.CheckWorkdir(cfg.workdir)
+	fsName, err := prologue.Workdir(cfg.workdir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kv:", err)
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := run(ctx, cfg, fsName); err != nil {
-		fmt.Fprintln(os.Stderr, "kv: FAILED:", err)
-		os.Exit(1)
-	}
+	err = run(ctx, cfg, fsName)
+	cancel()
+	prologue.Exit("kv", err)
 }
 
 func run(ctx context.Context, cfg config, fsName string) error {

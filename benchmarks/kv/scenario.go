@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/cluster"
 )
 
 // scenario is one run's processes: the service, and for pbfs-N the
@@ -31,7 +32,7 @@ type scenario struct {
 	target  string // where clients send requests
 	metrics string // the proxy's metrics address, when there is a proxy
 	procs   []*benchproc.Proc
-	cluster *benchproc.Cluster // nil for plain
+	cluster *cluster.Cluster // nil for plain
 }
 
 // buildService builds the key-value service once for the whole run.
@@ -85,15 +86,14 @@ func up(ctx context.Context, cfg config, name string, backups int, delay time.Du
 		if s.metrics, err = benchproc.FreeAddr(); err != nil {
 			return s, err
 		}
-		cc := benchproc.ClusterConfig{Bin: cfg.bin, Dir: dir, Vol: vol, Backups: backups, Delay: delay, Env: env,
+		cc := cluster.Config{Bin: cfg.bin, Dir: dir, Vol: vol, Backups: backups, Delay: delay, Env: env,
 			Args: append(append([]string{}, cfg.mountArgs...), "--plugin", "http-proxy="+cfg.proxy, "--plugin-config",
 				fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s,metrics=%s", proxyAddr, svcAddr, s.metrics))}
 		if fdLimit > 0 {
 			cc.Wrap = []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", fdLimit, fdLimit)}
 		}
-		c, err := benchproc.StartCluster(ctx, cc)
+		c, err := cluster.Start(ctx, cc)
 		s.cluster = c
-		s.procs = append(s.procs, c.Procs...)
 		if err != nil {
 			return s, err
 		}
@@ -119,7 +119,11 @@ func up(ctx context.Context, cfg config, name string, backups int, delay time.Du
 // exited names the processes that are no longer running.
 func (s *scenario) exited() []string {
 	var out []string
-	for _, p := range s.procs {
+	procs := append([]*benchproc.Proc{}, s.procs...)
+	if s.cluster != nil {
+		procs = append(procs, s.cluster.Procs...)
+	}
+	for _, p := range procs {
 		if p.Exited() {
 			out = append(out, fmt.Sprintf("%s (%v)", p.Name, p.Err))
 		}
@@ -177,8 +181,8 @@ func (s *scenario) down(keep bool) error {
 			errs = append(errs, err.Error())
 		}
 	}
-	if s.cluster != nil {
-		s.cluster.Close()
+	if err := s.cluster.Stop(); err != nil {
+		errs = append(errs, err.Error())
 	}
 	for _, m := range benchproc.MountsUnder(s.dir) {
 		syscall.Unmount(m, syscall.MNT_DETACH)

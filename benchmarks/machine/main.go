@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/prologue"
 )
 
 func main() {
@@ -21,7 +22,7 @@ func main() {
 	n := flag.Int("n", 3, "how many times to measure")
 	every := flag.Duration("every", time.Second, "pause between measurements")
 	flag.Parse()
-	if _, err := benchproc.CheckWorkdir(*dir); err != nil {
+	if _, err := prologue.Workdir(*dir); err != nil {
 		fmt.Fprintln(os.Stderr, "machine:", err)
 		os.Exit(2)
 	}

@@ -21,24 +21,20 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
 	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
+	"github.com/pbfs/pbfs/benchmarks/internal/prologue"
 )
 
 type config struct {
@@ -101,13 +97,9 @@ func main() {
 		err = fmt.Errorf("-via %q: want control or fsync", *via)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "replicate:", err)
-		os.Exit(2)
+		prologue.Usage("replicate", err)
 	}
-	if err := run(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "replicate: FAILED:", err)
-		os.Exit(1)
-	}
+	prologue.Exit("replicate", run(cfg))
 }
 
 func parseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
@@ -148,21 +140,12 @@ func parseDelay(s string) (time.Duration, error) {
 const span = 64 << 20
 
 func run(cfg config) (err error) {
-	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stopSignals()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		return fmt.Errorf("no /dev/fuse: %w", err)
-	}
-	if wd, _ := os.Getwd(); wd != "" {
-		if abs, _ := filepath.Abs(cfg.workdir); strings.HasPrefix(abs+"/", wd+"/") {
-			return fmt.Errorf("-workdir %s is inside the current directory: use a scratch directory such as /var/tmp", cfg.workdir)
-		}
-	}
-	runDir, err := os.MkdirTemp(cfg.workdir, "pbfs-repl.")
+	r, err := prologue.Begin("replicate", cfg.workdir, "pbfs-repl.")
 	if err != nil {
 		return err
 	}
-	var live []*cluster
+	ctx, runDir := r.Ctx, r.Dir
+	var live []*pcluster
 	defer func() {
 		// Stop whatever is still running, whatever happened.
 		for _, c := range live {
@@ -170,38 +153,18 @@ func run(cfg config) (err error) {
 				err = errors.Join(err, e)
 			}
 		}
-		if left := mountsUnder(runDir); len(left) > 0 {
-			for _, m := range left {
-				syscall.Unmount(m, syscall.MNT_DETACH)
-			}
-			err = errors.Join(err, fmt.Errorf("mounts left behind (now detached): %v", left))
-		}
-		if err != nil || cfg.keep {
-			fmt.Fprintln(os.Stderr, "replicate: kept", runDir)
-		} else {
-			os.RemoveAll(runDir)
-		}
+		r.End(&err, cfg.keep)
 	}()
-
-	bin := cfg.bin
-	commit := benchproc.Commit()
-	if bin == "" {
-		bin = filepath.Join(runDir, "pbfs")
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/pbfs/pbfs/cmd/pbfs").CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("build pbfs: %v\n%s", err, out)
-		}
-	} else {
-		commit = "(pinned binary " + benchproc.ShownPath(bin) + "; tree now at " + commit + ")"
+	bin, commit, err := r.Binary(cfg.bin)
+	if err != nil {
+		return err
 	}
-	token := make([]byte, 16)
-	rand.Read(token)
-	tok := hex.EncodeToString(token)
+	tok := prologue.Token()
 
 	maxSize := slices.Max(cfg.sizes)
 	data := makeData(cfg.data, 16<<20+maxSize)
 
-	rep := &report{cfg: cfg, commit: commit, start: time.Now(), loadStart: benchproc.LoadAvg(), otherMounts: countPbfsMounts(), calStart: benchproc.Calibrate(runDir)}
+	rep := &report{cfg: cfg, commit: commit, start: time.Now(), loadStart: benchproc.LoadAvg(), otherMounts: prologue.PbfsMounts(), calStart: benchproc.Calibrate(runDir)}
 	for _, d := range cfg.delays {
 		if d > 0 {
 			direct, proxied, err := delayproxy.Calibrate(d)
@@ -220,18 +183,13 @@ func run(cfg config) (err error) {
 	rep.end = time.Now()
 	rep.loadEnd = benchproc.LoadAvg()
 	rep.calEnd = benchproc.Calibrate(runDir)
-	rep.leftMounts = mountsUnder(runDir)
+	rep.leftMounts = benchproc.MountsUnder(runDir)
 	text := rep.markdown()
 	fmt.Print(text)
 	if cfg.resultsDir != "" {
-		if err := os.MkdirAll(cfg.resultsDir, 0o755); err != nil {
+		if _, err := prologue.WriteReport(cfg.resultsDir, "replicate", rep.start, text); err != nil {
 			return err
 		}
-		p := filepath.Join(cfg.resultsDir, "replicate-"+rep.start.UTC().Format("2006-01-02-150405")+".md")
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintln(os.Stderr, "replicate: report written to", p)
 		if err := rep.summarize(cfg.resultsDir); err != nil {
 			return err
 		}
@@ -241,7 +199,7 @@ func run(cfg config) (err error) {
 
 // runRound measures every point once: per delay, per backup count, one
 // cluster that runs every write size in turn.
-func runRound(ctx context.Context, cfg config, rep *report, round int, bin, runDir, tok string, data []byte, live *[]*cluster) error {
+func runRound(ctx context.Context, cfg config, rep *report, round int, bin, runDir, tok string, data []byte, live *[]*pcluster) error {
 	for _, d := range cfg.delays {
 		for _, n := range cfg.backups {
 			c, err := startCluster(ctx, cfg, bin, filepath.Join(runDir, fmt.Sprint("r", round)), tok, n, d)
@@ -268,7 +226,7 @@ func runRound(ctx context.Context, cfg config, rep *report, round int, bin, runD
 			// Every point ends with every batch applied on every backup.
 			verr := c.verify()
 			serr := c.stop()
-			rep.complaints = append(rep.complaints, collectComplaints(c)...)
+			rep.complaints = append(rep.complaints, c.Complaints()...)
 			if err := errors.Join(verr, serr); err != nil {
 				return err
 			}
@@ -276,14 +234,6 @@ func runRound(ctx context.Context, cfg config, rep *report, round int, bin, runD
 		}
 	}
 	return nil
-}
-
-func collectComplaints(c *cluster) []string {
-	var out []string
-	for _, p := range c.procs() {
-		out = append(out, p.Complaints()...)
-	}
-	return out
 }
 
 // makeData returns n bytes for the writes to take slices of.
@@ -306,35 +256,4 @@ func makeData(kind string, n int) []byte {
 			r.IntN(60), r.IntN(60), r.IntN(1000000), r.Uint32(), paths[r.IntN(len(paths))], r.IntN(90000), r.IntN(300))
 	}
 	return buf.Bytes()[:n]
-}
-
-func proxyBytes(c *cluster) (up, down int64) {
-	for _, p := range c.proxies {
-		u, d := p.Bytes()
-		up += u
-		down += d
-	}
-	return up, down
-}
-
-func countPbfsMounts() int {
-	data, _ := os.ReadFile("/proc/mounts")
-	return strings.Count(string(data), " fuse.pbfs ")
-}
-
-func mountsUnder(dir string) []string {
-	data, _ := os.ReadFile("/proc/mounts")
-	var out []string
-	for _, l := range strings.Split(string(data), "\n") {
-		f := strings.Fields(l)
-		if len(f) >= 3 && strings.HasPrefix(f[2], "fuse") && strings.HasPrefix(f[1], dir+"/") {
-			out = append(out, f[1])
-		}
-	}
-	return out
-}
-
-func kernel() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	return strings.TrimSpace(string(b))
 }

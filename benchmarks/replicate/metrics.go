@@ -12,7 +12,7 @@ type metrics map[string]float64
 
 // scrape reads the primary's metrics and every backup's, summed by series
 // (a backup's series are named pbfs_backup_*, apart from the primary's).
-func scrape(ctx context.Context, c *cluster) (metrics, error) {
+func scrape(ctx context.Context, c *pcluster) (metrics, error) {
 	m := metrics{}
 	for _, cl := range c.clients() {
 		text, err := cl.Metrics(ctx)

@@ -42,9 +42,9 @@ func (r *result) pct(p float64) time.Duration {
 	return r.lat[max(0, min(i, len(r.lat)-1))]
 }
 
-func runPoint(ctx context.Context, c *cluster, cfg config, size int, data []byte, off *int64) (*result, error) {
-	r := &result{delay: c.delay, backups: len(c.backups), size: size}
-	rng := mrand.New(mrand.NewPCG(uint64(size), uint64(len(c.backups))))
+func runPoint(ctx context.Context, c *pcluster, cfg config, size int, data []byte, off *int64) (*result, error) {
+	r := &result{delay: c.delay, backups: len(c.Backups), size: size}
+	rng := mrand.New(mrand.NewPCG(uint64(size), uint64(len(c.Backups))))
 	write := func() error {
 		if size == 0 {
 			return nil
@@ -91,8 +91,8 @@ func runPoint(ctx context.Context, c *cluster, cfg config, size int, data []byte
 	if err != nil {
 		return nil, err
 	}
-	up0, down0 := proxyBytes(c)
-	cpuP0, cpuB0 := c.cpu()
+	up0, down0 := c.ProxyBytes()
+	cpuP0, cpuB0 := c.CPU()
 	start := time.Now()
 	for time.Since(start) < cfg.duration && (cfg.maxN == 0 || len(r.lat) < cfg.maxN) {
 		if ctx.Err() != nil {
@@ -114,14 +114,14 @@ func runPoint(ctx context.Context, c *cluster, cfg config, size int, data []byte
 		last = seq
 	}
 	r.elapsed = time.Since(start)
-	cpuP1, cpuB1 := c.cpu()
+	cpuP1, cpuB1 := c.CPU()
 	r.cpuP, r.cpuB = cpuP1.Minus(cpuP0), cpuB1.Minus(cpuB0)
 	r.order = slices.Clone(r.lat)
 	m1, err := scrape(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	up1, down1 := proxyBytes(c)
+	up1, down1 := c.ProxyBytes()
 	r.m = m1.minus(m0)
 	r.tcpUp, r.tcpDown = up1-up0, down1-down0
 	slices.Sort(r.lat)

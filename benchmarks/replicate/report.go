@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/prologue"
 	benchreport "github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -115,7 +116,7 @@ func (rep *report) markdown() string {
 	cfg := rep.cfg
 	fmt.Fprintf(&b, "# Replication: barrier latency, %s\n\n", rep.start.UTC().Format("2006-01-02 15:04:05 UTC"))
 	fmt.Fprintf(&b, "- command: `go run ./benchmarks/replicate %s`\n", benchproc.ShownArgs(os.Args[1:]))
-	fmt.Fprintf(&b, "- pbfs: %s; %s, %d CPUs, kernel %s\n", rep.commit, runtime.Version(), runtime.NumCPU(), kernel())
+	fmt.Fprintf(&b, "- pbfs: %s; %s, %d CPUs, kernel %s\n", rep.commit, runtime.Version(), runtime.NumCPU(), prologue.Kernel())
 	fmt.Fprintf(&b, "- %d round(s) of the whole matrix, samples pooled per point; in each, every point: %d warm-up barriers, then %s", cfg.rounds, cfg.warmup, cfg.duration)
 	if cfg.maxN > 0 {
 		fmt.Fprintf(&b, " or %d barriers, whichever comes first", cfg.maxN)

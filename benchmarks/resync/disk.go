@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/pbfs/pbfs/benchmarks/internal/treecmp"
 )
 
 // partDisk is part 2.
@@ -125,7 +127,7 @@ func partDisk(ctx context.Context, e *env) error {
 		return err
 	}
 	var err2 error
-	if d.cmp, err2 = compareTrees(vol, bvol); err2 != nil {
+	if d.cmp, err2 = treecmp.Compare(vol, bvol); err2 != nil {
 		return err2
 	}
 	if m, err := scrape(ctx, cl); err == nil {
@@ -144,8 +146,8 @@ func partDisk(ctx context.Context, e *env) error {
 	if d.restBackup, err = measureDisk(jb); err != nil {
 		return err
 	}
-	if !d.cmp.ok() {
-		return fmt.Errorf("the backup differs from the primary after part 2:\n%s", strings.Join(d.cmp.diffs[:min(20, len(d.cmp.diffs))], "\n"))
+	if !d.cmp.OK() {
+		return fmt.Errorf("the backup differs from the primary after part 2:\n%s", strings.Join(d.cmp.Diffs[:min(20, len(d.cmp.Diffs))], "\n"))
 	}
 	return nil
 }
@@ -154,7 +156,7 @@ type diskRun struct {
 	samples                 []sample
 	writer                  *writerStats
 	writerStoppedAt         time.Duration
-	cmp                     comparison
+	cmp                     treecmp.Comparison
 	sentBytes               float64
 	duSb                    string
 	restPrimary, restBackup diskUse

@@ -36,21 +36,17 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/prologue"
 	"github.com/pbfs/pbfs/control"
 )
 
@@ -111,10 +107,7 @@ func main() {
 	flag.DurationVar(&cfg.retainMax, "retain-max", 60*time.Second, "part 2: primary --retain-max")
 	flag.DurationVar(&cfg.backupRetain, "backup-retain", 5*time.Second, "part 2: backup --retain")
 	flag.Parse()
-	if err := run(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "resync: FAILED:", err)
-		os.Exit(1)
-	}
+	prologue.Exit("resync", run(cfg))
 }
 
 // env is what every part shares.
@@ -140,55 +133,24 @@ func (e *env) stopAll() error {
 }
 
 func run(cfg config) (err error) {
-	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stopSignals()
-	if st, err := os.ReadFile("/proc/self/status"); err == nil && sigIgnored(string(st), syscall.SIGINT) {
-		fmt.Fprintln(os.Stderr, "resync: started with SIGINT ignored (a background job of a non-interactive shell?): stop it with SIGTERM")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		return fmt.Errorf("no /dev/fuse: %w", err)
-	}
-	if wd, _ := os.Getwd(); wd != "" {
-		if abs, _ := filepath.Abs(cfg.workdir); strings.HasPrefix(abs+"/", wd+"/") {
-			return fmt.Errorf("-workdir %s is inside the current directory: use a scratch directory such as /var/tmp", cfg.workdir)
-		}
-	}
-	runDir, err := os.MkdirTemp(cfg.workdir, "pbfs-resync.")
+	r, err := prologue.Begin("resync", cfg.workdir, "pbfs-resync.")
 	if err != nil {
 		return err
 	}
+	ctx, runDir := r.Ctx, r.Dir
 	e := &env{cfg: cfg, runDir: runDir}
 	defer func() {
 		if serr := e.stopAll(); serr != nil {
 			err = errors.Join(err, serr)
 		}
-		if left := mountsUnder(runDir); len(left) > 0 {
-			for _, m := range left {
-				syscall.Unmount(m, syscall.MNT_DETACH)
-			}
-			err = errors.Join(err, fmt.Errorf("mounts left behind (now detached): %v", left))
-		}
-		if err != nil || cfg.keep {
-			fmt.Fprintln(os.Stderr, "resync: kept", runDir)
-		} else {
-			os.RemoveAll(runDir)
-		}
+		r.End(&err, cfg.keep)
 	}()
-	e.bin = cfg.bin
-	commit := benchproc.Commit()
-	if e.bin == "" {
-		e.bin = filepath.Join(runDir, "pbfs")
-		out, err := exec.Command("go", "build", "-o", e.bin, "github.com/pbfs/pbfs/cmd/pbfs").CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("build pbfs: %v\n%s", err, out)
-		}
-	} else {
-		commit = "(pinned binary " + benchproc.ShownPath(e.bin) + "; tree now at " + commit + ")"
+	var commit string
+	if e.bin, commit, err = r.Binary(cfg.bin); err != nil {
+		return err
 	}
-	tok := make([]byte, 16)
-	rand.Read(tok)
-	e.token = hex.EncodeToString(tok)
-	e.rep = &report{cfg: cfg, commit: commit, start: time.Now(), loadStart: benchproc.LoadAvg(), otherMounts: countPbfsMounts()}
+	e.token = prologue.Token()
+	e.rep = &report{cfg: cfg, commit: commit, start: time.Now(), loadStart: benchproc.LoadAvg(), otherMounts: prologue.PbfsMounts()}
 	go e.rep.watchLoad(ctx)
 
 	if strings.Contains(cfg.parts, "resync") {
@@ -224,11 +186,9 @@ func run(cfg config) (err error) {
 	md := e.rep.markdown()
 	fmt.Print(md)
 	if cfg.resultsDir != "" {
-		p := filepath.Join(cfg.resultsDir, "resync-"+e.rep.start.UTC().Format("2006-01-02-150405")+".md")
-		if err := os.WriteFile(p, []byte(md), 0o644); err != nil {
+		if _, err := prologue.WriteReport(cfg.resultsDir, "resync", e.rep.start, md); err != nil {
 			return err
 		}
-		fmt.Fprintln(os.Stderr, "resync: report written to", p)
 	}
 	return nil
 }
@@ -276,25 +236,4 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
-}
-
-func countPbfsMounts() int {
-	data, _ := os.ReadFile("/proc/mounts")
-	return strings.Count(string(data), " fuse.pbfs ")
-}
-
-func kernel() string {
-	b, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	return strings.TrimSpace(string(b))
-}
-
-// sigIgnored reads the SigIgn mask of /proc/self/status.
-func sigIgnored(status string, sig syscall.Signal) bool {
-	for _, l := range strings.Split(status, "\n") {
-		if v, ok := strings.CutPrefix(l, "SigIgn:"); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && mask&(1<<(uint(sig)-1)) != 0
-		}
-	}
-	return false
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/delayproxy"
+	"github.com/pbfs/pbfs/benchmarks/internal/treecmp"
 	"github.com/pbfs/pbfs/control"
 )
 
@@ -26,7 +27,7 @@ type resyncRun struct {
 	wall                time.Duration     // seen from the benchmark: trigger to done
 	batchBytes, batches float64           // pbfs_replicate_bytes_sent_total / batches_sent_total over the phase
 	writer              *writerStats
-	cmp                 comparison
+	cmp                 treecmp.Comparison
 	cmpTime             time.Duration
 	diffOut             string // diff -r's verdict
 	alter               *alteration
@@ -152,8 +153,8 @@ func partResync(ctx context.Context, e *env) error {
 		return err
 	}
 	rep.resyncs = append(rep.resyncs, r1)
-	if !r1.cmp.ok() {
-		return fmt.Errorf("the backup differs from the primary after the first resync:\n%s", strings.Join(r1.cmp.diffs[:min(20, len(r1.cmp.diffs))], "\n"))
+	if !r1.cmp.OK() {
+		return fmt.Errorf("the backup differs from the primary after the first resync:\n%s", strings.Join(r1.cmp.Diffs[:min(20, len(r1.cmp.Diffs))], "\n"))
 	}
 
 	fmt.Fprintln(os.Stderr, "part 1: altering the stopped backup")
@@ -204,8 +205,8 @@ func partResync(ctx context.Context, e *env) error {
 	rep.resyncs = append(rep.resyncs, r2)
 	rep.complaints = append(rep.complaints, primary.Complaints()...)
 	rep.complaints = append(rep.complaints, backup.Complaints()...)
-	if !r2.cmp.ok() {
-		return fmt.Errorf("the backup differs from the primary after the second resync:\n%s", strings.Join(r2.cmp.diffs[:min(20, len(r2.cmp.diffs))], "\n"))
+	if !r2.cmp.OK() {
+		return fmt.Errorf("the backup differs from the primary after the second resync:\n%s", strings.Join(r2.cmp.Diffs[:min(20, len(r2.cmp.Diffs))], "\n"))
 	}
 	return nil
 }
@@ -246,7 +247,7 @@ func (r *resyncRun) finish(ctx context.Context, cl *control.Client, m0 metrics, 
 	r.batchBytes = m1.sum("pbfs_replicate_bytes_sent_total", "") - m0.sum("pbfs_replicate_bytes_sent_total", "")
 	r.batches = m1.sum("pbfs_replicate_batches_sent_total", "") - m0.sum("pbfs_replicate_batches_sent_total", "")
 	t0 := time.Now()
-	if r.cmp, err = compareTrees(vol, bvol); err != nil {
+	if r.cmp, err = treecmp.Compare(vol, bvol); err != nil {
 		return err
 	}
 	r.cmpTime = time.Since(t0)

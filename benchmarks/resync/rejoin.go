@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pbfs/pbfs/benchmarks/internal/treecmp"
 	"github.com/pbfs/pbfs/control"
 )
 
@@ -28,7 +29,7 @@ type rejoinRun struct {
 	name string
 	done map[string]string // the new primary's "resync done"
 	wall time.Duration     // backup start (or pbfs resync) to "resync done"
-	cmp  comparison
+	cmp  treecmp.Comparison
 }
 
 // rejoinResult is part 3's outcome.
@@ -140,12 +141,12 @@ func (res *rejoinResult) measure(ctx context.Context, n *proc, cl *control.Clien
 	if _, err := barrierApplied(ctx, cl, 2*time.Minute); err != nil {
 		return err
 	}
-	if run.cmp, err = compareTrees(vol, bvol); err != nil {
+	if run.cmp, err = treecmp.Compare(vol, bvol); err != nil {
 		return err
 	}
 	res.runs = append(res.runs, run)
-	if !run.cmp.ok() {
-		return fmt.Errorf("%s: the rejoined primary differs from the new one:\n%s", name, strings.Join(run.cmp.diffs[:min(20, len(run.cmp.diffs))], "\n"))
+	if !run.cmp.OK() {
+		return fmt.Errorf("%s: the rejoined primary differs from the new one:\n%s", name, strings.Join(run.cmp.Diffs[:min(20, len(run.cmp.Diffs))], "\n"))
 	}
 	return nil
 }
@@ -193,8 +194,8 @@ func (res *rejoinResult) markdown(b *strings.Builder) {
 	b.WriteString("| | kind | entries sent | blocks sent | pause | resync took (log) | start to \"resync done\" | equal |\n|---|---|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range res.runs {
 		eq := "yes"
-		if !r.cmp.ok() {
-			eq = fmt.Sprintf("NO (%d)", len(r.cmp.diffs))
+		if !r.cmp.OK() {
+			eq = fmt.Sprintf("NO (%d)", len(r.cmp.Diffs))
 		}
 		fmt.Fprintf(b, "| %s | %s | %s of %s | %s | %s | %s | %s | %s |\n", r.name, r.done["kind"], r.done["entries_sent"], r.done["of"],
 			r.done["blocks_sent"], r.done["pause"], r.done["took"], r.wall.Round(10*time.Millisecond), eq)

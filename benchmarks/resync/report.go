@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/prologue"
 	benchreport "github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -69,7 +70,7 @@ func (r *report) markdown() string {
 	cfg := r.cfg
 	fmt.Fprintf(&b, "# Resync and journal disk use, %s\n\n", r.start.UTC().Format("2006-01-02 15:04:05 UTC"))
 	fmt.Fprintf(&b, "- command: `go run ./benchmarks/resync %s`\n", benchproc.ShownArgs(os.Args[1:]))
-	fmt.Fprintf(&b, "- pbfs: %s; %s, %d CPUs, kernel %s\n", r.commit, runtime.Version(), runtime.NumCPU(), kernel())
+	fmt.Fprintf(&b, "- pbfs: %s; %s, %d CPUs, kernel %s\n", r.commit, runtime.Version(), runtime.NumCPU(), prologue.Kernel())
 	r.mu.Lock()
 	fmt.Fprintf(&b, "- load average at start %s, at end %s, highest 1-minute value seen %.2f; fuse.pbfs mounts of others at start: %d; run took %s\n",
 		r.loadStart, r.loadEnd, r.loadMax, r.otherMounts, r.end.Sub(r.start).Round(time.Second))
@@ -139,14 +140,14 @@ func (r *report) markdown() string {
 			return fmt.Sprintf("%d of %d / %d", x.writer.LateTicks, x.writer.Ticks, x.writer.Errors)
 		})
 		row("**backup equal to primary** (paths compared)", func(x *resyncRun) string {
-			if x.cmp.ok() {
-				return fmt.Sprintf("**yes** (%d paths, %s hashed, %s)", x.cmp.paths, bytesStr(float64(x.cmp.bytes)), x.cmpTime.Round(100*time.Millisecond))
+			if x.cmp.OK() {
+				return fmt.Sprintf("**yes** (%d paths, %s hashed, %s)", x.cmp.Paths, bytesStr(float64(x.cmp.Bytes)), x.cmpTime.Round(100*time.Millisecond))
 			}
-			return fmt.Sprintf("**NO: %d differences**", len(x.cmp.diffs))
+			return fmt.Sprintf("**NO: %d differences**", len(x.cmp.Diffs))
 		})
 		row("`diff -r --no-dereference -q`", func(x *resyncRun) string { return x.diffOut })
 		row("mtimes differing: files / dirs", func(x *resyncRun) string {
-			return fmt.Sprintf("%d / %d", x.cmp.mtimeFiles, x.cmp.mtimeDirs)
+			return fmt.Sprintf("%d / %d", x.cmp.MtimeFiles, x.cmp.MtimeDirs)
 		})
 		for _, x := range r.resyncs {
 			if a := x.alter; a != nil {
@@ -172,9 +173,9 @@ func (r *report) markdown() string {
 			}
 		}
 		for _, x := range r.resyncs {
-			if len(x.cmp.diffs) > 0 {
+			if len(x.cmp.Diffs) > 0 {
 				fmt.Fprintf(&b, "\nDifferences after \"%s\" (first 20):\n\n", x.name)
-				for _, d := range x.cmp.diffs[:min(20, len(x.cmp.diffs))] {
+				for _, d := range x.cmp.Diffs[:min(20, len(x.cmp.Diffs))] {
 					fmt.Fprintf(&b, "    %s\n", d)
 				}
 			}
@@ -227,10 +228,10 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "- `du -sb` of both journals before the stop: %s\n", strings.ReplaceAll(d.duSb, "\n", "; "))
 		fmt.Fprintf(&b, "- writer: write op p50 / p99 / max %.2f / %.2f / %.0f ms; %d barriers, p50 / p99 / max %.1f / %.0f / %.0f ms; late ticks %d of %d; errors %d\n",
 			w.OpP50, w.OpP99, w.OpMax, w.Barriers, w.BarrierP50, w.BarrierP99, w.BarrierMax, w.LateTicks, w.Ticks, w.Errors)
-		if d.cmp.ok() {
-			fmt.Fprintf(&b, "- backup equal to the primary at the end: yes (%d paths)\n", d.cmp.paths)
+		if d.cmp.OK() {
+			fmt.Fprintf(&b, "- backup equal to the primary at the end: yes (%d paths)\n", d.cmp.Paths)
 		} else {
-			fmt.Fprintf(&b, "- backup equal to the primary at the end: NO, %d differences: %s\n", len(d.cmp.diffs), strings.Join(d.cmp.diffs[:min(5, len(d.cmp.diffs))], "; "))
+			fmt.Fprintf(&b, "- backup equal to the primary at the end: NO, %d differences: %s\n", len(d.cmp.Diffs), strings.Join(d.cmp.Diffs[:min(5, len(d.cmp.Diffs))], "; "))
 		}
 	}
 	if r.rejoin != nil {

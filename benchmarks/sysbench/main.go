@@ -46,7 +46,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -55,6 +54,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/prologue"
 )
 
 type config struct {
@@ -151,10 +151,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sysbench:", err)
 		os.Exit(2)
 	}
-	if err := run(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "sysbench: FAILED:", err)
-		os.Exit(1)
-	}
+	prologue.Exit("sysbench", run(cfg))
 }
 
 // bench is one run: its directory, binaries and everything it started.
@@ -176,25 +173,20 @@ type bench struct {
 }
 
 func run(cfg config) (err error) {
-	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stopSignals()
 	if err := preflight(cfg); err != nil {
 		return err
 	}
-	runDir, err := os.MkdirTemp(cfg.workdir, "pbfs-sysbench.")
+	r, err := prologue.Begin("sysbench", cfg.workdir, "pbfs-sysbench.")
 	if err != nil {
-		return fmt.Errorf("run directory: %w", err)
+		return err
 	}
+	ctx, runDir := r.Ctx, r.Dir
 	b := &bench{cfg: cfg, ctx: ctx, runDir: runDir, token: fmt.Sprintf("sb-%d-%d", os.Getpid(), time.Now().UnixNano()), plainTPS: map[string]float64{}}
 	defer func() {
 		if e := b.cleanup(); e != nil {
 			err = errors.Join(err, e)
 		}
-		if err != nil || cfg.keep {
-			fmt.Fprintln(os.Stderr, "sysbench: kept", runDir)
-		} else {
-			os.RemoveAll(runDir)
-		}
+		r.End(&err, cfg.keep)
 	}()
 	if err := b.build(); err != nil {
 		return err
@@ -231,19 +223,16 @@ func run(cfg config) (err error) {
 		return fmt.Errorf("interrupted, no report written: %w", ctx.Err())
 	}
 	if cfg.resultsDir != "" {
-		stem := "sysbench-" + b.rep.start.UTC().Format("2006-01-02-150405")
 		if e := os.MkdirAll(cfg.resultsDir, 0o755); e != nil {
 			return e
 		}
-		charts, e := b.rep.charts(cfg.resultsDir, stem)
+		charts, e := b.rep.charts(cfg.resultsDir, prologue.Stem("sysbench", b.rep.start))
 		if e != nil {
 			return fmt.Errorf("draw charts: %w", e)
 		}
-		path := filepath.Join(cfg.resultsDir, stem+".md")
-		if e := os.WriteFile(path, []byte(text+charts), 0o644); e != nil {
-			return fmt.Errorf("write report: %w", e)
+		if _, e := prologue.WriteReport(cfg.resultsDir, "sysbench", b.rep.start, text+charts); e != nil {
+			return e
 		}
-		fmt.Fprintln(os.Stderr, "sysbench: report written to", path)
 		if e := b.rep.summarize(cfg.resultsDir); e != nil {
 			return fmt.Errorf("write summary: %w", e)
 		}
@@ -254,8 +243,8 @@ func run(cfg config) (err error) {
 	return nil
 }
 
-// preflight checks the tools, root, /dev/fuse and that the work directory
-// is on a real disk.
+// preflight checks the tools and root (prologue.Begin checks /dev/fuse
+// and the work directory).
 func preflight(cfg config) error {
 	for _, p := range []string{mariadbd, installDB, mariadbClient, "/usr/bin/sysbench"} {
 		if _, err := os.Stat(p); err != nil {
@@ -265,14 +254,10 @@ func preflight(cfg config) error {
 	if os.Geteuid() != 0 {
 		return errors.New("run as root: pbfs mounts need it")
 	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		return fmt.Errorf("no /dev/fuse: %w", err)
-	}
-	_, err := benchproc.CheckWorkdir(cfg.workdir)
-	return err
+	return nil
 }
 
-func fsName(t int64) string { return benchproc.FSName(t) }
+func fsName(t int64) string { return prologue.FSName(t) }
 
 // build builds pbfs and mysql-hint into the run directory unless pinned.
 func (b *bench) build() error {

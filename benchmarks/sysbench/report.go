@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	report_ "github.com/pbfs/pbfs/benchmarks/internal/report"
 	"os"
 	"os/exec"
 	"runtime"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	report_ "github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
 // report collects a run's results and writes them as Markdown.

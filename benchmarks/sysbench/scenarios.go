@@ -140,7 +140,7 @@ func (b *bench) pbfsAround(c *cluster) func(rw *row, after bool) error {
 			before = m
 			return nil
 		}
-		rw.pbfs, rw.backups = true, len(c.backups)
+		rw.pbfs, rw.backups = true, len(c.Backups)
 		rw.d = map[string]float64{}
 		for _, k := range []string{"pbfs_capture_write_bytes_total", `pbfs_journal_bytes_total{stage="stored"}`,
 			"pbfs_journal_batches_total", "pbfs_replicate_bytes_sent_total", "pbfs_fs_fsync_barrier_seconds_count",
@@ -152,8 +152,8 @@ func (b *bench) pbfsAround(c *cluster) func(rw *row, after bool) error {
 		if err != nil {
 			return err
 		}
-		if len(c.backups) > 0 {
-			rw.checks = append(rw.checks, fmt.Sprintf("after a barrier every backup (%d) acked the last seq %d", len(c.backups), last))
+		if len(c.Backups) > 0 {
+			rw.checks = append(rw.checks, fmt.Sprintf("after a barrier every backup (%d) acked the last seq %d", len(c.Backups), last))
 		}
 		if f := rw.d["pbfs_fs_fsync_barrier_failures_total"]; f > 0 {
 			return fmt.Errorf("%.0f replicated fsyncs failed (EIO)", f)
@@ -181,7 +181,7 @@ func (b *bench) pbfsScenario(name string, sp spec, variants []variant) error {
 	if err != nil {
 		return err
 	}
-	b.rep.findings[name] = c.mount.LogEvents("the service's settings")
+	b.rep.findings[name] = c.Mount.LogEvents("the service's settings")
 	s := newServer(name, c.vol, c.dir, 0)
 	if err := b.startServer(s, true); err != nil {
 		return b.failPbfs(c, err)
@@ -215,7 +215,7 @@ func (b *bench) pbfsScenario(name string, sp spec, variants []variant) error {
 		}
 		checks = append(checks, fmt.Sprintf("after the server's clean shutdown, every backup (%d) acked and applied the last seq %d", n, last))
 	}
-	if err := c.stopMount(); err != nil {
+	if err := c.StopMount(); err != nil {
 		return b.failPbfs(c, err)
 	}
 	if n > 0 {
@@ -223,26 +223,26 @@ func (b *bench) pbfsScenario(name string, sp spec, variants []variant) error {
 		if err != nil {
 			return b.failPbfs(c, err)
 		}
-		checks = append(checks, fmt.Sprintf("each backup's copy equals the primary's data directory: %d files, %.1f MiB, same sizes and SHA-256 (local-only %s left out)",
+		checks = append(checks, fmt.Sprintf("each backup's copy equals the primary's data directory: %d files, %.1f MiB, same sizes and contents (local-only %s left out)",
 			files, float64(bytes)/(1<<20), strings.Join(localOnly, " ")))
 	}
 	b.rep.checks[name] = checks
-	b.rep.complaints = append(b.rep.complaints, c.complaints()...)
+	b.rep.complaints = append(b.rep.complaints, c.Complaints()...)
 	return c.stop()
 }
 
 // withLog adds the mount's last log lines to a failed run's error.
 func withLog(c *cluster, rw *row) *row {
 	if rw.failed != "" {
-		rw.failed += fmt.Sprintf("\nmount log (%s), last lines:\n%s", benchproc.ShownPath(c.mount.LogPath), c.mount.LogTail(20))
+		rw.failed += fmt.Sprintf("\nmount log (%s), last lines:\n%s", benchproc.ShownPath(c.Mount.LogPath), c.Mount.LogTail(20))
 	}
 	return rw
 }
 
 // failPbfs keeps the mount's log tail with the error.
 func (b *bench) failPbfs(c *cluster, err error) error {
-	b.rep.complaints = append(b.rep.complaints, c.complaints()...)
-	return fmt.Errorf("%w\nmount log (%s), last lines:\n%s", err, benchproc.ShownPath(c.mount.LogPath), c.mount.LogTail(20))
+	b.rep.complaints = append(b.rep.complaints, c.Complaints()...)
+	return fmt.Errorf("%w\nmount log (%s), last lines:\n%s", err, benchproc.ShownPath(c.Mount.LogPath), c.Mount.LogTail(20))
 }
 
 // variant is one setting changed on pbfs-2-replicated.

@@ -238,10 +238,10 @@ func (b *bench) snapCPU() cpuSnap {
 		}
 	}
 	for _, c := range b.clusters {
-		if c.mount != nil && !c.stopped {
-			s.procs["mount"] += procTicks(c.mount.Cmd.Process.Pid)
+		if c.Mount != nil && !c.MountStopped() {
+			s.procs["mount"] += procTicks(c.Mount.Cmd.Process.Pid)
 		}
-		for _, p := range c.backups {
+		for _, p := range c.Backups {
 			s.procs["backups"] += procTicks(p.Cmd.Process.Pid)
 		}
 	}

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/prologue"
 	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -105,17 +106,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "wordpress:", err)
 		os.Exit(1)
 	}
-	fsName, err := benchproc.CheckWorkdir(cfg.workdir)
+	fsName, err := prologue.Workdir(cfg.workdir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "wordpress:", err)
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := run(ctx, cfg, fsName); err != nil {
-		fmt.Fprintln(os.Stderr, "wordpress: FAILED:", err)
-		os.Exit(1)
-	}
+	err = run(ctx, cfg, fsName)
+	cancel()
+	prologue.Exit("wordpress", err)
 }
 
 func run(ctx context.Context, cfg config, fsName string) error {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/benchproc"
+	"github.com/pbfs/pbfs/benchmarks/internal/cluster"
 	"github.com/pbfs/pbfs/benchmarks/internal/report"
 )
 
@@ -91,10 +92,9 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	if err != nil {
 		return nil, err
 	}
-	var procs []*benchproc.Proc
 	var mount *benchproc.Proc
 	var bk []*benchproc.Proc
-	var cluster *benchproc.Cluster
+	var cl *cluster.Cluster
 	var admin string
 	var tok [16]byte
 	rand.Read(tok[:])
@@ -109,10 +109,8 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 				errs = append(errs, err.Error())
 			}
 		}
-		for i := len(procs) - 1; i >= 0; i-- {
-			if err := procs[i].Stop(30 * time.Second); err != nil {
-				errs = append(errs, err.Error())
-			}
+		if err := cl.Stop(); err != nil {
+			errs = append(errs, err.Error())
 		}
 		for _, m := range benchproc.MountsUnder(dir) {
 			syscall.Unmount(m, syscall.MNT_DETACH)
@@ -154,17 +152,16 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 		if v.deferred {
 			args = append(args, "--fsync", "deferred")
 		}
-		ccfg := benchproc.ClusterConfig{Bin: cfg.bin, Dir: dir, Vol: vol, Backups: backups, Delay: delay, Env: env, Args: args}
+		ccfg := cluster.Config{Bin: cfg.bin, Dir: dir, Vol: vol, Backups: backups, Delay: delay, Env: env, Args: args}
 		if v.ack1Memory {
 			ccfg.Ack, ccfg.AckLevel = "1", "memory"
 		}
-		c, err := benchproc.StartCluster(ctx, ccfg)
-		procs = append(procs, c.Procs...)
-		defer c.Close() // after cleanup: the mount stops first
+		c, err := cluster.Start(ctx, ccfg)
+		cl = c
 		if err != nil {
 			return fail(err)
 		}
-		mount, bk, cluster = c.Mount, c.Backups, c
+		mount, bk = c.Mount, c.Backups
 		if !direct {
 			target = "http://" + proxy
 		}
@@ -254,7 +251,7 @@ func runScenario(ctx context.Context, cfg config, name string, backups int, dela
 	}
 	s = nil
 	if backups > 0 {
-		if r.verified, err = cluster.Verify(); err != nil {
+		if r.verified, err = cl.Verify(); err != nil {
 			return fail(err)
 		}
 	}
