@@ -167,6 +167,12 @@ func (e *Engine) command(ctx context.Context, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// Shell is a shell command line that runs docker with args against the
+// engine, for a hook another process runs (pbfs node --on-promote).
+func (e *Engine) Shell(args ...string) string {
+	return fmt.Sprintf("DOCKER_HOST=%s DOCKER_CONFIG=%s %s %s", e.Host, filepath.Join(e.Dir, "cli"), e.cli, strings.Join(args, " "))
+}
+
 // Log is what dockerd logged.
 func (e *Engine) Log() string { return e.log.String() }
 
