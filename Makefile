@@ -18,16 +18,18 @@ build:
 	$(GO) build -o bin/sqlite-hint ./plugins/sqlite-hint
 
 # The full suite: real FUSE mounts, real processes. Needs root and /dev/fuse.
+# The tests build with the failpoints (-tags failpoints), as the daemons
+# they start are; make build's binaries have none.
 test: vet
-	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -tags failpoints -count=1 -timeout 20m ./...
 
 # The suite with the race detector, in the tests and in the pbfs processes
 # they start (a race in the daemon fails the test that stops it).
 test-race:
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -tags failpoints -race -count=1 -timeout 30m ./...
 
 test-short:
-	$(GO) test -count=1 -short ./...
+	$(GO) test -tags failpoints -count=1 -short ./...
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }

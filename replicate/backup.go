@@ -161,12 +161,9 @@ type Backup struct {
 	closed bool
 	// raws are the raw streams' connections (rawlisten.go), guarded by
 	// mu; nil once the backup is closing.
-	raws  map[net.Conn]struct{}
-	rawWG sync.WaitGroup
-	// grpcOnly serves the stream over gRPC alone, as backups before the
-	// raw stream did (tests of the primary's fallback).
-	grpcOnly bool
-	floods   *ratelog.Limiter // the lines of backupserve.go's flood
+	raws   map[net.Conn]struct{}
+	rawWG  sync.WaitGroup
+	floods *ratelog.Limiter // the lines of backupserve.go's flood
 	// heartbeat is how often a stream acks with nothing new (heartbeatEvery).
 	heartbeat time.Duration
 	loops     sync.WaitGroup

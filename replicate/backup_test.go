@@ -52,13 +52,12 @@ func startBackupOpts(t *testing.T, grpcOnly bool, beat time.Duration, opts ...fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.grpcOnly = grpcOnly
 	b.heartbeat = beat
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go b.Serve(ln)
+	go b.serve(ln, !grpcOnly)
 	t.Cleanup(func() { b.Close() })
 	return b, ln.Addr().String(), vol
 }

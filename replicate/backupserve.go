@@ -18,8 +18,13 @@ import (
 // A backup's port: gRPC and the raw stream (rawlisten.go) share it, and
 // Close stops both.
 
-// Serve answers primaries on ln until Close.
-func (b *Backup) Serve(ln net.Listener) error {
+// Serve answers primaries on ln until Close, over the raw stream and,
+// for primaries from before it, over gRPC.
+func (b *Backup) Serve(ln net.Listener) error { return b.serve(ln, true) }
+
+// serve answers primaries on ln; without raw, over gRPC alone, as backups
+// from before the raw stream did.
+func (b *Backup) serve(ln net.Listener, raw bool) error {
 	opts := []grpc.ServerOption{}
 	var tlsCfg *tls.Config
 	if b.cfg.TLS.Enabled() {
@@ -51,11 +56,11 @@ func (b *Backup) Serve(ln net.Listener) error {
 	b.mu.Unlock()
 	b.log.Info("backup serving", "addr", ln.Addr().String(), "volume", b.cfg.Volume,
 		"durable_seq", b.store.Last().Seq, "applied_seq", b.applied.Load(), "epoch", b.store.Epoch(), "retain", retainWords(b.cfg.Retain))
-	raw := func(c net.Conn) { b.serveRaw(c, tlsCfg, gate) }
-	if b.grpcOnly {
-		raw = nil
+	var rawConn func(net.Conn)
+	if raw {
+		rawConn = func(c net.Conn) { b.serveRaw(c, tlsCfg, gate) }
 	}
-	return srv.Serve(newSplitListener(ln, gate, raw, b.acceptFailed))
+	return srv.Serve(newSplitListener(ln, gate, rawConn, b.acceptFailed))
 }
 
 // acceptFailed counts a connection the port could not accept and logs

@@ -41,3 +41,13 @@ func markFailpoint(n int64, written bool) {
 		select {} // the signal is on its way
 	}
 }
+
+// testHookAcked, set by tests built with the failpoints, runs in a
+// stream's store loop after the ack that follows each store.
+var testHookAcked func(*Backup)
+
+func ackedFailpoint(b *Backup) {
+	if testHookAcked != nil {
+		testHookAcked(b)
+	}
+}

@@ -7,3 +7,5 @@ package replicate
 func markFailpoint(int64, bool) {}
 
 func nextMark() int64 { return 0 }
+
+func ackedFailpoint(*Backup) {}

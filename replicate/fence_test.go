@@ -80,39 +80,6 @@ func TestFenceSurvivesARestart(t *testing.T) {
 	}
 }
 
-// TestFenceStoresWhatItAckedAsReceived: at ack level memory, batches acked
-// as received but still queued when the fence comes are stored before it
-// returns (the primary may have counted those acks), and nothing is acked
-// as received after it.
-func TestFenceStoresWhatItAckedAsReceived(t *testing.T) {
-	b, addr, _ := startBackup(t)
-	s := dialRaw(t, addr, "right")
-	send, release := receivedNotStored(t, s, 4, 4)
-	fenced := make(chan error, 1)
-	go func() { fenced <- b.Fence(context.Background(), 1) }()
-	waitFencing(t, b, 1)
-	// The old primary reconnecting now would replace the session whose
-	// queue holds what was acked as received: refused.
-	if m := hello(t, dialRaw(t, addr, "right"), 1); m.GetReject().GetCode() != replpb.Reject_STALE_EPOCH {
-		t.Fatalf("a Hello of the epoch being fenced: %v, want STALE_EPOCH", m)
-	}
-	release()
-	must(t, <-fenced)
-	if d := b.Status().DurableSeq; d < 4 {
-		t.Fatalf("durable seq %d after the fence: batches acked as received were dropped", d)
-	}
-	send(5)
-	for {
-		m, err := s.Recv()
-		if err != nil {
-			break
-		}
-		if m.GetAck().GetReceivedSeq() >= 5 || m.GetAck().GetDurableSeq() >= 5 {
-			t.Fatalf("a batch was acked after the fence: %v", m)
-		}
-	}
-}
-
 // waitFencing waits until a Fence of epoch has begun.
 func waitFencing(t *testing.T, b *Backup, epoch uint64) {
 	t.Helper()

@@ -185,9 +185,7 @@ func (b *Backup) storeLoop(ctx context.Context, stream backupStream, hello *repl
 		if err := acks.send(); err != nil {
 			return ended(err)
 		}
-		if testHookAcked != nil {
-			testHookAcked(b)
-		}
+		ackedFailpoint(b)
 	}
 }
 
@@ -290,9 +288,6 @@ func (l *lockedStream) Send(m *replpb.BackupMsg) error {
 	defer l.mu.Unlock()
 	return l.backupStream.Send(m)
 }
-
-// testHookAcked, set by tests, runs after the ack that follows a store.
-var testHookAcked func(*Backup)
 
 // appliedAckDelay is how long apply progress may wait for an ack to
 // carry it before it is sent on its own (a variable for tests).
