@@ -13,7 +13,7 @@ import (
 // (pbfs_fs_flush_seconds), the seal and append
 // (pbfs_journal_commit_seconds), the ack wait
 // (pbfs_replicate_barrier_seconds) and, on a backup, the synced append
-// (pbfs_backup_store_seconds). docs/PERFORMANCE.md adds them up.
+// (pbfs_backup_store_seconds). docs/PERFORMANCE.md lists them together.
 type timings struct {
 	barrier prometheus.Histogram // a whole barrier, as its caller waits for it
 	sync    prometheus.Histogram // the journal's local sync when no backup holds the batch

@@ -77,8 +77,8 @@
 #                           mounted configuration into DIR/<config>-<job>.data
 #                           (<config>-<job>-r<round>.data with BENCH_ROUNDS > 1); read
 #                           them with benchmarks/fs/perf-summary.py (see
-#                           docs/PERFORMANCE.md). The recording spans the whole
-#                           job, including the file layout before a fio run.
+#                           benchmarks/README.md, "Profiling"). The recording spans
+#                           the whole job, including the file layout before a fio run.
 #   BENCH_PERF_EVENTS       perf record's event flags (default: CPU profile,
 #                           "-g -e cpu-clock -F 999"; for FUSE round trips use
 #                           "-e fuse:fuse_request_send -e fuse:fuse_request_end")

@@ -3,8 +3,8 @@
 // wake-up round trip on one CPU and across two, and a synced 4 KiB
 // write in -dir. Every benchmark report prints the same line at its
 // start and end; run this alone to watch a shared machine's slow spells
-// come and go, or to compare machines (docs/PERFORMANCE.md, "What a
-// wake-up costs").
+// come and go, or to compare machines (docs/PERFORMANCE.md, "A barrier
+// and what its parts cost").
 package main
 
 import (
