@@ -12,10 +12,10 @@ import (
 // offers (a primary): POST /v1/members/add and /v1/members/remove. A
 // Backend without it (a backup) refuses both.
 type Members interface {
-	AddBackup(addr string) error
-	// RemoveBackup reports whether the backup confirmed it can no longer
+	AddMember(addr string) error
+	// RemoveMember reports whether the backup confirmed it can no longer
 	// be promoted alone (replicate.Primary.RemoveBackup).
-	RemoveBackup(ctx context.Context, addr string) (told bool, err error)
+	RemoveMember(ctx context.Context, addr string) (told bool, err error)
 }
 
 type memberRequest struct {
@@ -53,10 +53,10 @@ func handleMembers(mux *http.ServeMux, b Backend, log *slog.Logger) {
 		}
 	}
 	mux.HandleFunc("POST /v1/members/add", change("add", func(m Members, addr string) (bool, error) {
-		return false, m.AddBackup(addr)
+		return false, m.AddMember(addr)
 	}))
 	mux.HandleFunc("POST /v1/members/remove", change("remove", func(m Members, addr string) (bool, error) {
-		return m.RemoveBackup(context.Background(), addr)
+		return m.RemoveMember(context.Background(), addr)
 	}))
 }
 

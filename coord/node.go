@@ -89,6 +89,7 @@ type Node struct {
 	ev    *events.Bus // state changes, across roles (pbfs events)
 
 	won       *won // the term this node won, for servePrimary
+	term      Term // its record, once recorded (guarded by mu)
 	firstTerm bool // no term was decided before this node's backup role began
 	// slackLogged: a failure to set the timer slack was logged (Run's
 	// goroutine only).

@@ -102,12 +102,16 @@ func (n *Node) takeOver(ctx context.Context, w *won) (*mount.Mount, replicate.Pr
 	// The members it starts with, recorded before anything can be
 	// acknowledged (terms.go).
 	starting := n.backupMembers(ctx)
-	if err := n.recordTerm(ctx, w.epoch, starting); err != nil {
+	term, err := n.recordTerm(ctx, w.epoch, starting)
+	if err != nil {
 		return nil, p, fmt.Errorf("take over: %w", err)
 	}
+	n.mu.Lock()
+	n.term = term
+	n.mu.Unlock()
 	mcfg := n.cfg.Mount
 	mcfg.Backups, mcfg.Dynamic, mcfg.Lease = addrs(starting), true, w.lease.wait
-	mcfg, p, err := replica.Promote(ctx, mcfg, replicate.PromoteConfig{Checked: true, Epoch: w.epoch, FirstTerm: first, Logger: n.log})
+	mcfg, p, err = replica.Promote(ctx, mcfg, replicate.PromoteConfig{Checked: true, Epoch: w.epoch, FirstTerm: first, Logger: n.log})
 	if err != nil {
 		return nil, p, fmt.Errorf("take over: %w", err)
 	}
@@ -164,24 +168,38 @@ func (n *Node) members(ctx context.Context) []Member {
 // publishPrimary republishes the primary's state and starts replicating
 // to every member that appears, until ctx ends.
 func (n *Node) publishPrimary(ctx context.Context, m *mount.Mount) {
+	n.mu.Lock()
+	term := n.term
+	n.mu.Unlock()
 	t := time.NewTicker(publishEvery)
 	defer t.Stop()
 	for i := 0; ; i++ {
 		st := m.Summary()
 		n.publish(ctx, Member{Role: "primary", Volume: st.VolumeID, Epoch: st.Epoch, Durable: st.LastSeq, Applied: st.LastSeq})
 		if i%5 == 0 {
-			for _, addr := range n.otherBackups(ctx) {
-				if !slices.Contains(m.Backups(), addr) {
-					if err := m.AddBackup(addr); err != nil {
-						n.log.Warn("add backup", "backup", addr, "err", err)
-					}
-				}
-			}
+			n.addMembers(ctx, m, &term)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// addMembers starts replicating to every member serving as a backup that
+// the mount does not stream to yet, each recorded in the term first.
+func (n *Node) addMembers(ctx context.Context, m *mount.Mount, term *Term) {
+	for _, b := range n.backupMembers(ctx) {
+		if slices.Contains(m.Backups(), b.Addr) {
+			continue
+		}
+		if err := n.recordJoined(ctx, term, b.Name); err != nil {
+			n.log.Warn("add backup: the term's record in etcd", "backup", b.Addr, "member", b.Name, "err", err)
+			continue
+		}
+		if err := m.AddBackup(b.Addr); err != nil {
+			n.log.Warn("add backup", "backup", b.Addr, "err", err)
 		}
 	}
 }

@@ -41,6 +41,12 @@ type Term struct {
 	// each of them until it confirms the term's policy.
 	Starting []string  `json:"starting"`
 	At       time.Time `json:"at"`
+	// Listed: the primary acknowledges nothing without a backup
+	// (--min-backups 1 or more), and Joined names every member it
+	// streamed to beyond Starting, each recorded before it was added.
+	// Records of earlier versions have neither.
+	Listed bool     `json:"listed,omitempty"`
+	Joined []string `json:"joined,omitempty"`
 }
 
 func (k keys) terms() string { return path.Join(k.prefix, "terms") + "/" }
@@ -49,17 +55,38 @@ func (k keys) terms() string { return path.Join(k.prefix, "terms") + "/" }
 func (k keys) term(epoch uint64) string { return fmt.Sprintf("%s%020d", k.terms(), epoch) }
 
 // recordTerm records the term this node won and the members it starts
-// with, before it serves.
-func (n *Node) recordTerm(ctx context.Context, epoch uint64, starting []Member) error {
-	t := Term{Epoch: epoch, Primary: n.cfg.Name, Starting: []string{}, At: time.Now().UTC()}
+// with, before it serves, and returns the record.
+func (n *Node) recordTerm(ctx context.Context, epoch uint64, starting []Member) (Term, error) {
+	t := Term{Epoch: epoch, Primary: n.cfg.Name, Starting: []string{}, At: time.Now().UTC(),
+		Listed: n.cfg.Mount.MinBackups > 0 && n.cfg.Mount.Ack != "none"}
 	for _, m := range starting {
 		t.Starting = append(t.Starting, m.Name)
 	}
+	return t, n.putTerm(ctx, t)
+}
+
+// recordJoined adds name to the term's record before the primary streams
+// to it: an election then knows every member the term could have counted
+// an ack from.
+func (n *Node) recordJoined(ctx context.Context, t *Term, name string) error {
+	if slices.Contains(t.Starting, name) || slices.Contains(t.Joined, name) {
+		return nil
+	}
+	next := *t
+	next.Joined = append(slices.Clone(t.Joined), name)
+	if err := n.putTerm(ctx, next); err != nil {
+		return err
+	}
+	*t = next
+	return nil
+}
+
+func (n *Node) putTerm(ctx context.Context, t Term) error {
 	_, err := retried(ctx, func(c context.Context) (*clientv3.PutResponse, error) {
-		return n.cli.Put(c, n.k.term(epoch), encode(t))
+		return n.cli.Put(c, n.k.term(t.Epoch), encode(t))
 	})
 	if err != nil {
-		return fmt.Errorf("record term %d: %w", epoch, err)
+		return fmt.Errorf("record term %d: %w", t.Epoch, err)
 	}
 	return nil
 }
@@ -124,20 +151,34 @@ func parseTerms(kvs []*mvccpb.KeyValue) map[uint64]Term {
 
 // mayHaveAcked says whether term e may have acknowledged writes: it has
 // a record, and none of the members it started with reports an Epoch
-// below it. A member without the volume proves nothing: its journal may
-// have been wiped since.
+// below it (its barriers waited for each of them). A term that started
+// with nobody, and listed every member it streamed to while it could not
+// acknowledge without one, acknowledged nothing if each of those reports
+// an Epoch below it (none ever had a session in it). A member without
+// the volume proves nothing: its journal may have been wiped since.
 func (h history) mayHaveAcked(e uint64) bool {
 	t, ok := h.terms[e]
 	if !ok {
 		return false
 	}
 	for _, m := range h.reports {
-		if m.Epoch < e && m.Volume != "" && slices.Contains(t.Starting, m.Name) {
+		if h.missedBy(m, e) && slices.Contains(t.Starting, m.Name) {
 			return false
 		}
 	}
-	return true
+	if !t.Listed || len(t.Starting) > 0 {
+		return true
+	}
+	for _, name := range t.Joined {
+		if !slices.ContainsFunc(h.reports, func(m Member) bool { return m.Name == name && h.missedBy(m, e) }) {
+			return true // it may have had a session, and acked
+		}
+	}
+	return false
 }
+
+// missedBy says whether m's report proves it had no session in term e.
+func (h history) missedBy(m Member, e uint64) bool { return m.Epoch < e && m.Volume != "" }
 
 // missed returns the newest term after epoch, up to ended, that may have
 // acknowledged writes, or 0: a report of that Epoch proves nothing about

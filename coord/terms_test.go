@@ -37,6 +37,39 @@ func TestElectionSkipsAMemberThatMissedATerm(t *testing.T) {
 	}
 }
 
+// TestElectionAfterATermNobodyJoined: a primary that started with nobody,
+// could acknowledge nothing without a backup (--min-backups 1) and
+// recorded each member before it added it, died before any joined: its
+// term acknowledged nothing, and a backup of the term before is elected.
+// (Without the record's list, nobody could be, short of pbfs elect
+// --force.)
+func TestElectionAfterATermNobodyJoined(t *testing.T) {
+	c := newCandidateWith(t, 3, 2, 2)
+	c.term(t, Term{Epoch: 5, Primary: "z", Starting: []string{}, Listed: true})
+	if w := c.elect(t); w == nil {
+		t.Fatalf("not elected, though term 5 streamed to nobody: %s", c.member(t, "a").Refused)
+	}
+}
+
+// TestElectionAfterATermAMemberJoined: the record names a member that
+// joined the term; only its report that it had no session in the term
+// proves the term acknowledged nothing.
+func TestElectionAfterATermAMemberJoined(t *testing.T) {
+	c := newCandidateWith(t, 3, 2, 2)
+	c.term(t, Term{Epoch: 5, Primary: "z", Starting: []string{}, Listed: true, Joined: []string{"b"}})
+	if w := c.elect(t); w != nil {
+		t.Fatal("elected though b, which joined term 5, has not reported")
+	}
+	c.report(t, Member{Name: "b", Epoch: 5, Fenced: 5})
+	if w := c.elect(t); w != nil {
+		t.Fatal("elected on a term-3 policy though b had a session in term 5")
+	}
+	c.report(t, Member{Name: "b", Epoch: 3, Fenced: 5})
+	if w := c.elect(t); w == nil {
+		t.Fatalf("not elected, though the one member term 5 added had no session in it: %s", c.member(t, "a").Refused)
+	}
+}
+
 // TestElectionCountsOnlyReportsOfTheTerm: a report counts toward the
 // quorum only if no term that may have acknowledged writes lies between
 // its Epoch and the ended term; a term no record names never served.

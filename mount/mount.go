@@ -349,17 +349,36 @@ func (m *Mount) AddBackup(addr string) error {
 	return m.primary.AddBackup(addr)
 }
 
-// RemoveBackup stops replicating to addr (replicate.Primary.RemoveBackup).
-func (m *Mount) RemoveBackup(ctx context.Context, addr string) (bool, error) {
+// AddMember adds a backup an operator names (pbfs member add), on a mount
+// whose members no coordinator decides.
+func (m *Mount) AddMember(addr string) error {
+	if m.cfg.Lease != nil {
+		return errCoordinated
+	}
+	return m.AddBackup(addr)
+}
+
+// RemoveMember stops replicating to addr (replicate.Primary.RemoveBackup),
+// on a mount whose members no coordinator decides.
+func (m *Mount) RemoveMember(ctx context.Context, addr string) (bool, error) {
+	if m.cfg.Lease != nil {
+		return false, errCoordinated
+	}
 	if m.primary == nil {
 		return false, errNoReplication
 	}
 	return m.primary.RemoveBackup(ctx, addr)
 }
 
-// errNoReplication refuses a membership change on a mount started without
-// backups.
-var errNoReplication = errors.New("this mount was started without backups: restart it with --backup (a mount started with one adds and removes more while it runs)")
+var (
+	// errNoReplication refuses a membership change on a mount started
+	// without backups.
+	errNoReplication = errors.New("this mount was started without backups: restart it with --backup (a mount started with one adds and removes more while it runs)")
+	// errCoordinated refuses one on a node's primary: the coordinator
+	// records every member a term streams to before it is added, which an
+	// election relies on.
+	errCoordinated = errors.New("this primary is a pbfs node's: its members are the nodes the coordinator lists; start pbfs node on the new machine, or stop one and forget it with pbfs member remove --coordinator")
+)
 
 // Backups lists the addresses the mount replicates to.
 func (m *Mount) Backups() []string {

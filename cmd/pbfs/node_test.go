@@ -79,6 +79,11 @@ func TestAutomaticFailover(t *testing.T) {
 			if r := readyz(t, admins[primary.name], 200, "the old primary, rejoined"); r.Role != health.RoleBackup {
 				t.Fatalf("the rejoined node's /readyz: %+v", r)
 			}
+			// The coordinator decides a node's members (an election relies
+			// on the term's record of them): the control socket refuses.
+			if out, code := run(t, "member", "add", "--journal", next.jdir, "127.0.0.1:1"); code == 0 || !strings.Contains(out, "pbfs node's") {
+				t.Fatalf("pbfs member add on a node's primary: exit %d:\n%s", code, out)
+			}
 			// A node serving as a backup answers its control socket
 			// (pbfs status, pbfs journal), as pbfs backup does.
 			cl, err := control.Dial(primary.jdir)
