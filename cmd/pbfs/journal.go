@@ -278,41 +278,9 @@ func journalReplay(c *cli.Context) error {
 	return withSource(c, func(src source) error {
 		// Check the whole range before touching the target, so a corrupt
 		// batch in the middle never leaves it half replayed.
-		var batches []*journal.Batch
-		last := lastSeq(src)
-		if from > last+1 {
-			// Nothing to replay, and not because the journal was replayed
-			// up to its end: a --from past it is a mistake, not success.
-			return cli.Exit(fmt.Sprintf("journal replay: --from %d: the journal ends at seq %d; nothing applied", from, last), 1)
-		}
-		if to > 0 {
-			last = min(last, to)
-		}
-		check := newProgress(c.App.ErrWriter, "journal replay: check", "batches", int64(last))
-		bad, err := journal.Walk(src, from, to, true, func(k journal.Checked) error {
-			check.set(int64(k.Seq))
-			if k.Err != nil {
-				fmt.Fprintf(c.App.ErrWriter, "batch %d: %v\n", k.Seq, k.Err)
-				return nil
-			}
-			batches = append(batches, k.Batch)
-			return nil
-		})
+		batches, prog, err := replayRange(c, src, from, to)
 		if err != nil {
-			return cli.Exit("journal replay: "+err.Error(), 1)
-		}
-		if bad > 0 {
-			return cli.Exit(fmt.Sprintf("journal replay: refusing: %d corrupt batches in the range; nothing applied", bad), 1)
-		}
-		if len(batches) > 0 && batches[0].Seq != from {
-			return cli.Exit(fmt.Sprintf("journal replay: refusing: first batch is %d, not %d; nothing applied", batches[0].Seq, from), 1)
-		}
-		if from > 1 {
-			if enc, err := src.Get(from - 1); err == nil {
-				if h, err := journal.DecodeHeader(enc); err == nil && h.More() {
-					return cli.Exit(fmt.Sprintf("journal replay: refusing: batch %d continues the seal batch %d began; start where a seal starts", from, from-1), 1)
-				}
-			}
+			return err
 		}
 		batches, partial := journal.WholeSeals(batches)
 		if len(partial) > 0 {
@@ -324,7 +292,7 @@ func journalReplay(c *cli.Context) error {
 			return cli.Exit("journal replay: "+err.Error(), 1)
 		}
 		defer a.Close()
-		check.finish()
+		prog.finish()
 		p := newProgress(c.App.ErrWriter, "journal replay: apply", "batches", int64(len(batches)))
 		defer p.finish()
 		for i, b := range batches {
@@ -347,6 +315,50 @@ func journalReplay(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "replayed %d batches\n", len(batches))
 		return nil
 	})
+}
+
+// replayRange reads and checks every batch of from..to (to 0: the end)
+// before anything is applied, and refuses a range that is corrupt, does
+// not start at from, or starts inside a seal. The progress it returns is
+// the check's, finished by the caller.
+func replayRange(c *cli.Context, src source, from, to uint64) ([]*journal.Batch, *progress, error) {
+	var batches []*journal.Batch
+	last := lastSeq(src)
+	if from > last+1 {
+		// Nothing to replay, and not because the journal was replayed
+		// up to its end: a --from past it is a mistake, not success.
+		return nil, nil, cli.Exit(fmt.Sprintf("journal replay: --from %d: the journal ends at seq %d; nothing applied", from, last), 1)
+	}
+	if to > 0 {
+		last = min(last, to)
+	}
+	check := newProgress(c.App.ErrWriter, "journal replay: check", "batches", int64(last))
+	bad, err := journal.Walk(src, from, to, true, func(k journal.Checked) error {
+		check.set(int64(k.Seq))
+		if k.Err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "batch %d: %v\n", k.Seq, k.Err)
+			return nil
+		}
+		batches = append(batches, k.Batch)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, cli.Exit("journal replay: "+err.Error(), 1)
+	}
+	if bad > 0 {
+		return nil, nil, cli.Exit(fmt.Sprintf("journal replay: refusing: %d corrupt batches in the range; nothing applied", bad), 1)
+	}
+	if len(batches) > 0 && batches[0].Seq != from {
+		return nil, nil, cli.Exit(fmt.Sprintf("journal replay: refusing: first batch is %d, not %d; nothing applied", batches[0].Seq, from), 1)
+	}
+	if from > 1 {
+		if enc, err := src.Get(from - 1); err == nil {
+			if h, err := journal.DecodeHeader(enc); err == nil && h.More() {
+				return nil, nil, cli.Exit(fmt.Sprintf("journal replay: refusing: batch %d continues the seal batch %d began; start where a seal starts", from, from-1), 1)
+			}
+		}
+	}
+	return batches, check, nil
 }
 
 // lsRow is one batch in journal ls --json.
