@@ -124,24 +124,7 @@ func (r *Reconciler) ensure(s *Spec) (bool, error) {
 		st, _ = fi.Sys().(*syscall.Stat_t)
 	}
 	if s.LinkTo != "" {
-		var lt syscall.Stat_t
-		li, err := root.Lstat(s.LinkTo)
-		if err != nil {
-			return false, fmt.Errorf("resync link %s: %w", s.Path, err)
-		}
-		if lst, ok := li.Sys().(*syscall.Stat_t); ok {
-			lt = *lst
-		}
-		if exists && st != nil && st.Ino == lt.Ino && st.Dev == lt.Dev {
-			return false, nil
-		}
-		if exists {
-			if err := r.a.removeAll(s.Path); err != nil {
-				return false, err
-			}
-		}
-		r.Changed++
-		return false, root.Link(s.LinkTo, s.Path)
+		return false, r.ensureLink(s, st, exists)
 	}
 	if exists && st != nil && st.Mode&unix.S_IFMT == s.typ() && (s.typ() != unix.S_IFLNK || r.readlink(s.Path) == s.Target) &&
 		(s.typ() == unix.S_IFREG || s.typ() == unix.S_IFDIR || s.typ() == unix.S_IFLNK || st.Rdev == s.Rdev) {
@@ -165,6 +148,38 @@ func (r *Reconciler) ensure(s *Spec) (bool, error) {
 		}
 	}
 	r.Changed++
+	return r.create(s)
+}
+
+// ensureLink makes s.Path a hard link to s.LinkTo, unless it is one
+// already (st: what the path holds now, if exists).
+func (r *Reconciler) ensureLink(s *Spec, st *syscall.Stat_t, exists bool) error {
+	root := r.a.root
+	var lt syscall.Stat_t
+	li, err := root.Lstat(s.LinkTo)
+	if err != nil {
+		return fmt.Errorf("resync link %s: %w", s.Path, err)
+	}
+	if lst, ok := li.Sys().(*syscall.Stat_t); ok {
+		lt = *lst
+	}
+	if exists && st != nil && st.Ino == lt.Ino && st.Dev == lt.Dev {
+		return nil
+	}
+	if exists {
+		if err := r.a.removeAll(s.Path); err != nil {
+			return err
+		}
+	}
+	r.Changed++
+	return root.Link(s.LinkTo, s.Path)
+}
+
+// create makes a new entry of s's type at s.Path (a directory with no
+// permissions for others yet: its metadata is set when it is done). It
+// reports whether the entry is a regular file whose blocks follow.
+func (r *Reconciler) create(s *Spec) (bool, error) {
+	root := r.a.root
 	switch s.typ() {
 	case unix.S_IFDIR:
 		return false, root.Mkdir(s.Path, 0o700)
