@@ -65,6 +65,9 @@ type BackupStatus struct {
 	// DegradedFor: how long the degrade policy has kept it out of the ack
 	// set (0: it is in).
 	DegradedFor time.Duration `json:"degraded_for_ns,omitempty"`
+	// Resyncs: how many resyncs of this backup the mount has finished
+	// since it started (pbfs resync --wait waits for one more).
+	Resyncs uint64 `json:"resyncs"`
 }
 
 // AddLag fills in each lagging backup's lag in bytes and age, which reads
@@ -108,7 +111,7 @@ var errStopScan = errors.New("enough")
 func (p *Primary) Status() []BackupStatus {
 	var out []BackupStatus
 	for _, s := range p.list() {
-		st := BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(),
+		st := BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(), Resyncs: s.resyncsDone.Load(),
 			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load() || s.joining.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load(),
 			State: s.describe(0), Resyncing: s.resyncing.Load()}
 		if st.Resyncing {

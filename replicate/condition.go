@@ -30,6 +30,7 @@ type shipperState struct {
 	degradedSince atomic.Int64 // unix ns when the degrade policy dropped it; 0 while in the ack set
 	staleSince    atomic.Int64 // unix ns when its history was found to differ; 0 while it does not
 	resyncing     atomic.Bool
+	resyncsDone   atomic.Uint64 // resyncs finished since the mount started
 	resyncProg    resyncProgress
 	// blocked: the batch the backup reports it cannot apply, and why in
 	// its words (Ack.apply_blocked); nil while it applies.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -27,6 +28,12 @@ func resyncCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit("resync: "+err.Error(), 1)
 			}
+			// Each backup's count of finished resyncs before this one:
+			// --wait waits for every one asked for to finish one more.
+			before, err := cl.Status(c.Context)
+			if err != nil {
+				return cli.Exit("resync: "+err.Error(), 1)
+			}
 			if err := cl.Resync(context.Background(), c.StringSlice("backup")...); err != nil {
 				return cli.Exit(err.Error(), 1) // "resync: ..."
 			}
@@ -34,9 +41,21 @@ func resyncCommand() *cli.Command {
 				fmt.Fprintf(c.App.Writer, "resync started; pbfs status --journal %s shows how far each backup is\n", c.String("journal"))
 				return nil
 			}
-			return waitResync(c, cl)
+			return waitResync(c, cl, resyncsBefore(before, c.StringSlice("backup")))
 		},
 	}
+}
+
+// resyncsBefore returns the finished-resync count of each backup a resync
+// was asked for (names, or every backup).
+func resyncsBefore(st control.Status, names []string) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, b := range st.Backups {
+		if len(names) == 0 || slices.Contains(names, b.Addr) {
+			out[b.Addr] = b.Resyncs
+		}
+	}
+	return out
 }
 
 // waitResync follows the resyncs through the mount's status until every
@@ -44,12 +63,11 @@ func resyncCommand() *cli.Command {
 // backup's resync together (a bar with rate and time left on a terminal,
 // a line every few seconds otherwise), never going back: a resync that
 // starts again (its attempt failed) is said in a line of its own.
-func waitResync(c *cli.Context, cl *control.Client) error {
+func waitResync(c *cli.Context, cl *control.Client, asked map[string]uint64) error {
 	p := newProgress(c.App.ErrWriter, "resync", "B", 0)
 	defer p.finish()
 	deadline := time.Now().Add(c.Duration("timeout"))
 	seen := map[string]*replicate.ResyncProgress{} // each backup's resync, the latest seen
-	started := false
 	for time.Now().Before(deadline) {
 		st, err := cl.Status(c.Context)
 		if err != nil {
@@ -58,15 +76,18 @@ func waitResync(c *cli.Context, cl *control.Client) error {
 		busy, down := false, ""
 		for _, b := range st.Backups {
 			prev := seen[b.Addr]
+			if n, ok := asked[b.Addr]; ok && b.Resyncs <= n {
+				busy = true // its resync has not finished yet (or started)
+			}
 			switch {
 			case b.Resyncing && b.Resync != nil:
-				busy, started = true, true
+				busy = true
 				if prev != nil && b.Resync.Elapsed < prev.Elapsed {
 					fmt.Fprintf(c.App.ErrWriter, "resync of %s started again (the last attempt failed: pbfs status says why)\n", b.Addr)
 				}
 				seen[b.Addr] = b.Resync
 			case b.Resyncing:
-				busy, started = true, true
+				busy = true
 			case !b.Up || b.Stale:
 				down = b.Addr + ": " + b.State
 			case prev != nil:
@@ -79,14 +100,11 @@ func waitResync(c *cli.Context, cl *control.Client) error {
 		}
 		p.setTotal(int64(total))
 		p.set(max(p.done, int64(done)))
-		if !busy && down == "" && started {
+		if !busy && down == "" {
 			p.finish()
-			fmt.Fprintf(c.App.Writer, "every backup is resynced: %d of them, %s compared, %s sent, in %v\n", len(seen),
+			fmt.Fprintf(c.App.Writer, "every backup is resynced: %d of them, %s compared, %s sent, in %v\n", len(asked),
 				human.Bytes(int64(total)), human.Bytes(int64(sent)), time.Since(p.start).Round(100*time.Millisecond))
 			return nil
-		}
-		if !busy && down == "" && time.Since(p.start) > 2*time.Second {
-			started = true // a resync quicker than a poll
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -100,10 +100,14 @@ func verify(c *cli.Context) error {
 		printReport(c, out)
 	}
 	fmt.Fprintf(c.App.ErrWriter, "verify: resyncing %s\n", strings.Join(differ, ", "))
+	before, err := cl.Status(ctx)
+	if err != nil {
+		return cli.Exit("verify: "+err.Error(), 1)
+	}
 	if err := cl.Resync(ctx, differ...); err != nil {
 		return cli.Exit("verify: "+err.Error(), 1)
 	}
-	if err := waitResync(c, cl); err != nil {
+	if err := waitResync(c, cl, resyncsBefore(before, differ)); err != nil {
 		return err
 	}
 	if out, err = compareAll(ctx, c, cl, st, token, tls); err != nil {
