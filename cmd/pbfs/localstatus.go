@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -65,9 +66,16 @@ func localStatus(c *cli.Context) error {
 		fmt.Fprintf(tw, "capture\toff (--no-capture)\n")
 	}
 	tw.Flush()
+	printBackupTable(w, st)
+	printPluginTable(w, st)
+	return nil
+}
+
+// printBackupTable writes a primary's backups, one row each.
+func printBackupTable(w io.Writer, st control.Status) {
 	if len(st.Backups) > 0 {
 		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "BACKUP\tDURABLE\tAPPLIED\tLAG\tLAG BYTES\tLAG AGE\tDEGRADED FOR\tSTATE")
 		for _, b := range st.Backups {
 			lagBytes := human.Bytes(b.LagBytes)
@@ -83,14 +91,17 @@ func localStatus(c *cli.Context) error {
 		}
 		tw.Flush()
 	}
+}
+
+// printPluginTable writes the mount's plugins, one row each.
+func printPluginTable(w io.Writer, st control.Status) {
 	if len(st.Plugins) > 0 {
 		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "PLUGIN\tSTATE\tPID\tRESTARTS\tLAST ERROR")
 		for _, p := range st.Plugins {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", p.Name, p.State, p.Pid, p.Restarts, p.LastError)
 		}
 		tw.Flush()
 	}
-	return nil
 }
