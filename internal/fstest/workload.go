@@ -73,6 +73,18 @@ func (w *Workload) Step(r *rand.Rand) {
 		op = op % 30
 	}
 	switch {
+	case op < 40:
+		w.dataStep(r, n, op)
+	case op < 76:
+		w.nameStep(r, n, op)
+	default:
+		w.metaStep(r, n, op)
+	}
+}
+
+// dataStep writes, appends, truncates or rewrites a file (op below 40).
+func (w *Workload) dataStep(r *rand.Rand, n string, op int) {
+	switch {
 	case op < 20: // overlapping pwrite
 		if f, err := openNB(w.p(n), os.O_WRONLY); err == nil {
 			f.WriteAt(randBytes(r, 1+r.IntN(9000)), int64(r.IntN(30000)))
@@ -87,6 +99,12 @@ func (w *Workload) Step(r *rand.Rand) {
 		os.Truncate(w.p(n), int64(r.IntN(25000)))
 	case op < 40: // create or O_TRUNC rewrite
 		writeFile(w.p(n), randBytes(r, r.IntN(12000)), 0o644)
+	}
+}
+
+// nameStep renames, links, unlinks or replaces a name (op 40 to 75).
+func (w *Workload) nameStep(r *rand.Rand, n string, op int) {
+	switch {
 	case op < 47: // rename, racing writers
 		os.Rename(w.p(n), w.p(w.pick(r)))
 	case op < 50: // RENAME_EXCHANGE, RENAME_WHITEOUT (fsstress does both)
@@ -112,6 +130,13 @@ func (w *Workload) Step(r *rand.Rand) {
 		} else {
 			os.Remove(tmp)
 		}
+	}
+}
+
+// metaStep changes a mode, an xattr, an owner, times or allocation, or
+// makes symlinks, directories and special files (op 76 and above).
+func (w *Workload) metaStep(r *rand.Rand, n string, op int) {
+	switch {
 	case op < 80: // chmod
 		os.Chmod(w.p(n), os.FileMode(0o600+r.IntN(0o177)))
 	case op < 84: // xattr, also trusted.* on symlinks and special files
