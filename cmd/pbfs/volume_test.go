@@ -80,7 +80,7 @@ func volumeContainers(t *testing.T, e *dockertest.Engine, d *driverProc, b *fste
 	docker(t, e, "stop", "-t", "1", "writer")
 	docker(t, e, "rm", "-f", "holder", "writer")
 	d.awaitUnmounted(t, e, "db", 30*time.Second)
-	requireCopy(t, d.data("db"), b.Vol)
+	fstest.AwaitEqual(t, d.data("db"), b.Vol)
 	var fst syscall.Stat_t
 	must(t, syscall.Stat(filepath.Join(b.Vol, "app", "f1"), &fst))
 	if fst.Uid != 1000 || fst.Gid != 1000 || fst.Mode&0o777 != 0o640 {

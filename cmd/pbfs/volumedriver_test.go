@@ -154,20 +154,3 @@ func refused(t *testing.T, e *dockertest.Engine, want string, args ...string) st
 	}
 	return out
 }
-
-// requireCopy waits until the backup's copy equals the volume's files
-// (both plain directories once the volume is unmounted).
-func requireCopy(t *testing.T, data, copy string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		diff := fstest.Diff(fstest.Snapshot(t, data), fstest.Snapshot(t, copy), 5)
-		if len(diff) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the backup differs from the volume: %v", diff)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -171,6 +172,24 @@ func RequireEqual(t testing.TB, want, got Tree, what string) {
 	t.Helper()
 	if d := Diff(want, got, 20); len(d) > 0 {
 		t.Fatalf("%s: trees differ (%d entries vs %d):\n%s", what, len(want), len(got), strings.Join(d, "\n"))
+	}
+}
+
+// AwaitEqual waits up to 20 s for the tree at got to equal the one at
+// want (a backup still applying what the primary sent), and fails t with
+// the differences if it does not.
+func AwaitEqual(t testing.TB, want, got string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		diff := Diff(Snapshot(t, want), Snapshot(t, got), 5)
+		if len(diff) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s differs from %s: %v", got, want, diff)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
