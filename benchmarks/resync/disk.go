@@ -152,6 +152,82 @@ func partDisk(ctx context.Context, e *env) error {
 	return nil
 }
 
+// markdown writes part 2's section: the samples, the journals by kind of
+// file, and the totals.
+func (d *diskRun) markdown(b *strings.Builder, cfg config) {
+	fmt.Fprintf(b, "\n## Part 2: journal disk use under a steady write load\n\n")
+	fmt.Fprintf(b, "Primary `--ack all --retain %s --retain-max %s`, one backup `--retain %s`; writer at %s/s over 4 db files of %d MB together (4 KiB overwrites, every %s; barriers at most every %s) for %s, then %s more of sampling with the writer stopped. Sizes of the journal directories: apparent = `du -sb` (st_size), allocated = st_blocks.\n\n",
+		cfg.retain, cfg.retainMax, cfg.backupRetain, bytesStr(float64(cfg.diskRate)), cfg.diskMB, cfg.tick, cfg.barrierGap, cfg.diskDuration, cfg.diskTail)
+	d.writeSamples(b)
+	d.writeKinds(b)
+	d.writeTotals(b)
+}
+
+// writeSamples writes a row per sample, written and stored bytes counted
+// from the first.
+func (d *diskRun) writeSamples(b *strings.Builder) {
+	b.WriteString("| t s | written MiB | journal stored MiB (cumulative) | batches | trimmed | kept | primary du -sb MiB | primary allocated MiB | backup du -sb MiB | backup allocated MiB |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	w0 := d.samples[0].written
+	s0 := d.samples[0].stored
+	for _, s := range d.samples {
+		mark := ""
+		if s.writerStopped {
+			mark = " (stopped)"
+		}
+		fmt.Fprintf(b, "| %.0f%s | %s | %s | %.0f | %.0f | %.0f | %s | %s | %s | %s |\n", s.at.Seconds(), mark,
+			mib(s.written-w0), mib(s.stored-s0), s.lastSeq, s.trimmed, s.lastSeq-s.trimmed,
+			mib(float64(s.primary.apparent)), mib(float64(s.primary.allocated)), mib(float64(s.backup.apparent)), mib(float64(s.backup.allocated)))
+	}
+}
+
+// writeKinds splits each journal by kind of file at its peak, at the last
+// sample and at rest.
+func (d *diskRun) writeKinds(b *strings.Builder) {
+	last := d.samples[len(d.samples)-1]
+	var peakP, peakB sample
+	for _, s := range d.samples {
+		if s.primary.allocated > peakP.primary.allocated {
+			peakP = s
+		}
+		if s.backup.allocated > peakB.backup.allocated {
+			peakB = s
+		}
+	}
+	fmt.Fprintf(b, "\nBy kind (batch log segments, Badger's files), apparent / allocated MiB:\n\n| | seg | vlog | sst | mem | other |\n|---|---:|---:|---:|---:|---:|\n")
+	kinds := func(label string, u diskUse) {
+		fmt.Fprintf(b, "| %s |", label)
+		for _, k := range []string{"seg", "vlog", "sst", "mem", "other"} {
+			fmt.Fprintf(b, " %s / %s |", mib(float64(u.byKind[k])), mib(float64(u.allocByKind[k])))
+		}
+		b.WriteString("\n")
+	}
+	kinds(fmt.Sprintf("primary, peak allocated (t=%.0f s)", peakP.at.Seconds()), peakP.primary)
+	kinds(fmt.Sprintf("primary, last sample (t=%.0f s)", last.at.Seconds()), last.primary)
+	kinds("primary, after a clean stop", d.restPrimary)
+	kinds(fmt.Sprintf("backup, peak allocated (t=%.0f s)", peakB.at.Seconds()), peakB.backup)
+	kinds(fmt.Sprintf("backup, last sample (t=%.0f s)", last.at.Seconds()), last.backup)
+	kinds("backup, after a clean stop", d.restBackup)
+}
+
+// writeTotals writes the bytes written and sent, the journals' du, the
+// writer's latencies and whether the backup ended equal.
+func (d *diskRun) writeTotals(b *strings.Builder) {
+	last := d.samples[len(d.samples)-1]
+	w0 := d.samples[0].written
+	w := d.writer
+	fmt.Fprintf(b, "\n- written through the mount: %s (`pbfs_capture_write_bytes_total`); the writer counted %s in %.0f s; sent to the backup: %s\n",
+		bytesStr(last.written-w0), bytesStr(float64(w.Bytes)), w.Seconds, bytesStr(d.sentBytes))
+	fmt.Fprintf(b, "- `du -sb` of both journals before the stop: %s\n", strings.ReplaceAll(d.duSb, "\n", "; "))
+	fmt.Fprintf(b, "- writer: write op p50 / p99 / max %.2f / %.2f / %.0f ms; %d barriers, p50 / p99 / max %.1f / %.0f / %.0f ms; late ticks %d of %d; errors %d\n",
+		w.OpP50, w.OpP99, w.OpMax, w.Barriers, w.BarrierP50, w.BarrierP99, w.BarrierMax, w.LateTicks, w.Ticks, w.Errors)
+	if d.cmp.OK() {
+		fmt.Fprintf(b, "- backup equal to the primary at the end: yes (%d paths)\n", d.cmp.Paths)
+	} else {
+		fmt.Fprintf(b, "- backup equal to the primary at the end: NO, %d differences: %s\n", len(d.cmp.Diffs), strings.Join(d.cmp.Diffs[:min(5, len(d.cmp.Diffs))], "; "))
+	}
+}
+
 type diskRun struct {
 	samples                 []sample
 	writer                  *writerStats
