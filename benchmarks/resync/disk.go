@@ -10,140 +10,189 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/treecmp"
+	"github.com/pbfs/pbfs/control"
 )
 
 // partDisk is part 2.
 func partDisk(ctx context.Context, e *env) error {
-	cfg := e.cfg
 	dir := filepath.Join(e.runDir, "disk")
-	vol, bvol := filepath.Join(dir, "vol"), filepath.Join(dir, "bvol")
-	jp, jb := filepath.Join(dir, "jp"), filepath.Join(dir, "jb")
-	for _, d := range []string{filepath.Join(vol, "db"), bvol} {
+	p := &diskPart{e: e, cfg: e.cfg, dir: dir,
+		vol: filepath.Join(dir, "vol"), bvol: filepath.Join(dir, "bvol"),
+		jp: filepath.Join(dir, "jp"), jb: filepath.Join(dir, "jb")}
+	for _, d := range []string{filepath.Join(p.vol, "db"), p.bvol} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	// The writer's db files, written directly, then the backup starts empty
-	// and is resynced before the measurement starts.
+	db, err := p.makeDB()
+	if err != nil {
+		return err
+	}
+	primary, backup, err := p.start(ctx)
+	if err != nil {
+		return err
+	}
+	p.d = &diskRun{}
+	e.rep.disk = p.d
+	if err := p.sample(ctx, db); err != nil {
+		return err
+	}
+	return p.finish(ctx, primary, backup)
+}
+
+// diskPart is part 2 as it runs: its directories, its primary's control
+// socket, and the run it fills in.
+type diskPart struct {
+	e                      *env
+	cfg                    config
+	dir, vol, bvol, jp, jb string
+	cl                     *control.Client
+	d                      *diskRun
+	t0                     time.Time // the first sample
+}
+
+// makeDB writes the writer's db files directly to the volume and returns
+// their paths relative to it.
+func (p *diskPart) makeDB() ([]string, error) {
 	var db []string
-	data := randReader{newChaCha(cfg.seed + 7)}
+	data := randReader{newChaCha(p.cfg.seed + 7)}
 	for i := 0; i < 4; i++ {
 		rel := filepath.Join("db", fmt.Sprintf("table-%d.db", i))
-		f, err := os.Create(filepath.Join(vol, rel))
+		f, err := os.Create(filepath.Join(p.vol, rel))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		_, err = copyN(f, data, cfg.diskMB*1e6/4/4096*4096)
+		_, err = copyN(f, data, p.cfg.diskMB*1e6/4/4096*4096)
 		f.Close()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		db = append(db, rel)
 	}
-	if err := syncfs(vol); err != nil {
-		return err
-	}
+	return db, syncfs(p.vol)
+}
+
+// start starts the backup empty and the primary, and waits until the
+// backup is resynced and has applied a barrier, before the measurement.
+func (p *diskPart) start(ctx context.Context) (primary, backup *proc, err error) {
+	cfg := p.cfg
 	baddr, err := freeAddr()
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	backup, err := e.startBackup(ctx, "backup", dir, baddr, bvol, jb, "--retain", cfg.backupRetain.String())
+	backup, err = p.e.startBackup(ctx, "backup", p.dir, baddr, p.bvol, p.jb, "--retain", cfg.backupRetain.String())
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	primary, cl, err := e.startPrimary(ctx, "primary", dir, vol, jp, "--backup", baddr, "--ack", "all",
+	primary, p.cl, err = p.e.startPrimary(ctx, "primary", p.dir, p.vol, p.jp, "--backup", baddr, "--ack", "all",
 		"--retain", cfg.retain.String(), "--retain-max", cfg.retainMax.String())
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if _, err := primary.WaitEvent(ctx, "resync done", 0, 2*time.Minute); err != nil {
-		return err
+		return nil, nil, err
 	}
-	if _, err := barrierApplied(ctx, cl, time.Minute); err != nil {
-		return err
+	if _, err := barrierApplied(ctx, p.cl, time.Minute); err != nil {
+		return nil, nil, err
 	}
-	d := &diskRun{}
-	e.rep.disk = d
-	take := func(t0 time.Time, stopped bool) error {
-		s := sample{at: time.Since(t0), writerStopped: stopped}
-		m, err := scrape(ctx, cl)
-		if err != nil {
-			return err
-		}
-		s.written = m.sum("pbfs_capture_write_bytes_total", "")
-		s.stored = m.sum("pbfs_journal_bytes_total", `stage="stored"`)
-		s.lastSeq = m.sum("pbfs_journal_batches_total", "")
-		s.trimmed = m.sum("pbfs_journal_trimmed_batches_total", "")
-		if st, err := cl.Status(ctx); err == nil && len(st.Backups) == 1 {
-			s.backupApplied = st.Backups[0].AppliedSeq
-			s.lastSeq = float64(st.LastSeq)
-		}
-		if s.primary, err = measureDisk(jp); err != nil {
-			return err
-		}
-		if s.backup, err = measureDisk(jb); err != nil {
-			return err
-		}
-		d.samples = append(d.samples, s)
-		fmt.Fprintf(os.Stderr, "  t=%3.0fs written %6.1f MiB  primary journal %7.1f MiB (alloc %7.1f)  backup journal %7.1f MiB (alloc %7.1f)\n",
-			s.at.Seconds(), s.written/(1<<20), float64(s.primary.apparent)/(1<<20), float64(s.primary.allocated)/(1<<20),
-			float64(s.backup.apparent)/(1<<20), float64(s.backup.allocated)/(1<<20))
-		return nil
-	}
+	return primary, backup, nil
+}
+
+// sample takes a sample, runs the writer for -disk-duration with a sample
+// every -disk-sample, stops it, and samples for -disk-tail more.
+func (p *diskPart) sample(ctx context.Context, db []string) error {
+	cfg, d := p.cfg, p.d
 	fmt.Fprintf(os.Stderr, "part 2: writer at %d B/s for %s, journal sizes every %s\n", cfg.diskRate, cfg.diskDuration, cfg.diskSample)
-	t0 := time.Now()
-	if err := take(t0, false); err != nil {
+	p.t0 = time.Now()
+	if err := p.take(ctx, false); err != nil {
 		return err
 	}
-	wr, wstats, err := startWriter("writer", dir, vol, jp, cfg.diskRate, cfg.tick, cfg.barrierGap, cfg.seed+2, db)
+	wr, wstats, err := startWriter("writer", p.dir, p.vol, p.jp, cfg.diskRate, cfg.tick, cfg.barrierGap, cfg.seed+2, db)
 	if err != nil {
 		return err
 	}
 	w := wr
-	e.onStop(func() error { return w.Stop(30 * time.Second) })
-	for time.Since(t0) < cfg.diskDuration {
-		sleep(ctx, cfg.diskSample-time.Since(t0)%cfg.diskSample)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err := take(t0, false); err != nil {
-			return err
-		}
+	p.e.onStop(func() error { return w.Stop(30 * time.Second) })
+	if err := p.takeUntil(ctx, cfg.diskDuration, false); err != nil {
+		return err
 	}
 	if d.writer, err = stopWriter(wr, wstats); err != nil {
 		return err
 	}
-	d.writerStoppedAt = time.Since(t0)
-	for time.Since(t0) < cfg.diskDuration+cfg.diskTail {
-		sleep(ctx, cfg.diskSample-time.Since(t0)%cfg.diskSample)
+	d.writerStoppedAt = time.Since(p.t0)
+	return p.takeUntil(ctx, cfg.diskDuration+cfg.diskTail, true)
+}
+
+// takeUntil takes a sample every -disk-sample until end after the first.
+func (p *diskPart) takeUntil(ctx context.Context, end time.Duration, stopped bool) error {
+	for time.Since(p.t0) < end {
+		sleep(ctx, p.cfg.diskSample-time.Since(p.t0)%p.cfg.diskSample)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err := take(t0, true); err != nil {
+		if err := p.take(ctx, stopped); err != nil {
 			return err
 		}
 	}
-	if _, err := barrierApplied(ctx, cl, time.Minute); err != nil {
+	return nil
+}
+
+// take records one sample: the primary's metrics and status and both
+// journals' sizes.
+func (p *diskPart) take(ctx context.Context, stopped bool) error {
+	cl := p.cl
+	s := sample{at: time.Since(p.t0), writerStopped: stopped}
+	m, err := scrape(ctx, cl)
+	if err != nil {
 		return err
 	}
-	var err2 error
-	if d.cmp, err2 = treecmp.Compare(vol, bvol); err2 != nil {
-		return err2
+	s.written = m.sum("pbfs_capture_write_bytes_total", "")
+	s.stored = m.sum("pbfs_journal_bytes_total", `stage="stored"`)
+	s.lastSeq = m.sum("pbfs_journal_batches_total", "")
+	s.trimmed = m.sum("pbfs_journal_trimmed_batches_total", "")
+	if st, err := cl.Status(ctx); err == nil && len(st.Backups) == 1 {
+		s.backupApplied = st.Backups[0].AppliedSeq
+		s.lastSeq = float64(st.LastSeq)
 	}
-	if m, err := scrape(ctx, cl); err == nil {
+	if s.primary, err = measureDisk(p.jp); err != nil {
+		return err
+	}
+	if s.backup, err = measureDisk(p.jb); err != nil {
+		return err
+	}
+	p.d.samples = append(p.d.samples, s)
+	fmt.Fprintf(os.Stderr, "  t=%3.0fs written %6.1f MiB  primary journal %7.1f MiB (alloc %7.1f)  backup journal %7.1f MiB (alloc %7.1f)\n",
+		s.at.Seconds(), s.written/(1<<20), float64(s.primary.apparent)/(1<<20), float64(s.primary.allocated)/(1<<20),
+		float64(s.backup.apparent)/(1<<20), float64(s.backup.allocated)/(1<<20))
+	return nil
+}
+
+// finish compares the volumes after a last barrier, reads the bytes sent
+// and the journals' du, stops everything and measures the journals at
+// rest.
+func (p *diskPart) finish(ctx context.Context, primary, backup *proc) error {
+	e, d := p.e, p.d
+	if _, err := barrierApplied(ctx, p.cl, time.Minute); err != nil {
+		return err
+	}
+	var err error
+	if d.cmp, err = treecmp.Compare(p.vol, p.bvol); err != nil {
+		return err
+	}
+	if m, err := scrape(ctx, p.cl); err == nil {
 		d.sentBytes = m.sum("pbfs_replicate_bytes_sent_total", "")
 	}
-	d.duSb = duSb(jp, jb)
+	d.duSb = duSb(p.jp, p.jb)
 	e.rep.complaints = append(e.rep.complaints, primary.Complaints()...)
 	e.rep.complaints = append(e.rep.complaints, backup.Complaints()...)
 	// After a clean stop Badger truncates its files: the size at rest.
 	if err := e.stopAll(); err != nil {
 		return err
 	}
-	if d.restPrimary, err = measureDisk(jp); err != nil {
+	if d.restPrimary, err = measureDisk(p.jp); err != nil {
 		return err
 	}
-	if d.restBackup, err = measureDisk(jb); err != nil {
+	if d.restBackup, err = measureDisk(p.jb); err != nil {
 		return err
 	}
 	if !d.cmp.OK() {
