@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/benchmarks/internal/treecmp"
 	"github.com/pbfs/pbfs/control"
@@ -312,4 +316,57 @@ type sample struct {
 	backupApplied     uint64
 	writerStopped     bool
 	primaryStatusSeen bool
+}
+
+// diskUse is the size of a directory's files: apparent (what `du -sb`
+// reports: st_size) and allocated (st_blocks), with the apparent size split
+// by kind: the batch log's segments (and its spare) and Badger's files.
+type diskUse struct {
+	apparent, allocated int64
+	byKind              map[string]int64 // seg, vlog, sst, mem, other (apparent)
+	allocByKind         map[string]int64
+	files               int
+}
+
+func measureDisk(dir string) (diskUse, error) {
+	u := diskUse{byKind: map[string]int64{}, allocByKind: map[string]int64{}}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // Badger removed it while we walked
+			}
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return nil
+			}
+			return err
+		}
+		u.apparent += st.Size
+		u.allocated += st.Blocks * 512
+		if d.IsDir() {
+			return nil
+		}
+		kind := "other"
+		if filepath.Base(filepath.Dir(p)) == "batches" {
+			kind = "seg"
+		}
+		switch filepath.Ext(p) {
+		case ".vlog":
+			kind = "vlog"
+		case ".sst":
+			kind = "sst"
+		case ".mem":
+			kind = "mem"
+		case ".sock":
+			return nil
+		}
+		u.byKind[kind] += st.Size
+		u.allocByKind[kind] += st.Blocks * 512
+		u.files++
+		return nil
+	})
+	return u, err
 }
