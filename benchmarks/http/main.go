@@ -27,6 +27,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -125,6 +126,31 @@ func run(ctx context.Context, bin, proxyBin string, sw sweep, scenarios []string
 	for _, t := range targets {
 		openLoop(ctx, client, t.url, 50, time.Second, 1, 4096)
 	}
+	peaks, err := measurePeaks(ctx, client, targets, sw)
+	if err != nil {
+		return err
+	}
+	base, ok := peaks["plain"]
+	if fractions != nil && (!ok || base.goodput() <= 0) {
+		return fmt.Errorf("-fractions needs a plain scenario with a peak above 0 (got %.1f/s); use -rates", base.goodput())
+	}
+	for _, f := range fractions {
+		rates = append(rates, f*base.goodput())
+	}
+	all, err := sweepRates(ctx, client, targets, sw, rates, fractions)
+	if err != nil {
+		return err
+	}
+	checks, err := verifyBackups(s, targets)
+	if err != nil {
+		return err
+	}
+	sw.cal[1] = benchproc.Calibrate(workdir)
+	return writeReport(resultsDir, peaks, all, sw, checks, pool, barriers, extra)
+}
+
+// measurePeaks measures each target's closed-loop peak, by target name.
+func measurePeaks(ctx context.Context, client *http.Client, targets []target, sw sweep) (map[string]result, error) {
 	peaks := map[string]result{}
 	for _, t := range targets {
 		// Sockets left in TIME_WAIT by an earlier run or target slow the
@@ -140,16 +166,16 @@ func run(ctx context.Context, bin, proxyBin string, sw sweep, scenarios []string
 		fmt.Printf("%-16s peak (closed loop, %d clients): %7.1f 2xx/s  p50 %8s  p99 %8s  5xx %d  failed %d  CPU ms/2xx %s\n",
 			t.name, sw.peakClients, r.goodput(), r.pct(0.50).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond), r.status5, r.failed, r.cpu)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
-	base, ok := peaks["plain"]
-	if fractions != nil && (!ok || base.goodput() <= 0) {
-		return fmt.Errorf("-fractions needs a plain scenario with a peak above 0 (got %.1f/s); use -rates", base.goodput())
-	}
-	for _, f := range fractions {
-		rates = append(rates, f*base.goodput())
-	}
+	return peaks, nil
+}
+
+// sweepRates runs every target open-loop at each rate in turn, the
+// targets interleaved at each rate; fractions, when given, are the rates
+// as fractions of plain's peak.
+func sweepRates(ctx context.Context, client *http.Client, targets []target, sw sweep, rates, fractions []float64) ([]result, error) {
 	var all []result
 	for i, rate := range rates {
 		for _, t := range targets {
@@ -168,24 +194,27 @@ func run(ctx context.Context, bin, proxyBin string, sw sweep, scenarios []string
 				r.status5, r.failed, r.dropped, r.group, r.barrier.Round(10*time.Microsecond), r.hold.Round(10*time.Microsecond))
 			all = append(all, r)
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
 		}
 	}
-	// The backups must hold what the primaries hold, or the numbers count
-	// work that was not done.
+	return all, nil
+}
+
+// verifyBackups checks that each pbfs scenario's backups hold what its
+// primary holds, or the numbers count work that was not done.
+func verifyBackups(s *setup, targets []target) ([]string, error) {
 	var checks []string
 	for _, t := range targets {
 		if c := s.clusterOf[t.name]; c != nil {
 			got, err := c.Verify()
 			if err != nil {
-				return fmt.Errorf("%s: %w", t.name, err)
+				return nil, fmt.Errorf("%s: %w", t.name, err)
 			}
 			checks = append(checks, t.name+": "+got)
 		}
 	}
-	sw.cal[1] = benchproc.Calibrate(workdir)
-	return writeReport(resultsDir, peaks, all, sw, checks, pool, barriers, extra)
+	return checks, nil
 }
 
 // proxyStats fills r's proxy columns from the metrics before and after.

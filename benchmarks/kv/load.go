@@ -66,16 +66,8 @@ func newClient(n int) *http.Client {
 // a write that failed (a 503 for want of a barrier) may still have been
 // applied, and skips a key never acknowledged.
 func runPhase(ctx context.Context, s *scenario, client *http.Client, name string, keys, clients, size, gen int, write bool, acked, tried []atomic.Int32) *phase {
-	var mu sync.Mutex
-	p := &phase{name: name, samples: map[string]int64{}}
-	note := func(msg string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if _, ok := p.samples[msg]; ok || len(p.samples) < 8 {
-			p.samples[msg]++
-		}
-	}
-	var next atomic.Int64
+	l := &phaseLoad{ctx: ctx, s: s, client: client, keys: keys, size: size, gen: gen, write: write, acked: acked, tried: tried,
+		p: &phase{name: name, samples: map[string]int64{}}}
 	var wg sync.WaitGroup
 	svc0, mnt0, bk0 := s.cpu()
 	self0 := benchproc.SelfCPU()
@@ -84,79 +76,128 @@ func runPhase(ctx context.Context, s *scenario, client *http.Client, name string
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var lat []time.Duration
-			var ok, s5, st, failed, wrong, in int64
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= keys {
-					break
-				}
-				want := value(i, gen, size)
-				var alt []byte
-				if !write {
-					a := int(acked[i].Load())
-					if a == 0 {
-						continue
-					}
-					want = value(i, a, size)
-					if t := int(tried[i].Load()); t != a {
-						alt = value(i, t, size)
-					}
-				} else {
-					tried[i].Store(int32(gen))
-				}
-				var req *http.Request
-				if write {
-					req, _ = http.NewRequestWithContext(ctx, http.MethodPost, s.target+keyPath(i), bytes.NewReader(want))
-				} else {
-					req, _ = http.NewRequestWithContext(ctx, http.MethodGet, s.target+keyPath(i), nil)
-				}
-				t0 := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
-					failed++
-					note(errKind(err))
-					continue
-				}
-				body, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				d := time.Since(t0)
-				switch {
-				case err != nil:
-					failed++
-				case resp.StatusCode >= 500:
-					s5++
-					note(fmt.Sprintf("%d %s", resp.StatusCode, firstLine(body)))
-				case resp.StatusCode >= 300:
-					st++
-				case !write && !bytes.Equal(body, want) && (alt == nil || !bytes.Equal(body, alt)):
-					wrong++
-				default:
-					if write {
-						acked[i].Store(int32(gen))
-					}
-					ok++
-					lat = append(lat, d)
-					in += int64(len(body))
-				}
-			}
-			mu.Lock()
-			p.lat = append(p.lat, lat...)
-			p.ok += ok
-			p.status5 += s5
-			p.status += st
-			p.failed += failed
-			p.wrong += wrong
-			p.bytesIn += in
-			mu.Unlock()
+			l.add(l.work())
 		}()
 	}
 	wg.Wait()
+	p := l.p
 	p.elapsed = time.Since(start)
 	p.client = float64(benchproc.SelfCPU().Minus(self0).Total()) / float64(p.elapsed)
 	svc1, mnt1, bk1 := s.cpu()
 	p.cpuSvc, p.cpuMount, p.cpuBack = svc1.Minus(svc0), mnt1.Minus(mnt0), bk1.Minus(bk0)
 	return p
+}
+
+// phaseLoad is one phase as its clients share it: what they send, the
+// next key to take, and the phase they add their counts to.
+type phaseLoad struct {
+	ctx          context.Context
+	s            *scenario
+	client       *http.Client
+	keys, size   int
+	gen          int
+	write        bool
+	acked, tried []atomic.Int32
+	next         atomic.Int64
+
+	mu sync.Mutex // guards p
+	p  *phase
+}
+
+// tally is one client's counts over a phase.
+type tally struct {
+	lat                                []time.Duration
+	ok, s5, st, failed, wrong, bytesIn int64
+}
+
+// note counts a failure's message, keeping at most 8 kinds.
+func (l *phaseLoad) note(msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.p.samples[msg]; ok || len(l.p.samples) < 8 {
+		l.p.samples[msg]++
+	}
+}
+
+// work is one client: it takes the next key until there is none left.
+func (l *phaseLoad) work() *tally {
+	var t tally
+	for l.ctx.Err() == nil {
+		i := int(l.next.Add(1)) - 1
+		if i >= l.keys {
+			break
+		}
+		l.request(i, &t)
+	}
+	return &t
+}
+
+// request sends key i's POST or GET and counts its outcome in t. A read
+// of a key never acknowledged is skipped.
+func (l *phaseLoad) request(i int, t *tally) {
+	ctx, s, size, gen, write := l.ctx, l.s, l.size, l.gen, l.write
+	want := value(i, gen, size)
+	var alt []byte
+	if !write {
+		a := int(l.acked[i].Load())
+		if a == 0 {
+			return
+		}
+		want = value(i, a, size)
+		if tr := int(l.tried[i].Load()); tr != a {
+			alt = value(i, tr, size)
+		}
+	} else {
+		l.tried[i].Store(int32(gen))
+	}
+	var req *http.Request
+	if write {
+		req, _ = http.NewRequestWithContext(ctx, http.MethodPost, s.target+keyPath(i), bytes.NewReader(want))
+	} else {
+		req, _ = http.NewRequestWithContext(ctx, http.MethodGet, s.target+keyPath(i), nil)
+	}
+	t0 := time.Now()
+	resp, err := l.client.Do(req)
+	if err != nil {
+		t.failed++
+		l.note(errKind(err))
+		return
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(t0)
+	switch {
+	case err != nil:
+		t.failed++
+	case resp.StatusCode >= 500:
+		t.s5++
+		l.note(fmt.Sprintf("%d %s", resp.StatusCode, firstLine(body)))
+	case resp.StatusCode >= 300:
+		t.st++
+	case !write && !bytes.Equal(body, want) && (alt == nil || !bytes.Equal(body, alt)):
+		t.wrong++
+	default:
+		if write {
+			l.acked[i].Store(int32(gen))
+		}
+		t.ok++
+		t.lat = append(t.lat, d)
+		t.bytesIn += int64(len(body))
+	}
+}
+
+// add adds a client's counts to the phase.
+func (l *phaseLoad) add(t *tally) {
+	l.mu.Lock()
+	p := l.p
+	p.lat = append(p.lat, t.lat...)
+	p.ok += t.ok
+	p.status5 += t.s5
+	p.status += t.st
+	p.failed += t.failed
+	p.wrong += t.wrong
+	p.bytesIn += t.bytesIn
+	l.mu.Unlock()
 }
 
 // scenarioRun is one scenario's phases and checks.

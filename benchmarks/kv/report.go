@@ -65,8 +65,28 @@ func perReq(c benchproc.CPU, n int64) string {
 
 func (rep *kvReport) markdown() string {
 	var b strings.Builder
+	rep.writeHeader(&b)
+	rep.writePhases(&b)
+	if len(rep.runs) > 0 && len(rep.runs[0].curve) > 0 {
+		rep.writeCurve(&b)
+	}
+	rep.writeChecks(&b)
+	if rep.fd != nil {
+		writeFDRun(&b, rep.fd)
+	}
+	return b.String()
+}
+
+// printer is fmt.Fprintf to b.
+func printer(b *strings.Builder) func(format string, a ...any) {
+	return func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+}
+
+// writeHeader writes the title, the run's shape and machine, and whether
+// a check failed.
+func (rep *kvReport) writeHeader(b *strings.Builder) {
 	cfg := rep.cfg
-	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p := printer(b)
 	p("# Key-value stress (the Voldemort seed's shape), %s\n\n", rep.start.UTC().Format("2006-01-02 15:04:05 UTC"))
 	p("- command: `go run ./benchmarks/kv %s`\n", benchproc.ShownArgs(os.Args[1:]))
 	p("- %d keys of %d B; an insert pass, an update pass, %d read pass(es) that check every value; %d clients in a closed loop, each with its own kept-alive connection\n",
@@ -77,6 +97,12 @@ func (rep *kvReport) markdown() string {
 	if bad := rep.failedChecks(); len(bad) > 0 {
 		p("**FAILED: this run's figures are not results.** %s\n\n", strings.Join(bad, "; "))
 	}
+}
+
+// writePhases writes each phase's scenarios, with their ratio to plain's
+// ok/s in the same phase.
+func (rep *kvReport) writePhases(b *strings.Builder) {
+	p := printer(b)
 	p("## Per phase\n\n")
 	p("ok/s: 2xx answers per second (reads: with the right value). Ratio: to plain's ok/s in the same phase. CPU: ms per ok request, from /proc, for the service, the mount with its proxy and flush helper, and all backups together.\n\n")
 	p("| phase | scenario | ok/s | ratio to plain | p50 ms | p95 ms | p99 ms | errors | error rate | CPU service | CPU mount + proxy | CPU backups | client vCPU |\n")
@@ -118,18 +144,27 @@ func (rep *kvReport) markdown() string {
 			}
 		}
 	}
-	if len(rep.runs) > 0 && len(rep.runs[0].curve) > 0 {
-		p("\n## Update curve\n\nUpdates of the first %d keys at each client count, each client with its own kept-alive connection.\n\n", rep.cfg.curveKeys)
-		p("| clients | scenario | ok/s | p50 ms | p95 ms | p99 ms | errors |\n|---:|---|---:|---:|---:|---:|---:|\n")
-		for i, n := range rep.cfg.curveClients {
-			for _, r := range rep.runs {
-				if i < len(r.curve) {
-					ph := r.curve[i]
-					p("| %d | %s | %.0f | %.2f | %.2f | %.2f | %d |\n", n, r.name, ph.rate(), pctMs(ph.lat, 0.5), pctMs(ph.lat, 0.95), pctMs(ph.lat, 0.99), ph.errors())
-				}
+}
+
+// writeCurve writes the updates at each client count.
+func (rep *kvReport) writeCurve(b *strings.Builder) {
+	p := printer(b)
+	p("\n## Update curve\n\nUpdates of the first %d keys at each client count, each client with its own kept-alive connection.\n\n", rep.cfg.curveKeys)
+	p("| clients | scenario | ok/s | p50 ms | p95 ms | p99 ms | errors |\n|---:|---|---:|---:|---:|---:|---:|\n")
+	for i, n := range rep.cfg.curveClients {
+		for _, r := range rep.runs {
+			if i < len(r.curve) {
+				ph := r.curve[i]
+				p("| %d | %s | %.0f | %.2f | %.2f | %.2f | %d |\n", n, r.name, ph.rate(), pctMs(ph.lat, 0.5), pctMs(ph.lat, 0.95), pctMs(ph.lat, 0.99), ph.errors())
 			}
 		}
 	}
+}
+
+// writeChecks writes which scenarios the load generator may have bound,
+// and each scenario's backups and dead processes.
+func (rep *kvReport) writeChecks(b *strings.Builder) {
+	p := printer(b)
 	p("\n## Checks\n\n")
 	if cb := rep.clientBound(); len(cb) > 0 {
 		p("- the load generator used more than %.2f vCPU in: %s. Their throughput may be the generator's limit; where that is plain, the ratios are upper bounds (≤).\n",
@@ -138,32 +173,34 @@ func (rep *kvReport) markdown() string {
 	for _, r := range rep.runs {
 		p("- %s: backups %s; processes that died: %s\n", r.name, r.verified, orNone(r.exited))
 	}
-	if r := rep.fd; r != nil {
-		p("\n## Under a lowered descriptor limit\n\n")
-		p("pbfs-1, the mount and its proxy started under `prlimit --nofile=%d:%d`, %d clients, %d keys (insert, update, one read pass). "+
-			"The proxy answers a client it has no descriptor for with a 503 (`pbfs_proxy_shed_total`), and every process must still be running at the end.\n\n",
-			r.fdLimit, r.fdLimit, r.clients, r.keys)
-		p("| phase | ok/s | p50 ms | p99 ms | 503 and other 5xx | other non-2xx | transport errors | wrong values |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, ph := range r.phases {
-			p("| %s | %.0f | %.2f | %.2f | %d | %d | %d | %d |\n", ph.name, ph.rate(), pctMs(ph.lat, 0.5), pctMs(ph.lat, 0.99), ph.status5, ph.status, ph.failed, ph.wrong)
-		}
-		var reasons []string
-		for k, v := range r.shed {
-			reasons = append(reasons, fmt.Sprintf("%s %.0f", k, v))
-		}
-		slices.Sort(reasons)
-		p("\n- the proxy's 503s by reason: %s\n- processes that died: %s\n- backups: %s\n", orNone(reasons), orNone(r.exited), r.verified)
-		p("- what the failed requests got, by phase:\n")
-		for _, ph := range r.phases {
-			var kinds []string
-			for k, v := range ph.samples {
-				kinds = append(kinds, fmt.Sprintf("`%s` × %d", k, v))
-			}
-			slices.Sort(kinds)
-			p("  - %s: %s\n", ph.name, orNone(kinds))
-		}
+}
+
+// writeFDRun writes the run under a lowered descriptor limit.
+func writeFDRun(b *strings.Builder, r *scenarioRun) {
+	p := printer(b)
+	p("\n## Under a lowered descriptor limit\n\n")
+	p("pbfs-1, the mount and its proxy started under `prlimit --nofile=%d:%d`, %d clients, %d keys (insert, update, one read pass). "+
+		"The proxy answers a client it has no descriptor for with a 503 (`pbfs_proxy_shed_total`), and every process must still be running at the end.\n\n",
+		r.fdLimit, r.fdLimit, r.clients, r.keys)
+	p("| phase | ok/s | p50 ms | p99 ms | 503 and other 5xx | other non-2xx | transport errors | wrong values |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, ph := range r.phases {
+		p("| %s | %.0f | %.2f | %.2f | %d | %d | %d | %d |\n", ph.name, ph.rate(), pctMs(ph.lat, 0.5), pctMs(ph.lat, 0.99), ph.status5, ph.status, ph.failed, ph.wrong)
 	}
-	return b.String()
+	var reasons []string
+	for k, v := range r.shed {
+		reasons = append(reasons, fmt.Sprintf("%s %.0f", k, v))
+	}
+	slices.Sort(reasons)
+	p("\n- the proxy's 503s by reason: %s\n- processes that died: %s\n- backups: %s\n", orNone(reasons), orNone(r.exited), r.verified)
+	p("- what the failed requests got, by phase:\n")
+	for _, ph := range r.phases {
+		var kinds []string
+		for k, v := range ph.samples {
+			kinds = append(kinds, fmt.Sprintf("`%s` × %d", k, v))
+		}
+		slices.Sort(kinds)
+		p("  - %s: %s\n", ph.name, orNone(kinds))
+	}
 }
 
 func orNone(s []string) string {

@@ -43,69 +43,105 @@ func (r *result) pct(p float64) time.Duration {
 }
 
 func runPoint(ctx context.Context, c *pcluster, cfg config, size int, data []byte, off *int64) (*result, error) {
-	r := &result{delay: c.delay, backups: len(c.Backups), size: size}
-	rng := mrand.New(mrand.NewPCG(uint64(size), uint64(len(c.Backups))))
-	write := func() error {
-		if size == 0 {
-			return nil
-		}
-		src := rng.IntN(len(data) - size + 1)
-		if _, err := c.file.WriteAt(data[src:src+size], *off); err != nil {
-			return fmt.Errorf("%s: pwrite: %w", c.name, err)
-		}
-		*off = (*off + int64(size)) % (span - int64(size) + 1)
-		return nil
-	}
-	barrier := func() (uint64, error) { return c.barrier(ctx) }
-	// applied waits until the backups applied what the barriers so far
-	// covered. A fsync's barrier returns no seq; an empty control-socket
-	// barrier, outside what is timed, gives the last one.
-	applied := func(last uint64) error {
-		if cfg.viaFsync {
-			seq, err := c.barrier(ctx)
-			if err != nil {
-				return err
-			}
-			last = seq
-		}
-		return c.waitApplied(ctx, last)
-	}
-	if cfg.viaFsync {
-		barrier = func() (uint64, error) { return 0, c.fsync() }
-	}
+	w := &pointWriter{ctx: ctx, c: c, viaFsync: cfg.viaFsync, size: size, data: data, off: off,
+		rng: mrand.New(mrand.NewPCG(uint64(size), uint64(len(c.Backups))))}
 	var last uint64
 	for i := 0; i < cfg.warmup; i++ {
-		if err := write(); err != nil {
+		if err := w.write(); err != nil {
 			return nil, err
 		}
-		seq, err := barrier()
+		seq, err := w.barrier()
 		if err != nil {
 			return nil, err
 		}
 		last = seq
 	}
-	if err := applied(last); err != nil {
+	if err := w.applied(last); err != nil {
 		return nil, err
 	}
-	m0, err := scrape(ctx, c)
+	r := &result{delay: c.delay, backups: len(c.Backups), size: size}
+	last, err := w.measure(r, last, cfg.duration, cfg.maxN)
 	if err != nil {
 		return nil, err
+	}
+	// Let the backups finish applying before the next point starts.
+	return r, w.applied(last)
+}
+
+// pointWriter is one point's writer: a write of size bytes then a
+// barrier, in a closed loop.
+type pointWriter struct {
+	ctx      context.Context
+	c        *pcluster
+	viaFsync bool // each barrier is an fsync under --fsync replicated
+	size     int
+	data     []byte
+	off      *int64 // where the next write goes, across points
+	rng      *mrand.Rand
+}
+
+// write writes size random bytes of data at the next offset, if size is
+// not 0.
+func (w *pointWriter) write() error {
+	if w.size == 0 {
+		return nil
+	}
+	src := w.rng.IntN(len(w.data) - w.size + 1)
+	if _, err := w.c.file.WriteAt(w.data[src:src+w.size], *w.off); err != nil {
+		return fmt.Errorf("%s: pwrite: %w", w.c.name, err)
+	}
+	*w.off = (*w.off + int64(w.size)) % (span - int64(w.size) + 1)
+	return nil
+}
+
+// barrier is one barrier: a control-socket request, which returns its
+// seq, or an fsync, which returns none.
+func (w *pointWriter) barrier() (uint64, error) {
+	if w.viaFsync {
+		return 0, w.c.fsync()
+	}
+	return w.c.barrier(w.ctx)
+}
+
+// applied waits until the backups applied what the barriers so far
+// covered. A fsync's barrier returns no seq; an empty control-socket
+// barrier, outside what is timed, gives the last one.
+func (w *pointWriter) applied(last uint64) error {
+	if w.viaFsync {
+		seq, err := w.c.barrier(w.ctx)
+		if err != nil {
+			return err
+		}
+		last = seq
+	}
+	return w.c.waitApplied(w.ctx, last)
+}
+
+// measure runs writes and barriers for d or maxN barriers (0: no limit),
+// whichever comes first, into r: each barrier's latency and start, the
+// time in pwrite, and the CPU, metrics and proxy bytes over the loop. It
+// returns the last barrier's seq (last, the warm-up's, if it ran none).
+func (w *pointWriter) measure(r *result, last uint64, d time.Duration, maxN int) (uint64, error) {
+	ctx, c := w.ctx, w.c
+	m0, err := scrape(ctx, c)
+	if err != nil {
+		return 0, err
 	}
 	up0, down0 := c.ProxyBytes()
 	cpuP0, cpuB0 := c.CPU()
 	start := time.Now()
-	for time.Since(start) < cfg.duration && (cfg.maxN == 0 || len(r.lat) < cfg.maxN) {
+	for time.Since(start) < d && (maxN == 0 || len(r.lat) < maxN) {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return 0, ctx.Err()
 		}
 		t0 := time.Now()
-		if err := write(); err != nil {
-			return nil, err
+		if err := w.write(); err != nil {
+			return 0, err
 		}
 		t1 := time.Now()
-		seq, err := barrier()
+		seq, err := w.barrier()
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		t2 := time.Now()
 		r.writeTime += t1.Sub(t0)
@@ -119,14 +155,13 @@ func runPoint(ctx context.Context, c *pcluster, cfg config, size int, data []byt
 	r.order = slices.Clone(r.lat)
 	m1, err := scrape(ctx, c)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	up1, down1 := c.ProxyBytes()
 	r.m = m1.minus(m0)
 	r.tcpUp, r.tcpDown = up1-up0, down1-down0
 	slices.Sort(r.lat)
-	// Let the backups finish applying before the next point starts.
-	return r, applied(last)
+	return last, nil
 }
 
 func writeSamples(dir string, round int, cluster string, r *result) error {

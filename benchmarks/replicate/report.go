@@ -113,13 +113,26 @@ func bytesStr(v float64) string { return benchreport.Bytes(v) }
 
 func (rep *report) markdown() string {
 	var b strings.Builder
+	rep.writeHeader(&b)
+	pts := rep.points()
+	writeLatency(&b, pts, rep.cfg.viaFsync)
+	writeBreakdown(&b, pts, rep.cfg.viaFsync)
+	writeCPU(&b, pts)
+	writeBytes(&b, pts)
+	rep.writeChecks(&b)
+	return b.String()
+}
+
+// writeHeader writes the title and the run: its command, settings,
+// machine and the delay proxies' calibration.
+func (rep *report) writeHeader(b *strings.Builder) {
 	cfg := rep.cfg
-	fmt.Fprintf(&b, "# Replication: barrier latency, %s\n\n", rep.start.UTC().Format("2006-01-02 15:04:05 UTC"))
-	fmt.Fprintf(&b, "- command: `go run ./benchmarks/replicate %s`\n", benchproc.ShownArgs(os.Args[1:]))
-	fmt.Fprintf(&b, "- pbfs: %s; %s, %d CPUs, kernel %s\n", rep.commit, runtime.Version(), runtime.NumCPU(), prologue.Kernel())
-	fmt.Fprintf(&b, "- %d round(s) of the whole matrix, samples pooled per point; in each, every point: %d warm-up barriers, then %s", cfg.rounds, cfg.warmup, cfg.duration)
+	fmt.Fprintf(b, "# Replication: barrier latency, %s\n\n", rep.start.UTC().Format("2006-01-02 15:04:05 UTC"))
+	fmt.Fprintf(b, "- command: `go run ./benchmarks/replicate %s`\n", benchproc.ShownArgs(os.Args[1:]))
+	fmt.Fprintf(b, "- pbfs: %s; %s, %d CPUs, kernel %s\n", rep.commit, runtime.Version(), runtime.NumCPU(), prologue.Kernel())
+	fmt.Fprintf(b, "- %d round(s) of the whole matrix, samples pooled per point; in each, every point: %d warm-up barriers, then %s", cfg.rounds, cfg.warmup, cfg.duration)
 	if cfg.maxN > 0 {
-		fmt.Fprintf(&b, " or %d barriers, whichever comes first", cfg.maxN)
+		fmt.Fprintf(b, " or %d barriers, whichever comes first", cfg.maxN)
 	}
 	mode := "O_RDWR"
 	if cfg.wronly {
@@ -129,24 +142,28 @@ func (rep *report) markdown() string {
 	if cfg.viaFsync {
 		ask = "fsync(2) under --fsync replicated (a replicated commit)"
 	}
-	fmt.Fprintf(&b, "; one writer (file open %s), write then %s, in a closed loop; --ack all; data: %s\n", mode, ask, cfg.data)
-	fmt.Fprintf(&b, "- load average at start %s, at end %s; fuse.pbfs mounts of others at start: %d; run took %s\n",
+	fmt.Fprintf(b, "; one writer (file open %s), write then %s, in a closed loop; --ack all; data: %s\n", mode, ask, cfg.data)
+	fmt.Fprintf(b, "- load average at start %s, at end %s; fuse.pbfs mounts of others at start: %d; run took %s\n",
 		rep.loadStart, rep.loadEnd, rep.otherMounts, rep.end.Sub(rep.start).Round(time.Second))
-	fmt.Fprintf(&b, "- machine at start: %s\n- machine at end: %s\n", rep.calStart, rep.calEnd)
+	fmt.Fprintf(b, "- machine at start: %s\n- machine at end: %s\n", rep.calStart, rep.calEnd)
 	for _, c := range rep.calib {
-		fmt.Fprintf(&b, "- delay proxy at %s each way: 64-byte echo round trip p50 %s ms direct, %s ms through the proxy (+%s ms; %s ms expected)\n",
+		fmt.Fprintf(b, "- delay proxy at %s each way: 64-byte echo round trip p50 %s ms direct, %s ms through the proxy (+%s ms; %s ms expected)\n",
 			delayName(c.delay), ms(c.direct), ms(c.proxied), ms(c.proxied-c.direct), ms(2*c.delay))
 	}
-	fmt.Fprintf(&b, "\n## Barrier latency\n\n")
-	if cfg.viaFsync {
-		fmt.Fprintf(&b, "Latency is from the fsync(2) call to its return (a barrier under --fsync replicated, with no flush round); the write before it is not\n")
+}
+
+// writeLatency writes each point's barrier latency and rate, with the
+// primary's own means of its commit and ack wait.
+func writeLatency(b *strings.Builder, pts []*point, viaFsync bool) {
+	fmt.Fprintf(b, "\n## Barrier latency\n\n")
+	if viaFsync {
+		fmt.Fprintf(b, "Latency is from the fsync(2) call to its return (a barrier under --fsync replicated, with no flush round); the write before it is not\n")
 	} else {
-		fmt.Fprintf(&b, "Latency is from the barrier request on the control socket to its answer; the write before it is not\n")
+		fmt.Fprintf(b, "Latency is from the barrier request on the control socket to its answer; the write before it is not\n")
 	}
-	fmt.Fprintf(&b, "included. barriers/s counts the whole loop (write + barrier). The primary's own split of a barrier, as means:\n")
-	fmt.Fprintf(&b, "commit = seal and durable journal append (`pbfs_journal_commit_seconds`, per batch), ack wait = from there until\n")
-	fmt.Fprintf(&b, "the ack set holds the batch (`pbfs_replicate_barrier_seconds`, per barrier). Compare them with the mean, not the p50.\n\n")
-	pts := rep.points()
+	fmt.Fprintf(b, "included. barriers/s counts the whole loop (write + barrier). The primary's own split of a barrier, as means:\n")
+	fmt.Fprintf(b, "commit = seal and durable journal append (`pbfs_journal_commit_seconds`, per batch), ack wait = from there until\n")
+	fmt.Fprintf(b, "the ack set holds the batch (`pbfs_replicate_barrier_seconds`, per barrier). Compare them with the mean, not the p50.\n\n")
 	b.WriteString("| workload | added delay each way | backups | barriers | barriers/s | p50 ms | p99 ms | max ms | p50 by round, min–max ms | mean ms | commit ms | ack wait ms | pwrite ms |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range pts {
@@ -161,14 +178,18 @@ func (rep *report) markdown() string {
 		for _, l := range r.lat {
 			sum += l
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %.0f | %s | %s | %s | %s–%s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %.0f | %s | %s | %s | %s–%s | %s | %s | %s | %s |\n",
 			workload(r.size), delayName(r.delay), r.backups, len(r.lat), r.rate(),
 			ms(r.pct(0.5)), ms(r.pct(0.99)), ms(r.lat[len(r.lat)-1]), ms(r.p50s[0]), ms(r.p50s[len(r.p50s)-1]),
 			ms(sum/time.Duration(len(r.lat))),
 			r.m.mean("pbfs_journal_commit_seconds"), r.m.mean("pbfs_replicate_barrier_seconds"), pw)
 	}
-	writeBreakdown(&b, pts, cfg.viaFsync)
-	fmt.Fprintf(&b, "\n## CPU per barrier\n\n")
+}
+
+// writeCPU writes each point's CPU per barrier, the primary's and each
+// backup's.
+func writeCPU(b *strings.Builder, pts []*point) {
+	fmt.Fprintf(b, "\n## CPU per barrier\n\n")
 	b.WriteString("CPU time (user + system, from /proc) over the measured loop divided by its barriers: the primary's\n")
 	b.WriteString("process group (the mount and its flush helper) and each backup's, as a mean over the backups; the share\n")
 	b.WriteString("spent in the kernel in brackets. /proc counts in 10 ms ticks, so short points are coarse.\n\n")
@@ -183,10 +204,15 @@ func (rep *report) markdown() string {
 		if r.backups > 0 {
 			bk = cpuStr(r.cpuB, n*time.Duration(r.backups))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s |\n", workload(r.size), delayName(r.delay), r.backups, len(r.lat),
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s | %s |\n", workload(r.size), delayName(r.delay), r.backups, len(r.lat),
 			cpuStr(r.cpuP, n), bk, ms(r.cpuP.Plus(r.cpuB).Total()/n))
 	}
-	fmt.Fprintf(&b, "\n## Bytes per batch\n\n")
+}
+
+// writeBytes writes each point's bytes per batch: written, stored, sent
+// and through the delay proxy.
+func writeBytes(b *strings.Builder, pts []*point) {
+	fmt.Fprintf(b, "\n## Bytes per batch\n\n")
 	b.WriteString("written: `pbfs_capture_write_bytes_total`; stored: `pbfs_journal_bytes_total{stage=\"stored\"}` (encoded, compressed);\n")
 	b.WriteString("sent: `pbfs_replicate_bytes_sent_total` per backup (encoded batches handed to gRPC); TCP: bytes the delay proxy\n")
 	b.WriteString("forwarded per backup (gRPC and HTTP/2 framing, acks and keepalives included). Per batch = divided by\n")
@@ -212,17 +238,21 @@ func (rep *report) markdown() string {
 				down = bytesStr(float64(r.tcpDown) / float64(r.backups) / batches)
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %.2f | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(b, "| %s | %s | %d | %.0f | %.2f | %s | %s | %s | %s | %s | %s |\n",
 			workload(r.size), delayName(r.delay), r.backups, batches, batches/float64(len(r.lat)),
 			bytesStr(written), bytesStr(stored), sent, ratio, up, down)
 	}
-	fmt.Fprintf(&b, "\n## Checks\n\n")
-	fmt.Fprintf(&b, "- backups' copy of the data file equal to the primary's after each configuration: %s\n", strings.Join(rep.verified, ", "))
+}
+
+// writeChecks writes the backups' verification, the batches the timer
+// sealed, and the leftover mounts and log complaints.
+func (rep *report) writeChecks(b *strings.Builder) {
+	fmt.Fprintf(b, "\n## Checks\n\n")
+	fmt.Fprintf(b, "- backups' copy of the data file equal to the primary's after each configuration: %s\n", strings.Join(rep.verified, ", "))
 	timer := 0.0
 	for _, r := range rep.results {
 		timer += r.m.sum("pbfs_capture_seals_total", `trigger="timer"`)
 	}
-	fmt.Fprintf(&b, "- batches sealed by the 50 ms timer rather than by a barrier during measurement: %.0f\n", timer)
-	benchreport.WriteChecks(&b, rep.leftMounts, rep.complaints)
-	return b.String()
+	fmt.Fprintf(b, "- batches sealed by the 50 ms timer rather than by a barrier during measurement: %.0f\n", timer)
+	benchreport.WriteChecks(b, rep.leftMounts, rep.complaints)
 }

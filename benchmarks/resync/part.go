@@ -88,109 +88,154 @@ func trimFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // partResync is part 1.
 func partResync(ctx context.Context, e *env) error {
-	cfg := e.cfg
 	dir := filepath.Join(e.runDir, "resync")
-	vol, bvol := filepath.Join(dir, "vol"), filepath.Join(dir, "bvol")
-	jp, jb := filepath.Join(dir, "jp"), filepath.Join(dir, "jb")
-	for _, d := range []string{vol, bvol} {
+	p := &resyncPart{e: e, cfg: e.cfg, dir: dir,
+		vol: filepath.Join(dir, "vol"), bvol: filepath.Join(dir, "bvol"),
+		jp: filepath.Join(dir, "jp"), jb: filepath.Join(dir, "jb")}
+	for _, d := range []string{p.vol, p.bvol} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	rep := e.rep
+	if err := p.start(ctx); err != nil {
+		return err
+	}
+	backup, err := p.resyncEmpty(ctx)
+	if err != nil {
+		return err
+	}
+	return p.resyncAltered(ctx, backup)
+}
+
+// resyncPart is part 1 as it runs: its directories, the volume built, the
+// counting proxy in front of the backup, and the primary.
+type resyncPart struct {
+	e                      *env
+	cfg                    config
+	dir, vol, bvol, jp, jb string
+	built                  *built
+	baddr                  string // the backup's address, behind px
+	px                     *delayproxy.Proxy
+	primary                *proc
+	cl                     *control.Client
+}
+
+// start builds the volume and starts the primary, with a backup that is
+// not there yet behind a proxy that counts the bytes.
+func (p *resyncPart) start(ctx context.Context) error {
+	cfg, rep := p.cfg, p.e.rep
 	fmt.Fprintf(os.Stderr, "part 1: building the volume (%d files, %d MB)\n", cfg.files, cfg.mb)
 	t0 := time.Now()
-	b, err := buildVolume(vol, volumeSpec{files: cfg.files, dirs: cfg.dirs, bytes: cfg.mb * 1e6, seed: cfg.seed})
+	b, err := buildVolume(p.vol, volumeSpec{files: cfg.files, dirs: cfg.dirs, bytes: cfg.mb * 1e6, seed: cfg.seed})
 	if err != nil {
 		return fmt.Errorf("build volume: %w", err)
 	}
+	p.built = b
 	rep.built, rep.buildTime = b, time.Since(t0)
 
-	baddr, err := freeAddr()
-	if err != nil {
+	if p.baddr, err = freeAddr(); err != nil {
 		return err
 	}
 	// A proxy with no delay counts the bytes each way: the TCP payload, so
 	// gRPC and HTTP/2 framing are included.
-	px, err := delayproxy.New("127.0.0.1:0", baddr, 0)
-	if err != nil {
+	if p.px, err = delayproxy.New("127.0.0.1:0", p.baddr, 0); err != nil {
 		return err
 	}
-	e.onStop(px.Close)
+	p.e.onStop(p.px.Close)
 	// The primary starts first, with a backup that is not there yet, so the
 	// writer is running when the backup arrives: the resync happens under
 	// load, as it would for a backup added to a live service.
-	primary, cl, err := e.startPrimary(ctx, "primary", dir, vol, jp, "--backup", px.Addr(), "--ack", "all")
+	p.primary, p.cl, err = p.e.startPrimary(ctx, "primary", p.dir, p.vol, p.jp, "--backup", p.px.Addr(), "--ack", "all")
+	return err
+}
+
+// startWriter starts a writer process on the primary's volume, stopped at
+// the end if it is still running.
+func (p *resyncPart) startWriter(name string, seed uint64) (*proc, string, error) {
+	cfg := p.cfg
+	wr, wstats, err := startWriter(name, p.dir, p.vol, p.jp, cfg.rate, cfg.tick, cfg.barrierGap, seed, p.built.dbFiles)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	wr, wstats, err := startWriter("writer1", dir, vol, jp, cfg.rate, cfg.tick, cfg.barrierGap, cfg.seed, b.dbFiles)
+	p.e.onStop(func() error { return wr.Stop(30 * time.Second) })
+	return wr, wstats, nil
+}
+
+// resyncEmpty is the first resync: the backup starts with an empty volume
+// and journal while the writer runs. It returns the backup.
+func (p *resyncPart) resyncEmpty(ctx context.Context) (*proc, error) {
+	cfg, rep := p.cfg, p.e.rep
+	wr, wstats, err := p.startWriter("writer1", cfg.seed)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	w := wr
-	e.onStop(func() error { return w.Stop(30 * time.Second) })
 	sleep(ctx, cfg.warm)
-	m0, err := scrape(ctx, cl)
+	m0, err := scrape(ctx, p.cl)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintln(os.Stderr, "part 1: starting the empty backup")
 	r1 := &resyncRun{name: "new backup, empty volume and journal"}
 	started := time.Now()
-	backup, err := e.startBackup(ctx, "backup", dir, baddr, bvol, jb)
+	backup, err := p.e.startBackup(ctx, "backup", p.dir, p.baddr, p.bvol, p.jb)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := r1.watch(ctx, primary, backup, px, 0, started); err != nil {
-		return err
+	if err := r1.watch(ctx, p.primary, backup, p.px, 0, started); err != nil {
+		return nil, err
 	}
 	sleep(ctx, cfg.after)
 	if r1.writer, err = stopWriter(wr, wstats); err != nil {
-		return err
+		return nil, err
 	}
-	if err := r1.finish(ctx, cl, m0, vol, bvol); err != nil {
-		return err
+	if err := r1.finish(ctx, p.cl, m0, p.vol, p.bvol); err != nil {
+		return nil, err
 	}
 	rep.resyncs = append(rep.resyncs, r1)
 	if !r1.cmp.OK() {
-		return fmt.Errorf("the backup differs from the primary after the first resync:\n%s", strings.Join(r1.cmp.Diffs[:min(20, len(r1.cmp.Diffs))], "\n"))
+		return nil, fmt.Errorf("the backup differs from the primary after the first resync:\n%s", strings.Join(r1.cmp.Diffs[:min(20, len(r1.cmp.Diffs))], "\n"))
 	}
+	return backup, nil
+}
 
+// resyncAltered is the second resync: the backup is stopped, altered
+// behind its back and restarted, and `pbfs resync` is run, with the writer
+// running unless -alter-writer=false.
+func (p *resyncPart) resyncAltered(ctx context.Context, backup *proc) error {
+	cfg, rep := p.cfg, p.e.rep
 	fmt.Fprintln(os.Stderr, "part 1: altering the stopped backup")
 	if err := backup.Stop(30 * time.Second); err != nil {
 		return err
 	}
-	a, err := alterBackup(bvol, cfg.alter, cfg.seed)
+	a, err := alterBackup(p.bvol, cfg.alter, cfg.seed)
 	if err != nil {
 		return fmt.Errorf("alter the backup: %w", err)
 	}
-	if backup, err = e.startBackup(ctx, "backup", dir, baddr, bvol, jb); err != nil {
+	if backup, err = p.e.startBackup(ctx, "backup", p.dir, p.baddr, p.bvol, p.jb); err != nil {
 		return err
 	}
-	wr = nil
+	var wr *proc
+	var wstats string
 	if cfg.alterWriter {
-		wr, wstats, err = startWriter("writer2", dir, vol, jp, cfg.rate, cfg.tick, cfg.barrierGap, cfg.seed+1, b.dbFiles)
-		if err != nil {
+		if wr, wstats, err = p.startWriter("writer2", cfg.seed+1); err != nil {
 			return err
 		}
-		w := wr
-		e.onStop(func() error { return w.Stop(30 * time.Second) })
 	}
 	sleep(ctx, cfg.warm)
-	if m0, err = scrape(ctx, cl); err != nil {
+	m0, err := scrape(ctx, p.cl)
+	if err != nil {
 		return err
 	}
 	r2 := &resyncRun{name: fmt.Sprintf("mostly-correct copy (%.0f %% of files altered), `pbfs resync`", cfg.alter*100), alter: &a}
 	if !cfg.alterWriter {
 		r2.name += ", no writer"
 	}
-	started = time.Now()
-	out, err := exec.Command(e.bin, "resync", "--journal", jp).CombinedOutput()
+	started := time.Now()
+	out, err := exec.Command(p.e.bin, "resync", "--journal", p.jp).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("pbfs resync: %v: %s", err, out)
 	}
-	if err := r2.watch(ctx, primary, backup, px, 1, started); err != nil {
+	if err := r2.watch(ctx, p.primary, backup, p.px, 1, started); err != nil {
 		return err
 	}
 	if wr != nil {
@@ -199,11 +244,11 @@ func partResync(ctx context.Context, e *env) error {
 			return err
 		}
 	}
-	if err := r2.finish(ctx, cl, m0, vol, bvol); err != nil {
+	if err := r2.finish(ctx, p.cl, m0, p.vol, p.bvol); err != nil {
 		return err
 	}
 	rep.resyncs = append(rep.resyncs, r2)
-	rep.complaints = append(rep.complaints, primary.Complaints()...)
+	rep.complaints = append(rep.complaints, p.primary.Complaints()...)
 	rep.complaints = append(rep.complaints, backup.Complaints()...)
 	if !r2.cmp.OK() {
 		return fmt.Errorf("the backup differs from the primary after the second resync:\n%s", strings.Join(r2.cmp.Diffs[:min(20, len(r2.cmp.Diffs))], "\n"))

@@ -41,43 +41,61 @@ type rejoinResult struct {
 func partRejoin(ctx context.Context, e *env) error {
 	cfg := e.cfg
 	dir := filepath.Join(e.runDir, "rejoin")
-	vol, bvol := filepath.Join(dir, "vol"), filepath.Join(dir, "bvol")
-	jp, jb := filepath.Join(dir, "jp"), filepath.Join(dir, "jb")
-	for _, d := range []string{vol, bvol} {
+	p := &rejoinPart{e: e, dir: dir,
+		vol: filepath.Join(dir, "vol"), bvol: filepath.Join(dir, "bvol"),
+		jp: filepath.Join(dir, "jp"), jb: filepath.Join(dir, "jb")}
+	for _, d := range []string{p.vol, p.bvol} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintf(os.Stderr, "part 3: building the volume (%d files, %d MB)\n", cfg.rejoinFiles, cfg.rejoinMB)
-	bl, err := buildVolume(vol, volumeSpec{files: cfg.rejoinFiles, dirs: max(cfg.rejoinFiles/100, 1), bytes: cfg.rejoinMB * 1e6, seed: cfg.seed})
+	bl, err := buildVolume(p.vol, volumeSpec{files: cfg.rejoinFiles, dirs: max(cfg.rejoinFiles/100, 1), bytes: cfg.rejoinMB * 1e6, seed: cfg.seed})
 	if err != nil {
 		return fmt.Errorf("build volume: %w", err)
 	}
 	res := &rejoinResult{built: bl}
 	e.rep.rejoin = res
-	raddr, err := freeAddr()
-	if err != nil {
+	if p.raddr, err = freeAddr(); err != nil {
 		return err
 	}
-	baddr, err := freeAddr()
-	if err != nil {
+	if p.baddr, err = freeAddr(); err != nil {
 		return err
 	}
+	if err := p.diverge(ctx); err != nil {
+		return err
+	}
+	return p.rejoin(ctx, res)
+}
+
+// rejoinPart is part 3's directories and addresses: vol and jp are the
+// old primary's (R), bvol and jb its backup's (B); B listens on baddr, R
+// on raddr once it rejoins.
+type rejoinPart struct {
+	e                      *env
+	dir, vol, bvol, jp, jb string
+	raddr, baddr           string
+}
+
+// diverge starts R with B, lets B resync and acknowledge some writes,
+// then freezes B, writes more that only R journals, and kills both.
+func (p *rejoinPart) diverge(ctx context.Context) error {
+	e, vol, bvol := p.e, p.vol, p.bvol
 	// Both are killed below: started here, not by e's helpers, whose stop
 	// takes a process killed for an error.
-	r, err := e.startKillable("old-primary", dir, vol, e.bin, "mount", "--journal", jp, "--backup", baddr, "--ack", "all", vol)
+	r, err := e.startKillable("old-primary", p.dir, vol, e.bin, "mount", "--journal", p.jp, "--backup", p.baddr, "--ack", "all", vol)
 	if err != nil {
 		return err
 	}
-	rcl, err := waitMounted(ctx, r, vol, jp)
+	rcl, err := waitMounted(ctx, r, vol, p.jp)
 	if err != nil {
 		return err
 	}
-	b, err := e.startKillable("backup", dir, bvol, e.bin, "backup", "--listen", baddr, "--journal", jb, bvol)
+	b, err := e.startKillable("backup", p.dir, bvol, e.bin, "backup", "--listen", p.baddr, "--journal", p.jb, bvol)
 	if err != nil {
 		return err
 	}
-	if err := waitListening(ctx, b, baddr); err != nil {
+	if err := waitListening(ctx, b, p.baddr); err != nil {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "part 3: the backup's first resync")
@@ -96,36 +114,42 @@ func partRejoin(ctx context.Context, e *env) error {
 		return err
 	}
 	sleep(ctx, 300*time.Millisecond) // journaled: the seal interval is 50 ms
-	for _, p := range []*proc{r, b} {
-		p.Cmd.Process.Kill()
-		for !p.Exited() {
+	for _, x := range []*proc{r, b} {
+		x.Cmd.Process.Kill()
+		for !x.Exited() {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	detach(vol)
 	detach(bvol)
+	return nil
+}
 
+// rejoin promotes B, which writes a little, brings R back as its backup,
+// and measures the rejoin's resync and then a `pbfs resync` of R.
+func (p *rejoinPart) rejoin(ctx context.Context, res *rejoinResult) error {
+	e := p.e
 	fmt.Fprintln(os.Stderr, "part 3: promoting the backup")
-	n, ncl, err := e.startCmd(ctx, "new-primary", "promote", dir, bvol, jb, "--backup", raddr)
+	n, ncl, err := e.startCmd(ctx, "new-primary", "promote", p.dir, p.bvol, p.jb, "--backup", p.raddr)
 	if err != nil {
 		return err
 	}
-	if err := writeSome(bvol, "new", 20); err != nil {
+	if err := writeSome(p.bvol, "new", 20); err != nil {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "part 3: the old primary rejoins")
 	started := time.Now()
-	if _, err := e.startBackup(ctx, "rejoined", dir, raddr, vol, jp); err != nil {
+	if _, err := e.startBackup(ctx, "rejoined", p.dir, p.raddr, p.vol, p.jp); err != nil {
 		return err
 	}
-	if err := res.measure(ctx, n, ncl, "rejoin of the deposed primary", 0, started, bvol, vol); err != nil {
+	if err := res.measure(ctx, n, ncl, "rejoin of the deposed primary", 0, started, p.bvol, p.vol); err != nil {
 		return err
 	}
 	started = time.Now()
-	if out, err := exec.Command(e.bin, "resync", "--journal", jb).CombinedOutput(); err != nil {
+	if out, err := exec.Command(e.bin, "resync", "--journal", p.jb).CombinedOutput(); err != nil {
 		return fmt.Errorf("pbfs resync: %v: %s", err, out)
 	}
-	return res.measure(ctx, n, ncl, "`pbfs resync` of it (full)", 1, started, bvol, vol)
+	return res.measure(ctx, n, ncl, "`pbfs resync` of it (full)", 1, started, p.bvol, p.vol)
 }
 
 // measure waits for the new primary's resync number i+1 and the backup's

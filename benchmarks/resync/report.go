@@ -67,172 +67,12 @@ func atof(s string) float64 {
 
 func (r *report) markdown() string {
 	var b strings.Builder
-	cfg := r.cfg
-	fmt.Fprintf(&b, "# Resync and journal disk use, %s\n\n", r.start.UTC().Format("2006-01-02 15:04:05 UTC"))
-	fmt.Fprintf(&b, "- command: `go run ./benchmarks/resync %s`\n", benchproc.ShownArgs(os.Args[1:]))
-	fmt.Fprintf(&b, "- pbfs: %s; %s, %d CPUs, kernel %s\n", r.commit, runtime.Version(), runtime.NumCPU(), prologue.Kernel())
-	r.mu.Lock()
-	fmt.Fprintf(&b, "- load average at start %s, at end %s, highest 1-minute value seen %.2f; fuse.pbfs mounts of others at start: %d; run took %s\n",
-		r.loadStart, r.loadEnd, r.loadMax, r.otherMounts, r.end.Sub(r.start).Round(time.Second))
-	r.mu.Unlock()
-	if bl := r.built; bl != nil {
-		fmt.Fprintf(&b, "\n## Part 1: resync\n\n")
-		fmt.Fprintf(&b, "Volume (built in %s, directly on the backing file system, random incompressible bytes): %d regular file names (%d hard links among them) in %d directories, %d symlinks, %d files with a user xattr; %s bytes = %s: %d large files of %s (%s), %d medium (%s), %d small (%s, average %s).\n\n",
-			r.buildTime.Round(100*time.Millisecond), bl.files, bl.hardlinks, bl.dirs, bl.symlinks, bl.xattrs,
-			commas(bl.bytes), bytesStr(float64(bl.bytes)), bl.large, bytesStr(float64(bl.largeBytes/int64(max(bl.large, 1)))), bytesStr(float64(bl.largeBytes)),
-			bl.medium, bytesStr(float64(bl.mediumBytes)), bl.small, bytesStr(float64(bl.smallBytes)), bytesStr(float64(bl.smallBytes)/float64(max(bl.small, 1))))
-		fmt.Fprintf(&b, "Writer (a separate process): every %s, 4 KiB overwrites of random pages of the %d db/ files (%s/s on average), a log line, and every 10th/25th/40th round a small file created/renamed/deleted; a closed loop of barriers at most every %s. The primary started first with its backup absent; the writer ran %s before the backup (or `pbfs resync`) started and %s after the resync was done, then stopped; then a barrier, a wait until the backup applied it, and the comparison.\n\n",
-			cfg.tick, len(bl.dbFiles), bytesStr(float64(cfg.rate)), cfg.barrierGap, cfg.warm, cfg.after)
-		b.WriteString("| | " + strings.Join(names(r.resyncs), " | ") + " |\n|---|" + strings.Repeat("---:|", len(r.resyncs)) + "\n")
-		row := func(label string, f func(x *resyncRun) string) {
-			var cells []string
-			for _, x := range r.resyncs {
-				cells = append(cells, f(x))
-			}
-			fmt.Fprintf(&b, "| %s | %s |\n", label, strings.Join(cells, " | "))
-		}
-		row("snapshot: entries / regular-file bytes", func(x *resyncRun) string {
-			return fmt.Sprintf("%s / %s", x.snapshot["entries"], commas(int64(atof(x.snapshot["bytes"]))))
-		})
-		row("**pause** (primary log)", func(x *resyncRun) string { return "**" + x.done["pause"] + "**" })
-		row("pause histogram: count, sum, bucket", func(x *resyncRun) string {
-			return fmt.Sprintf("%.0f, %.1f ms, %s", x.pauseHist.count, x.pauseHist.sum*1e3, x.pauseHist.bound())
-		})
-		row("**resync took** (primary log)", func(x *resyncRun) string { return "**" + x.done["took"] + "**" })
-		row("backup start / `pbfs resync` to \"resync done\"", func(x *resyncRun) string { return x.wall.Round(10 * time.Millisecond).String() })
-		row("files_differed (primary) / files_changed (backup)", func(x *resyncRun) string {
-			return x.done["files_differed"] + " / " + x.backupDone["files_changed"]
-		})
-		row("blocks_sent (64 KiB)", func(x *resyncRun) string { return x.done["blocks_sent"] })
-		row("removed", func(x *resyncRun) string { return x.done["removed"] })
-		row("**TCP primary→backup during the resync**", func(x *resyncRun) string { return "**" + bytesStr(float64(x.wireUp)) + "**" })
-		row("… ÷ volume bytes", func(x *resyncRun) string {
-			return fmt.Sprintf("%.4f", float64(x.wireUp)/max(1, atof(x.snapshot["bytes"])))
-		})
-		row("TCP backup→primary during the resync", func(x *resyncRun) string { return bytesStr(float64(x.wireDown)) })
-		row("batches sent over the phase (bytes)", func(x *resyncRun) string {
-			return fmt.Sprintf("%.0f (%s)", x.batches, bytesStr(x.batchBytes))
-		})
-		row("writer: bytes written, seconds", func(x *resyncRun) string {
-			if x.writer == nil {
-				return "–"
-			}
-			return fmt.Sprintf("%s, %.1f s", bytesStr(float64(x.writer.Bytes)), x.writer.Seconds)
-		})
-		row("writer: write op p50 / p99 / max ms (max at s)", func(x *resyncRun) string {
-			if x.writer == nil {
-				return "–"
-			}
-			w := x.writer
-			return fmt.Sprintf("%.2f / %.2f / %.0f (%s at %.1f)", w.OpP50, w.OpP99, w.OpMax, w.OpMaxName, w.OpMaxAt)
-		})
-		row("writer: barriers, p50 / p99 / max ms (max at s)", func(x *resyncRun) string {
-			if x.writer == nil {
-				return "–"
-			}
-			w := x.writer
-			return fmt.Sprintf("%d, %.1f / %.0f / %.0f (%.1f)", w.Barriers, w.BarrierP50, w.BarrierP99, w.BarrierMax, w.BarrierMaxAt)
-		})
-		row("writer: late ticks / errors", func(x *resyncRun) string {
-			if x.writer == nil {
-				return "–"
-			}
-			return fmt.Sprintf("%d of %d / %d", x.writer.LateTicks, x.writer.Ticks, x.writer.Errors)
-		})
-		row("**backup equal to primary** (paths compared)", func(x *resyncRun) string {
-			if x.cmp.OK() {
-				return fmt.Sprintf("**yes** (%d paths, %s hashed, %s)", x.cmp.Paths, bytesStr(float64(x.cmp.Bytes)), x.cmpTime.Round(100*time.Millisecond))
-			}
-			return fmt.Sprintf("**NO: %d differences**", len(x.cmp.Diffs))
-		})
-		row("`diff -r --no-dereference -q`", func(x *resyncRun) string { return x.diffOut })
-		row("mtimes differing: files / dirs", func(x *resyncRun) string {
-			return fmt.Sprintf("%d / %d", x.cmp.MtimeFiles, x.cmp.MtimeDirs)
-		})
-		for _, x := range r.resyncs {
-			if a := x.alter; a != nil {
-				fmt.Fprintf(&b, "\nAltered on the stopped backup: %d files (%d overwritten 16 bytes in place, %d large files 100 bytes in the middle, %d appended 1,000 bytes, %d deleted, %d new files added, %d chmod only).\n",
-					a.total(), a.overwritten, a.largeBlocks, a.appended, a.deleted, a.added, a.chmodded)
-			}
-		}
-		for _, x := range r.resyncs {
-			if x.writer == nil || len(x.writer.Slow) == 0 {
-				continue
-			}
-			fmt.Fprintf(&b, "\nWriter operations over 50 ms during \"%s\" (s since the writer started: op ms):", x.name)
-			for i, s := range x.writer.Slow {
-				if i == 25 {
-					fmt.Fprintf(&b, " … %d more", len(x.writer.Slow)-25)
-					break
-				}
-				fmt.Fprintf(&b, " %.2f %s %.0f;", s.At, s.Op, s.Dur)
-			}
-			b.WriteString("\n")
-			if len(x.writer.FirstErrors) > 0 {
-				fmt.Fprintf(&b, "\nWriter errors: %s\n", strings.Join(x.writer.FirstErrors, "; "))
-			}
-		}
-		for _, x := range r.resyncs {
-			if len(x.cmp.Diffs) > 0 {
-				fmt.Fprintf(&b, "\nDifferences after \"%s\" (first 20):\n\n", x.name)
-				for _, d := range x.cmp.Diffs[:min(20, len(x.cmp.Diffs))] {
-					fmt.Fprintf(&b, "    %s\n", d)
-				}
-			}
-		}
+	r.writeHeader(&b)
+	if r.built != nil {
+		r.writeResyncs(&b)
 	}
-	if d := r.disk; d != nil {
-		fmt.Fprintf(&b, "\n## Part 2: journal disk use under a steady write load\n\n")
-		fmt.Fprintf(&b, "Primary `--ack all --retain %s --retain-max %s`, one backup `--retain %s`; writer at %s/s over 4 db files of %d MB together (4 KiB overwrites, every %s; barriers at most every %s) for %s, then %s more of sampling with the writer stopped. Sizes of the journal directories: apparent = `du -sb` (st_size), allocated = st_blocks.\n\n",
-			cfg.retain, cfg.retainMax, cfg.backupRetain, bytesStr(float64(cfg.diskRate)), cfg.diskMB, cfg.tick, cfg.barrierGap, cfg.diskDuration, cfg.diskTail)
-		b.WriteString("| t s | written MiB | journal stored MiB (cumulative) | batches | trimmed | kept | primary du -sb MiB | primary allocated MiB | backup du -sb MiB | backup allocated MiB |\n")
-		b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-		w0 := d.samples[0].written
-		s0 := d.samples[0].stored
-		for _, s := range d.samples {
-			mark := ""
-			if s.writerStopped {
-				mark = " (stopped)"
-			}
-			fmt.Fprintf(&b, "| %.0f%s | %s | %s | %.0f | %.0f | %.0f | %s | %s | %s | %s |\n", s.at.Seconds(), mark,
-				mib(s.written-w0), mib(s.stored-s0), s.lastSeq, s.trimmed, s.lastSeq-s.trimmed,
-				mib(float64(s.primary.apparent)), mib(float64(s.primary.allocated)), mib(float64(s.backup.apparent)), mib(float64(s.backup.allocated)))
-		}
-		last := d.samples[len(d.samples)-1]
-		var peakP, peakB sample
-		for _, s := range d.samples {
-			if s.primary.allocated > peakP.primary.allocated {
-				peakP = s
-			}
-			if s.backup.allocated > peakB.backup.allocated {
-				peakB = s
-			}
-		}
-		fmt.Fprintf(&b, "\nBy kind (batch log segments, Badger's files), apparent / allocated MiB:\n\n| | seg | vlog | sst | mem | other |\n|---|---:|---:|---:|---:|---:|\n")
-		kinds := func(label string, u diskUse) {
-			fmt.Fprintf(&b, "| %s |", label)
-			for _, k := range []string{"seg", "vlog", "sst", "mem", "other"} {
-				fmt.Fprintf(&b, " %s / %s |", mib(float64(u.byKind[k])), mib(float64(u.allocByKind[k])))
-			}
-			b.WriteString("\n")
-		}
-		kinds(fmt.Sprintf("primary, peak allocated (t=%.0f s)", peakP.at.Seconds()), peakP.primary)
-		kinds(fmt.Sprintf("primary, last sample (t=%.0f s)", last.at.Seconds()), last.primary)
-		kinds("primary, after a clean stop", d.restPrimary)
-		kinds(fmt.Sprintf("backup, peak allocated (t=%.0f s)", peakB.at.Seconds()), peakB.backup)
-		kinds(fmt.Sprintf("backup, last sample (t=%.0f s)", last.at.Seconds()), last.backup)
-		kinds("backup, after a clean stop", d.restBackup)
-		w := d.writer
-		fmt.Fprintf(&b, "\n- written through the mount: %s (`pbfs_capture_write_bytes_total`); the writer counted %s in %.0f s; sent to the backup: %s\n",
-			bytesStr(last.written-w0), bytesStr(float64(w.Bytes)), w.Seconds, bytesStr(d.sentBytes))
-		fmt.Fprintf(&b, "- `du -sb` of both journals before the stop: %s\n", strings.ReplaceAll(d.duSb, "\n", "; "))
-		fmt.Fprintf(&b, "- writer: write op p50 / p99 / max %.2f / %.2f / %.0f ms; %d barriers, p50 / p99 / max %.1f / %.0f / %.0f ms; late ticks %d of %d; errors %d\n",
-			w.OpP50, w.OpP99, w.OpMax, w.Barriers, w.BarrierP50, w.BarrierP99, w.BarrierMax, w.LateTicks, w.Ticks, w.Errors)
-		if d.cmp.OK() {
-			fmt.Fprintf(&b, "- backup equal to the primary at the end: yes (%d paths)\n", d.cmp.Paths)
-		} else {
-			fmt.Fprintf(&b, "- backup equal to the primary at the end: NO, %d differences: %s\n", len(d.cmp.Diffs), strings.Join(d.cmp.Diffs[:min(5, len(d.cmp.Diffs))], "; "))
-		}
+	if r.disk != nil {
+		r.disk.markdown(&b, r.cfg)
 	}
 	if r.rejoin != nil {
 		r.rejoin.markdown(&b)
@@ -240,6 +80,151 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "\n## Checks\n\n")
 	benchreport.WriteChecks(&b, r.leftMounts, r.complaints)
 	return b.String()
+}
+
+// writeHeader writes the title and the run's command, versions and load.
+func (r *report) writeHeader(b *strings.Builder) {
+	fmt.Fprintf(b, "# Resync and journal disk use, %s\n\n", r.start.UTC().Format("2006-01-02 15:04:05 UTC"))
+	fmt.Fprintf(b, "- command: `go run ./benchmarks/resync %s`\n", benchproc.ShownArgs(os.Args[1:]))
+	fmt.Fprintf(b, "- pbfs: %s; %s, %d CPUs, kernel %s\n", r.commit, runtime.Version(), runtime.NumCPU(), prologue.Kernel())
+	r.mu.Lock()
+	fmt.Fprintf(b, "- load average at start %s, at end %s, highest 1-minute value seen %.2f; fuse.pbfs mounts of others at start: %d; run took %s\n",
+		r.loadStart, r.loadEnd, r.loadMax, r.otherMounts, r.end.Sub(r.start).Round(time.Second))
+	r.mu.Unlock()
+}
+
+// writeResyncs writes part 1's section: the volume and the writer, one
+// column per resync, then what was altered, the writer's slow operations
+// and errors and the differences found.
+func (r *report) writeResyncs(b *strings.Builder) {
+	bl, cfg := r.built, r.cfg
+	fmt.Fprintf(b, "\n## Part 1: resync\n\n")
+	fmt.Fprintf(b, "Volume (built in %s, directly on the backing file system, random incompressible bytes): %d regular file names (%d hard links among them) in %d directories, %d symlinks, %d files with a user xattr; %s bytes = %s: %d large files of %s (%s), %d medium (%s), %d small (%s, average %s).\n\n",
+		r.buildTime.Round(100*time.Millisecond), bl.files, bl.hardlinks, bl.dirs, bl.symlinks, bl.xattrs,
+		commas(bl.bytes), bytesStr(float64(bl.bytes)), bl.large, bytesStr(float64(bl.largeBytes/int64(max(bl.large, 1)))), bytesStr(float64(bl.largeBytes)),
+		bl.medium, bytesStr(float64(bl.mediumBytes)), bl.small, bytesStr(float64(bl.smallBytes)), bytesStr(float64(bl.smallBytes)/float64(max(bl.small, 1))))
+	fmt.Fprintf(b, "Writer (a separate process): every %s, 4 KiB overwrites of random pages of the %d db/ files (%s/s on average), a log line, and every 10th/25th/40th round a small file created/renamed/deleted; a closed loop of barriers at most every %s. The primary started first with its backup absent; the writer ran %s before the backup (or `pbfs resync`) started and %s after the resync was done, then stopped; then a barrier, a wait until the backup applied it, and the comparison.\n\n",
+		cfg.tick, len(bl.dbFiles), bytesStr(float64(cfg.rate)), cfg.barrierGap, cfg.warm, cfg.after)
+	writeResyncTable(b, r.resyncs)
+	writeAlterations(b, r.resyncs)
+	writeSlowOps(b, r.resyncs)
+	writeResyncDiffs(b, r.resyncs)
+}
+
+// writeResyncTable writes part 1's table: a row per measure, a column per
+// resync.
+func writeResyncTable(b *strings.Builder, runs []*resyncRun) {
+	b.WriteString("| | " + strings.Join(names(runs), " | ") + " |\n|---|" + strings.Repeat("---:|", len(runs)) + "\n")
+	row := func(label string, f func(x *resyncRun) string) {
+		var cells []string
+		for _, x := range runs {
+			cells = append(cells, f(x))
+		}
+		fmt.Fprintf(b, "| %s | %s |\n", label, strings.Join(cells, " | "))
+	}
+	row("snapshot: entries / regular-file bytes", func(x *resyncRun) string {
+		return fmt.Sprintf("%s / %s", x.snapshot["entries"], commas(int64(atof(x.snapshot["bytes"]))))
+	})
+	row("**pause** (primary log)", func(x *resyncRun) string { return "**" + x.done["pause"] + "**" })
+	row("pause histogram: count, sum, bucket", func(x *resyncRun) string {
+		return fmt.Sprintf("%.0f, %.1f ms, %s", x.pauseHist.count, x.pauseHist.sum*1e3, x.pauseHist.bound())
+	})
+	row("**resync took** (primary log)", func(x *resyncRun) string { return "**" + x.done["took"] + "**" })
+	row("backup start / `pbfs resync` to \"resync done\"", func(x *resyncRun) string { return x.wall.Round(10 * time.Millisecond).String() })
+	row("files_differed (primary) / files_changed (backup)", func(x *resyncRun) string {
+		return x.done["files_differed"] + " / " + x.backupDone["files_changed"]
+	})
+	row("blocks_sent (64 KiB)", func(x *resyncRun) string { return x.done["blocks_sent"] })
+	row("removed", func(x *resyncRun) string { return x.done["removed"] })
+	row("**TCP primary→backup during the resync**", func(x *resyncRun) string { return "**" + bytesStr(float64(x.wireUp)) + "**" })
+	row("… ÷ volume bytes", func(x *resyncRun) string {
+		return fmt.Sprintf("%.4f", float64(x.wireUp)/max(1, atof(x.snapshot["bytes"])))
+	})
+	row("TCP backup→primary during the resync", func(x *resyncRun) string { return bytesStr(float64(x.wireDown)) })
+	row("batches sent over the phase (bytes)", func(x *resyncRun) string {
+		return fmt.Sprintf("%.0f (%s)", x.batches, bytesStr(x.batchBytes))
+	})
+	writeWriterRows(row)
+	row("**backup equal to primary** (paths compared)", func(x *resyncRun) string {
+		if x.cmp.OK() {
+			return fmt.Sprintf("**yes** (%d paths, %s hashed, %s)", x.cmp.Paths, bytesStr(float64(x.cmp.Bytes)), x.cmpTime.Round(100*time.Millisecond))
+		}
+		return fmt.Sprintf("**NO: %d differences**", len(x.cmp.Diffs))
+	})
+	row("`diff -r --no-dereference -q`", func(x *resyncRun) string { return x.diffOut })
+	row("mtimes differing: files / dirs", func(x *resyncRun) string {
+		return fmt.Sprintf("%d / %d", x.cmp.MtimeFiles, x.cmp.MtimeDirs)
+	})
+}
+
+// writeWriterRows writes the rows of part 1's table about the writer, "–"
+// where a resync ran without one.
+func writeWriterRows(row func(label string, f func(x *resyncRun) string)) {
+	writer := func(label string, f func(w *writerStats) string) {
+		row(label, func(x *resyncRun) string {
+			if x.writer == nil {
+				return "–"
+			}
+			return f(x.writer)
+		})
+	}
+	writer("writer: bytes written, seconds", func(w *writerStats) string {
+		return fmt.Sprintf("%s, %.1f s", bytesStr(float64(w.Bytes)), w.Seconds)
+	})
+	writer("writer: write op p50 / p99 / max ms (max at s)", func(w *writerStats) string {
+		return fmt.Sprintf("%.2f / %.2f / %.0f (%s at %.1f)", w.OpP50, w.OpP99, w.OpMax, w.OpMaxName, w.OpMaxAt)
+	})
+	writer("writer: barriers, p50 / p99 / max ms (max at s)", func(w *writerStats) string {
+		return fmt.Sprintf("%d, %.1f / %.0f / %.0f (%.1f)", w.Barriers, w.BarrierP50, w.BarrierP99, w.BarrierMax, w.BarrierMaxAt)
+	})
+	writer("writer: late ticks / errors", func(w *writerStats) string {
+		return fmt.Sprintf("%d of %d / %d", w.LateTicks, w.Ticks, w.Errors)
+	})
+}
+
+// writeAlterations says what was changed behind a stopped backup's back.
+func writeAlterations(b *strings.Builder, runs []*resyncRun) {
+	for _, x := range runs {
+		if a := x.alter; a != nil {
+			fmt.Fprintf(b, "\nAltered on the stopped backup: %d files (%d overwritten 16 bytes in place, %d large files 100 bytes in the middle, %d appended 1,000 bytes, %d deleted, %d new files added, %d chmod only).\n",
+				a.total(), a.overwritten, a.largeBlocks, a.appended, a.deleted, a.added, a.chmodded)
+		}
+	}
+}
+
+// writeSlowOps lists each writer's operations over 50 ms (the first 25)
+// and its first errors.
+func writeSlowOps(b *strings.Builder, runs []*resyncRun) {
+	for _, x := range runs {
+		if x.writer == nil || len(x.writer.Slow) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "\nWriter operations over 50 ms during \"%s\" (s since the writer started: op ms):", x.name)
+		for i, s := range x.writer.Slow {
+			if i == 25 {
+				fmt.Fprintf(b, " … %d more", len(x.writer.Slow)-25)
+				break
+			}
+			fmt.Fprintf(b, " %.2f %s %.0f;", s.At, s.Op, s.Dur)
+		}
+		b.WriteString("\n")
+		if len(x.writer.FirstErrors) > 0 {
+			fmt.Fprintf(b, "\nWriter errors: %s\n", strings.Join(x.writer.FirstErrors, "; "))
+		}
+	}
+}
+
+// writeResyncDiffs lists the first 20 differences after each resync that
+// left the backup unequal.
+func writeResyncDiffs(b *strings.Builder, runs []*resyncRun) {
+	for _, x := range runs {
+		if len(x.cmp.Diffs) > 0 {
+			fmt.Fprintf(b, "\nDifferences after \"%s\" (first 20):\n\n", x.name)
+			for _, d := range x.cmp.Diffs[:min(20, len(x.cmp.Diffs))] {
+				fmt.Fprintf(b, "    %s\n", d)
+			}
+		}
+	}
 }
 
 func names(rs []*resyncRun) []string {

@@ -80,6 +80,26 @@ func writerMain(args []string) {
 	}
 }
 
+// writer is the writer process's state: its files, its random sources
+// and the statistics it gathers.
+type writer struct {
+	c       writerConfig
+	dbs     []*os.File
+	dbSizes []int64 // in 4 KiB pages
+	logs    []*os.File
+	rng     *mrand.Rand
+	pool    []byte // random bytes the writes copy from
+
+	st    *writerStats
+	mu    sync.Mutex // guards st's error and slow lists
+	start time.Time
+	olat  []float64 // write op latencies, ms
+	blat  []float64 // barrier latencies, ms
+
+	created  []string // small files made, oldest first
+	nextName int
+}
+
 func runWriter(c writerConfig) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -87,8 +107,33 @@ func runWriter(c writerConfig) error {
 	if err != nil {
 		return err
 	}
-	var dbs []*os.File
-	var dbSizes []int64
+	w := &writer{c: c}
+	defer w.closeFiles()
+	if err := w.openFiles(); err != nil {
+		return err
+	}
+	w.rng = mrand.New(mrand.NewPCG(c.seed, 3))
+	w.pool = make([]byte, 8<<20)
+	mrand.NewChaCha8([32]byte{byte(c.seed), 'w'}).Read(w.pool)
+	w.st = &writerStats{Started: time.Now()}
+	w.start = w.st.Started
+
+	var bwg sync.WaitGroup
+	bwg.Add(1)
+	go func() {
+		defer bwg.Done()
+		w.barriers(ctx, cl)
+	}()
+	w.writes(ctx)
+	bwg.Wait()
+	w.summarize()
+	return w.writeStats()
+}
+
+// openFiles opens the db files and the four log files, making wlog/ and
+// wnew/.
+func (w *writer) openFiles() error {
+	c := w.c
 	for _, rel := range strings.Split(c.db, ",") {
 		if rel == "" {
 			continue
@@ -97,15 +142,14 @@ func runWriter(c writerConfig) error {
 		if err != nil {
 			return err
 		}
-		defer f.Close()
+		w.dbs = append(w.dbs, f)
 		fi, err := f.Stat()
 		if err != nil {
 			return err
 		}
-		dbs = append(dbs, f)
-		dbSizes = append(dbSizes, fi.Size()/4096)
+		w.dbSizes = append(w.dbSizes, fi.Size()/4096)
 	}
-	if len(dbs) == 0 {
+	if len(w.dbs) == 0 {
 		return fmt.Errorf("no -db files")
 	}
 	for _, d := range []string{"wlog", "wnew"} {
@@ -113,94 +157,100 @@ func runWriter(c writerConfig) error {
 			return err
 		}
 	}
-	var logs []*os.File
 	for i := 0; i < 4; i++ {
 		f, err := os.OpenFile(filepath.Join(c.vol, "wlog", fmt.Sprintf("app-%d.log", i)), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		logs = append(logs, f)
+		w.logs = append(w.logs, f)
 	}
-	rng := mrand.New(mrand.NewPCG(c.seed, 3))
-	pool := make([]byte, 8<<20)
-	mrand.NewChaCha8([32]byte{byte(c.seed), 'w'}).Read(pool)
+	return nil
+}
 
-	st := &writerStats{Started: time.Now()}
-	var mu sync.Mutex // guards st's error and slow lists
-	start := st.Started
-	since := func(t time.Time) float64 { return t.Sub(start).Seconds() }
-	fail := func(err error) {
-		mu.Lock()
-		st.Errors++
-		if len(st.FirstErrors) < 10 {
-			st.FirstErrors = append(st.FirstErrors, err.Error())
-		}
-		mu.Unlock()
+// closeFiles closes what openFiles opened, newest first.
+func (w *writer) closeFiles() {
+	for i := len(w.logs) - 1; i >= 0; i-- {
+		w.logs[i].Close()
 	}
-	slow := func(t0 time.Time, op string, d time.Duration) {
-		if d > 50*time.Millisecond {
-			mu.Lock()
-			st.Slow = append(st.Slow, slowOp{At: since(t0), Op: op, Dur: float64(d) / 1e6})
-			mu.Unlock()
-		}
+	for i := len(w.dbs) - 1; i >= 0; i-- {
+		w.dbs[i].Close()
 	}
+}
 
-	// Barriers: a closed loop, at most one per barrierEvery.
-	var blat []float64
-	var bwg sync.WaitGroup
-	bwg.Add(1)
-	go func() {
-		defer bwg.Done()
-		for ctx.Err() == nil {
-			t0 := time.Now()
-			bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-			_, err := cl.Barrier(bctx)
-			cancel()
-			d := time.Since(t0)
-			if ctx.Err() != nil {
-				return // cut short by the stop: not a sample
-			}
-			if err != nil {
-				mu.Lock()
-				st.BarrierErrors++
-				mu.Unlock()
-				fail(fmt.Errorf("barrier: %w", err))
-			}
-			ms := float64(d) / 1e6
-			blat = append(blat, ms)
-			if ms > st.BarrierMax {
-				st.BarrierMax, st.BarrierMaxAt = ms, since(t0)
-			}
-			slow(t0, "barrier", d)
-			select {
-			case <-ctx.Done():
-			case <-time.After(c.barrierEvery - d):
-			}
-		}
-	}()
+func (w *writer) since(t time.Time) float64 { return t.Sub(w.start).Seconds() }
 
-	// Writes: every tick, 4 KiB overwrites of random pages of the db files
-	// (a random count, averaging rate×tick bytes), one log line, and now
-	// and then a small file created, renamed or deleted.
-	var olat []float64
-	timed := func(op string, f func() error) {
+// fail counts an error and keeps the first ten.
+func (w *writer) fail(err error) {
+	w.mu.Lock()
+	w.st.Errors++
+	if len(w.st.FirstErrors) < 10 {
+		w.st.FirstErrors = append(w.st.FirstErrors, err.Error())
+	}
+	w.mu.Unlock()
+}
+
+// slow keeps an operation that took over 50 ms.
+func (w *writer) slow(t0 time.Time, op string, d time.Duration) {
+	if d > 50*time.Millisecond {
+		w.mu.Lock()
+		w.st.Slow = append(w.st.Slow, slowOp{At: w.since(t0), Op: op, Dur: float64(d) / 1e6})
+		w.mu.Unlock()
+	}
+}
+
+// barriers takes barriers in a closed loop, at most one per barrierEvery,
+// until ctx ends.
+func (w *writer) barriers(ctx context.Context, cl *control.Client) {
+	st := w.st
+	for ctx.Err() == nil {
 		t0 := time.Now()
-		err := f()
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		_, err := cl.Barrier(bctx)
+		cancel()
 		d := time.Since(t0)
+		if ctx.Err() != nil {
+			return // cut short by the stop: not a sample
+		}
 		if err != nil {
-			fail(fmt.Errorf("%s: %w", op, err))
+			w.mu.Lock()
+			st.BarrierErrors++
+			w.mu.Unlock()
+			w.fail(fmt.Errorf("barrier: %w", err))
 		}
 		ms := float64(d) / 1e6
-		olat = append(olat, ms)
-		if ms > st.OpMax {
-			st.OpMax, st.OpMaxAt, st.OpMaxName = ms, since(t0), op
+		w.blat = append(w.blat, ms)
+		if ms > st.BarrierMax {
+			st.BarrierMax, st.BarrierMaxAt = ms, w.since(t0)
 		}
-		slow(t0, op, d)
+		w.slow(t0, "barrier", d)
+		select {
+		case <-ctx.Done():
+		case <-time.After(w.c.barrierEvery - d):
+		}
 	}
+}
+
+// timed runs one write operation and records its latency.
+func (w *writer) timed(op string, f func() error) {
+	t0 := time.Now()
+	err := f()
+	d := time.Since(t0)
+	if err != nil {
+		w.fail(fmt.Errorf("%s: %w", op, err))
+	}
+	ms := float64(d) / 1e6
+	w.olat = append(w.olat, ms)
+	if ms > w.st.OpMax {
+		w.st.OpMax, w.st.OpMaxAt, w.st.OpMaxName = ms, w.since(t0), op
+	}
+	w.slow(t0, op, d)
+}
+
+// writes runs a round of writes every tick until ctx ends, counting the
+// ticks that came late.
+func (w *writer) writes(ctx context.Context) {
+	c, st := w.c, w.st
 	meanPages := max(1, c.rate*int(c.tick/time.Millisecond)/1000/4096)
-	var created []string
-	nextName := 0
 	tk := time.NewTicker(c.tick)
 	defer tk.Stop()
 	next := time.Now()
@@ -215,57 +265,77 @@ func runWriter(c writerConfig) error {
 			next = now.Add(c.tick)
 		}
 		st.Ticks++
-		pages := 1 + rng.IntN(2*meanPages)
-		for i := 0; i < pages; i++ {
-			k := rng.IntN(len(dbs))
-			off := rng.Int64N(dbSizes[k]) * 4096
-			src := rng.IntN(len(pool)/4096) * 4096
-			timed("pwrite", func() error {
-				_, err := dbs[k].WriteAt(pool[src:src+4096], off)
-				return err
-			})
-			st.Bytes += 4096
-			st.Ops++
-		}
-		line := fmt.Sprintf("%s tick=%d pages=%d request handled in %dus by worker %d\n",
-			time.Now().UTC().Format(time.RFC3339Nano), st.Ticks, pages, rng.IntN(5000), rng.IntN(16))
-		timed("append", func() error {
-			_, err := logs[st.Ticks%len(logs)].Write([]byte(line))
+		w.round(meanPages)
+	}
+}
+
+// round is one tick's writes: 4 KiB overwrites of random pages of the db
+// files (a random count, averaging meanPages), one log line, and now and
+// then a small file created, renamed or deleted.
+func (w *writer) round(meanPages int) {
+	st, rng := w.st, w.rng
+	pages := 1 + rng.IntN(2*meanPages)
+	for i := 0; i < pages; i++ {
+		k := rng.IntN(len(w.dbs))
+		off := rng.Int64N(w.dbSizes[k]) * 4096
+		src := rng.IntN(len(w.pool)/4096) * 4096
+		w.timed("pwrite", func() error {
+			_, err := w.dbs[k].WriteAt(w.pool[src:src+4096], off)
 			return err
 		})
-		st.Bytes += int64(len(line))
+		st.Bytes += 4096
 		st.Ops++
-		switch {
-		case st.Ticks%10 == 0:
-			name := filepath.Join(c.vol, "wnew", fmt.Sprintf("n%06d", nextName))
-			nextName++
-			size := 1024 + rng.IntN(15*1024)
-			src := rng.IntN(len(pool) - size)
-			timed("create", func() error { return os.WriteFile(name, pool[src:src+size], 0o644) })
-			created = append(created, name)
-			st.Bytes += int64(size)
-			st.Ops++
-		case st.Ticks%25 == 1 && len(created) > 0:
-			k := rng.IntN(len(created))
-			to := filepath.Join(c.vol, "wnew", fmt.Sprintf("r%06d", nextName))
-			nextName++
-			timed("rename", func() error { return os.Rename(created[k], to) })
-			created[k] = to
-			st.Ops++
-		case st.Ticks%40 == 3 && len(created) > 20:
-			victim := created[0]
-			created = created[1:]
-			timed("unlink", func() error { return os.Remove(victim) })
-			st.Ops++
-		}
 	}
-	bwg.Wait()
-	st.Seconds = time.Since(start).Seconds()
-	slices.Sort(olat)
-	slices.Sort(blat)
-	st.OpP50, st.OpP99 = pct(olat, 0.5), pct(olat, 0.99)
-	st.Barriers = len(blat)
-	st.BarrierP50, st.BarrierP99 = pct(blat, 0.5), pct(blat, 0.99)
+	line := fmt.Sprintf("%s tick=%d pages=%d request handled in %dus by worker %d\n",
+		time.Now().UTC().Format(time.RFC3339Nano), st.Ticks, pages, rng.IntN(5000), rng.IntN(16))
+	w.timed("append", func() error {
+		_, err := w.logs[st.Ticks%len(w.logs)].Write([]byte(line))
+		return err
+	})
+	st.Bytes += int64(len(line))
+	st.Ops++
+	w.smallFileOp()
+}
+
+// smallFileOp creates a small file every 10th tick, renames one every
+// 25th and deletes the oldest every 40th once there are over 20.
+func (w *writer) smallFileOp() {
+	st, rng, vol := w.st, w.rng, w.c.vol
+	switch {
+	case st.Ticks%10 == 0:
+		name := filepath.Join(vol, "wnew", fmt.Sprintf("n%06d", w.nextName))
+		w.nextName++
+		size := 1024 + rng.IntN(15*1024)
+		src := rng.IntN(len(w.pool) - size)
+		w.timed("create", func() error { return os.WriteFile(name, w.pool[src:src+size], 0o644) })
+		w.created = append(w.created, name)
+		st.Bytes += int64(size)
+		st.Ops++
+	case st.Ticks%25 == 1 && len(w.created) > 0:
+		k := rng.IntN(len(w.created))
+		to := filepath.Join(vol, "wnew", fmt.Sprintf("r%06d", w.nextName))
+		w.nextName++
+		w.timed("rename", func() error { return os.Rename(w.created[k], to) })
+		w.created[k] = to
+		st.Ops++
+	case st.Ticks%40 == 3 && len(w.created) > 20:
+		victim := w.created[0]
+		w.created = w.created[1:]
+		w.timed("unlink", func() error { return os.Remove(victim) })
+		st.Ops++
+	}
+}
+
+// summarize fills in the percentiles and sorts the slow operations by
+// when they started.
+func (w *writer) summarize() {
+	st := w.st
+	st.Seconds = time.Since(w.start).Seconds()
+	slices.Sort(w.olat)
+	slices.Sort(w.blat)
+	st.OpP50, st.OpP99 = pct(w.olat, 0.5), pct(w.olat, 0.99)
+	st.Barriers = len(w.blat)
+	st.BarrierP50, st.BarrierP99 = pct(w.blat, 0.5), pct(w.blat, 0.99)
 	slices.SortFunc(st.Slow, func(a, b slowOp) int {
 		if a.At < b.At {
 			return -1
@@ -275,15 +345,19 @@ func runWriter(c writerConfig) error {
 		}
 		return 0
 	})
-	out, err := json.MarshalIndent(st, "", "  ")
+}
+
+// writeStats writes the statistics as JSON to -stats, atomically.
+func (w *writer) writeStats() error {
+	out, err := json.MarshalIndent(w.st, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := c.stats + ".tmp"
+	tmp := w.c.stats + ".tmp"
 	if err := os.WriteFile(tmp, out, 0o644); err != nil {
 		return err
 	}
-	return os.Rename(tmp, c.stats)
+	return os.Rename(tmp, w.c.stats)
 }
 
 func pct(sorted []float64, p float64) float64 {

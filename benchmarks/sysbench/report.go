@@ -38,8 +38,32 @@ func newReport(b *bench) *report {
 
 func (rep *report) markdown() string {
 	var w strings.Builder
+	rep.writeHeader(&w)
+	if len(rep.rows) > 0 {
+		rep.writeResults(&w)
+	}
+	if len(rep.tune) > 0 {
+		rep.writeTune(&w)
+	}
+	if all := append(slices.Clone(rep.rows), rep.tune...); len(all) > 0 {
+		writeCPU(&w, all)
+	}
+	rep.writeChecks(&w)
+	w.WriteString(rep.curveSection())
+	rep.writeFailures(&w)
+	return w.String()
+}
+
+// printer is fmt.Fprintf to w.
+func printer(w *strings.Builder) func(format string, args ...any) {
+	return func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+}
+
+// writeHeader writes the title, the run's settings and machine, and what
+// each scenario is and what its returned COMMIT survives.
+func (rep *report) writeHeader(w *strings.Builder) {
 	cfg := rep.b.cfg
-	p := func(format string, args ...any) { fmt.Fprintf(&w, format, args...) }
+	p := printer(w)
 	p("# sysbench: MariaDB on pbfs against semi-synchronous replication\n\n")
 	p("- date: %s UTC, %s (%d scenario(s) run)\n", rep.start.UTC().Format("2006-01-02 15:04"), rep.end.Sub(rep.start).Round(time.Second), len(cfg.scenarios))
 	p("- command: `%s`\n", strings.TrimSpace("go run ./benchmarks/sysbench "+benchproc.ShownArgs(cfg.args)))
@@ -73,63 +97,81 @@ func (rep *report) markdown() string {
 		"pbfs-2-replicated-memory the crash of any two machines and pbfs-2-ack1-memory of any one (received and checked, not synced, by two or one backup), "+
 		"neither a power loss of all; semisync the crash of any one machine and a power loss of all (the primary synced its binary log, "+
 		"one replica received the events, unsynced), not the loss of the primary's disk with a replica's crash.\n\n")
+}
 
-	if len(rep.rows) > 0 {
-		p("## Results\n\n")
-		p("| workload | scenario | tps | ÷ plain | p50 ms | p95 ms | p99 ms | max ms | tps per 5 s, min–max | errors/s | shipped B/tx | written B/tx | fsync barriers/tx, mean ms |\n")
-		p("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|\n")
-		for _, wl := range cfg.workloads {
-			var plain *row
-			for _, r := range rep.rows {
-				if r.workload == wl && r.scenario == "plain" && r.failed == "" {
-					plain = r
-				}
-			}
-			for _, r := range rep.rows {
-				if r.workload == wl {
-					p("%s\n", r.cells(wl, plain))
-				}
+// writeResults writes each workload's scenarios, with their ratio to the
+// workload's plain run.
+func (rep *report) writeResults(w *strings.Builder) {
+	cfg := rep.b.cfg
+	p := printer(w)
+	p("## Results\n\n")
+	p("| workload | scenario | tps | ÷ plain | p50 ms | p95 ms | p99 ms | max ms | tps per 5 s, min–max | errors/s | shipped B/tx | written B/tx | fsync barriers/tx, mean ms |\n")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|\n")
+	for _, wl := range cfg.workloads {
+		var plain *row
+		for _, r := range rep.rows {
+			if r.workload == wl && r.scenario == "plain" && r.failed == "" {
+				plain = r
 			}
 		}
-		p("\nshipped B/tx: pbfs-2-replicated, the encoded batch bytes sent to each backup (`pbfs_replicate_bytes_sent_total`, per backup); " +
-			"pbfs-0, what the journal stored (`pbfs_journal_bytes_total{stage=\"stored\"}`, what a backup would be sent); " +
-			"semisync, the growth of the primary's binary logs (`SHOW BINARY LOGS`), which each replica receives. " +
-			"written B/tx: what the server wrote through the mount (`pbfs_capture_write_bytes_total`). " +
-			"fsync barriers: the replicated fsyncs (`pbfs_fs_fsync_barrier_seconds`) per transaction, and their mean time; ack wait: " +
-			"the mean time from the primary's journal commit until the ack set held the batch (`pbfs_replicate_barrier_seconds`). " +
-			"Latency percentiles come from sysbench's histogram; its own 99th-percentile line agrees within a bucket.\n\n")
-	}
-	if len(rep.tune) > 0 {
-		p("## What the settings mysql-hint comments on are worth (pbfs-2-replicated, oltp_write_only)\n\n")
-		p("A fresh pbfs-2-replicated cluster; the server restarted with one setting changed for each run, the baseline (Debian's defaults: innodb_doublewrite=1, innodb_flush_log_at_trx_commit=1, innodb_flush_method=O_DIRECT) first and last.\n\n")
-		p("| variant | tps | ÷ first baseline | p50 ms | p95 ms | p99 ms | shipped B/tx | written B/tx | fsync barriers/tx, mean ms |\n")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
-		var base *row
-		if rep.tune[0].failed == "" {
-			base = rep.tune[0]
-		}
-		for _, r := range rep.tune {
-			p("%s\n", r.tuneCells(base))
-		}
-		p("\n")
-	}
-	if all := append(slices.Clone(rep.rows), rep.tune...); len(all) > 0 {
-		p("## Where the CPU went\n\n")
-		p("vCPUs busy over each run (CPU seconds per second, of %d): the whole machine from /proc/stat, the benchmark's processes "+
-			"from /proc/PID/stat (mariadbd: every server of the scenario, the replicas included; pbfs mount; the two pbfs backups together), "+
-			"and what is left, which is other work on the machine (and the kernel's work not charged to a process).\n\n", runtime.NumCPU())
-		p("| workload | scenario | machine | mariadbd | pbfs mount | pbfs backups | sysbench | other | mount + backups, CPU ms/tx |\n")
-		p("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, r := range all {
-			u := r.r.cpu
-			perTx := "–"
-			if u.mount > 0 && r.r.tps > 0 {
-				perTx = fmt.Sprintf("%.2f", 1000*(u.mount+u.backups)/r.r.tps)
+		for _, r := range rep.rows {
+			if r.workload == wl {
+				p("%s\n", r.cells(wl, plain))
 			}
-			p("| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n", r.workload, r.scenario, u.machine, u.mariadbd, u.mount, u.backups, u.sysbench, u.other(), perTx)
 		}
-		p("\n")
 	}
+	p("\nshipped B/tx: pbfs-2-replicated, the encoded batch bytes sent to each backup (`pbfs_replicate_bytes_sent_total`, per backup); " +
+		"pbfs-0, what the journal stored (`pbfs_journal_bytes_total{stage=\"stored\"}`, what a backup would be sent); " +
+		"semisync, the growth of the primary's binary logs (`SHOW BINARY LOGS`), which each replica receives. " +
+		"written B/tx: what the server wrote through the mount (`pbfs_capture_write_bytes_total`). " +
+		"fsync barriers: the replicated fsyncs (`pbfs_fs_fsync_barrier_seconds`) per transaction, and their mean time; ack wait: " +
+		"the mean time from the primary's journal commit until the ack set held the batch (`pbfs_replicate_barrier_seconds`). " +
+		"Latency percentiles come from sysbench's histogram; its own 99th-percentile line agrees within a bucket.\n\n")
+}
+
+// writeTune writes the runs with one mysql-hint setting changed, against
+// the first baseline.
+func (rep *report) writeTune(w *strings.Builder) {
+	p := printer(w)
+	p("## What the settings mysql-hint comments on are worth (pbfs-2-replicated, oltp_write_only)\n\n")
+	p("A fresh pbfs-2-replicated cluster; the server restarted with one setting changed for each run, the baseline (Debian's defaults: innodb_doublewrite=1, innodb_flush_log_at_trx_commit=1, innodb_flush_method=O_DIRECT) first and last.\n\n")
+	p("| variant | tps | ÷ first baseline | p50 ms | p95 ms | p99 ms | shipped B/tx | written B/tx | fsync barriers/tx, mean ms |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	var base *row
+	if rep.tune[0].failed == "" {
+		base = rep.tune[0]
+	}
+	for _, r := range rep.tune {
+		p("%s\n", r.tuneCells(base))
+	}
+	p("\n")
+}
+
+// writeCPU writes where each run's CPU went.
+func writeCPU(w *strings.Builder, all []*row) {
+	p := printer(w)
+	p("## Where the CPU went\n\n")
+	p("vCPUs busy over each run (CPU seconds per second, of %d): the whole machine from /proc/stat, the benchmark's processes "+
+		"from /proc/PID/stat (mariadbd: every server of the scenario, the replicas included; pbfs mount; the two pbfs backups together), "+
+		"and what is left, which is other work on the machine (and the kernel's work not charged to a process).\n\n", runtime.NumCPU())
+	p("| workload | scenario | machine | mariadbd | pbfs mount | pbfs backups | sysbench | other | mount + backups, CPU ms/tx |\n")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range all {
+		u := r.r.cpu
+		perTx := "–"
+		if u.mount > 0 && r.r.tps > 0 {
+			perTx = fmt.Sprintf("%.2f", 1000*(u.mount+u.backups)/r.r.tps)
+		}
+		p("| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n", r.workload, r.scenario, u.machine, u.mariadbd, u.mount, u.backups, u.sysbench, u.other(), perTx)
+	}
+	p("\n")
+}
+
+// writeChecks writes the checks of each scenario and run, and
+// mysql-hint's findings at the first mount that has them.
+func (rep *report) writeChecks(w *strings.Builder) {
+	cfg := rep.b.cfg
+	p := printer(w)
 	p("## Checks\n\n")
 	for _, s := range append(slices.Clone(cfg.scenarios), "tune") {
 		for _, c := range rep.checks[s] {
@@ -150,7 +192,11 @@ func (rep *report) markdown() string {
 			break
 		}
 	}
-	w.WriteString(rep.curveSection())
+}
+
+// writeFailures writes the failed runs and the pbfs log lines above INFO.
+func (rep *report) writeFailures(w *strings.Builder) {
+	p := printer(w)
 	p("\n## Failures and warnings\n\n")
 	if len(rep.failures) == 0 {
 		p("No run failed.\n")
@@ -174,7 +220,6 @@ func (rep *report) markdown() string {
 		}
 		p("```\n")
 	}
-	return w.String()
 }
 
 func (r *row) cells(wl string, plain *row) string {
@@ -278,31 +323,6 @@ func firstLine(argv ...string) string {
 	return strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 }
 
-// summarize writes each workload's scenarios to summary.json as
-// "sysbench-<workload>" (tps; latency percentiles from sysbench's
-// histogram). Failed runs are left out.
-func (rep *report) summarize(dir string) error {
-	byWorkload := map[string]*report_.Workload{}
-	for _, r := range rep.rows {
-		if r.failed != "" {
-			continue
-		}
-		wl := byWorkload[r.workload]
-		if wl == nil {
-			wl = &report_.Workload{Benchmark: "sysbench", Unit: "transactions", Updated: rep.end.UTC(), Scenarios: map[string]*report_.Scenario{}}
-			byWorkload[r.workload] = wl
-		}
-		wl.Scenarios[r.scenario] = &report_.Scenario{Throughput: r.r.tps, P50Ms: r.r.p50, P95Ms: r.r.p95, P99Ms: r.r.p99,
-			Errors: int64(r.r.errPerSec * rep.b.cfg.duration.Seconds())}
-	}
-	for name, wl := range byWorkload {
-		if err := report_.Merge(dir, "sysbench-"+name, wl); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // curveSection tables the open-loop runs (sysbench --rate) of every row
 // that has them.
 func (rep *report) curveSection() string {
@@ -321,40 +341,4 @@ func (rep *report) curveSection() string {
 		}
 	}
 	return b.String()
-}
-
-// charts draws, per workload, p50 and p99 latency against tps, one line
-// per scenario (its open-loop runs and its closed-loop peak).
-func (rep *report) charts(dir, stem string) (string, error) {
-	var out strings.Builder
-	var workloads []string
-	for _, r := range rep.rows {
-		if len(r.r.curve) > 0 && !slices.Contains(workloads, r.workload) {
-			workloads = append(workloads, r.workload)
-		}
-	}
-	for _, w := range workloads {
-		md, err := report_.LatencyCharts(dir, stem+"-"+w, "sysbench "+w, "transactions/s", func(q float64) []report_.Series {
-			var series []report_.Series
-			for _, r := range rep.rows {
-				if r.workload != w || r.failed != "" {
-					continue
-				}
-				s := report_.Series{Name: r.scenario}
-				for _, pt := range r.r.curve {
-					if !pt.overloaded {
-						s.Points = append(s.Points, report_.Point{X: pt.tps, Y: map[float64]float64{0.5: pt.p50, 0.99: pt.p99}[q]})
-					}
-				}
-				s.Points = append(s.Points, report_.Point{X: r.r.tps, Y: map[float64]float64{0.5: r.r.p50, 0.99: r.r.p99}[q]})
-				series = append(series, s)
-			}
-			return series
-		})
-		if err != nil {
-			return "", err
-		}
-		out.WriteString(strings.Replace(md, "## Charts", "## Charts: "+w, 1))
-	}
-	return out.String(), nil
 }

@@ -60,63 +60,91 @@ func startDatabases(ctx context.Context, run, datadir string, replicas int) (*da
 		d.primary, err = mariadbtest.StartErr(run, datadir, dbOptions...)
 		return d, err
 	}
-	port := func() (int, error) {
-		addr, err := benchproc.FreeAddr()
-		if err != nil {
-			return 0, err
-		}
-		_, p, _ := net.SplitHostPort(addr)
-		return strconv.Atoi(p)
-	}
-	pport, err := port()
+	pport, err := d.startSemisyncPrimary(ctx, run, datadir)
 	if err != nil {
 		return d, err
 	}
-	tcp := func(p int) []string {
-		return []string{"--skip-networking=0", "--bind-address=127.0.0.1", "--port=" + strconv.Itoa(p)}
+	for i := 0; i < replicas; i++ {
+		if err := d.startReplica(ctx, run, i, pport); err != nil {
+			return d, err
+		}
 	}
-	args := append(append(append([]string{}, dbOptions...), tcp(pport)...), semisyncPrimary...)
+	return d, d.waitSemisync(ctx, replicas)
+}
+
+// freePort is a free TCP port on the loopback.
+func freePort() (int, error) {
+	addr, err := benchproc.FreeAddr()
+	if err != nil {
+		return 0, err
+	}
+	_, p, _ := net.SplitHostPort(addr)
+	return strconv.Atoi(p)
+}
+
+// tcpArgs are mariadbd's options to listen on the loopback's port p.
+func tcpArgs(p int) []string {
+	return []string{"--skip-networking=0", "--bind-address=127.0.0.1", "--port=" + strconv.Itoa(p)}
+}
+
+// startSemisyncPrimary starts the semi-sync primary on datadir with a
+// user for the replicas, and returns its port.
+func (d *databases) startSemisyncPrimary(ctx context.Context, run, datadir string) (int, error) {
+	pport, err := freePort()
+	if err != nil {
+		return 0, err
+	}
+	args := append(append(append([]string{}, dbOptions...), tcpArgs(pport)...), semisyncPrimary...)
 	if d.primary, err = mariadbtest.StartErr(run, datadir, args...); err != nil {
-		return d, err
+		return 0, err
 	}
 	conn, err := d.primary.DB.Conn(ctx)
 	if err != nil {
-		return d, err
+		return 0, err
 	}
+	defer conn.Close()
 	for _, q := range []string{"SET sql_log_bin=0", "CREATE USER 'repl'@'127.0.0.1' IDENTIFIED BY 'repl'",
 		"GRANT REPLICATION SLAVE ON *.* TO 'repl'@'127.0.0.1'", "SET sql_log_bin=1"} {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
-			conn.Close()
-			return d, fmt.Errorf("%s: %w", q, err)
+			return 0, fmt.Errorf("%s: %w", q, err)
 		}
 	}
-	conn.Close()
-	for i := 0; i < replicas; i++ {
-		rdir := filepath.Join(run, fmt.Sprintf("replica%d", i))
-		if err := os.MkdirAll(rdir, 0o755); err != nil {
-			return d, err
-		}
-		if err := installDB(filepath.Join(rdir, "data")); err != nil {
-			return d, err
-		}
-		rport, err := port()
-		if err != nil {
-			return d, err
-		}
-		rargs := append(append(append([]string{}, dbOptions...), tcp(rport)...), semisyncReplica...)
-		rargs = append(rargs, "--server-id="+strconv.Itoa(i+2))
-		r, err := mariadbtest.StartErr(rdir, filepath.Join(rdir, "data"), rargs...)
-		if err != nil {
-			return d, err
-		}
-		d.replicas = append(d.replicas, r)
-		for _, q := range []string{fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='repl', MASTER_PASSWORD='repl', MASTER_USE_GTID=slave_pos", pport),
-			"START SLAVE"} {
-			if _, err := r.DB.ExecContext(ctx, q); err != nil {
-				return d, fmt.Errorf("replica %d: %s: %w", i, q, err)
-			}
+	return pport, nil
+}
+
+// startReplica starts replica i in run/replica<i> and has it replicate
+// from the primary on pport.
+func (d *databases) startReplica(ctx context.Context, run string, i, pport int) error {
+	rdir := filepath.Join(run, fmt.Sprintf("replica%d", i))
+	if err := os.MkdirAll(rdir, 0o755); err != nil {
+		return err
+	}
+	if err := installDB(filepath.Join(rdir, "data")); err != nil {
+		return err
+	}
+	rport, err := freePort()
+	if err != nil {
+		return err
+	}
+	rargs := append(append(append([]string{}, dbOptions...), tcpArgs(rport)...), semisyncReplica...)
+	rargs = append(rargs, "--server-id="+strconv.Itoa(i+2))
+	r, err := mariadbtest.StartErr(rdir, filepath.Join(rdir, "data"), rargs...)
+	if err != nil {
+		return err
+	}
+	d.replicas = append(d.replicas, r)
+	for _, q := range []string{fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=%d, MASTER_USER='repl', MASTER_PASSWORD='repl', MASTER_USE_GTID=slave_pos", pport),
+		"START SLAVE"} {
+		if _, err := r.DB.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("replica %d: %s: %w", i, q, err)
 		}
 	}
+	return nil
+}
+
+// waitSemisync waits up to 60 s until the primary's semi-sync is on with
+// all its replicas as clients.
+func (d *databases) waitSemisync(ctx context.Context, replicas int) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var status, clients string
@@ -124,10 +152,10 @@ func startDatabases(ctx context.Context, run, datadir string, replicas int) (*da
 		err1 := d.primary.DB.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_status'").Scan(&name, &status)
 		err2 := d.primary.DB.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'").Scan(&name, &clients)
 		if err1 == nil && err2 == nil && status == "ON" && clients == strconv.Itoa(replicas) {
-			return d, nil
+			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return d, fmt.Errorf("semi-sync not up with %d replicas in 60 s (status %q, clients %q; %v %v)", replicas, status, clients, err1, err2)
+			return fmt.Errorf("semi-sync not up with %d replicas in 60 s (status %q, clients %q; %v %v)", replicas, status, clients, err1, err2)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -63,17 +63,38 @@ func startSiteAt(ctx context.Context, name, run, datadir, addr string, fpmChildr
 	if err != nil {
 		return s, err
 	}
-	db := dbs.primary
-	s.db = db
-	for _, q := range []string{"CREATE DATABASE wordpress", "CREATE USER 'wp'@'localhost' IDENTIFIED BY 'wp'",
-		"GRANT ALL ON wordpress.* TO 'wp'@'localhost'"} {
-		if _, err := db.DB.ExecContext(ctx, q); err != nil {
-			return s, fmt.Errorf("%s: %w", q, err)
-		}
+	s.db = dbs.primary
+	if err := s.createDatabase(ctx); err != nil {
+		return s, err
 	}
 	s.addr = addr
-	home := "http://" + addr
-	php := fmt.Sprintf(`<?php
+	if err := os.WriteFile(s.cfgFile, []byte(wpConfig(s.db.Socket, "http://"+addr)), 0o644); err != nil {
+		return s, err
+	}
+	if err := s.startFPM(fpmChildren); err != nil {
+		return s, err
+	}
+	if err := s.startNginx(ctx); err != nil {
+		return s, err
+	}
+	return s, s.install(ctx)
+}
+
+// createDatabase creates WordPress's database and its user.
+func (s *site) createDatabase(ctx context.Context) error {
+	for _, q := range []string{"CREATE DATABASE wordpress", "CREATE USER 'wp'@'localhost' IDENTIFIED BY 'wp'",
+		"GRANT ALL ON wordpress.* TO 'wp'@'localhost'"} {
+		if _, err := s.db.DB.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// wpConfig is the site's WordPress config: the database on socket, the
+// site at home.
+func wpConfig(socket, home string) string {
+	return fmt.Sprintf(`<?php
 define('DB_NAME', 'wordpress');
 define('DB_USER', 'wp');
 define('DB_PASSWORD', 'wp');
@@ -83,11 +104,13 @@ define('WP_SITEURL', '%s');
 define('DISABLE_WP_CRON', true);
 define('AUTOMATIC_UPDATER_DISABLED', true);
 $table_prefix = 'wp_';
-`, db.Socket, home, home)
-	if err := os.WriteFile(s.cfgFile, []byte(php), 0o644); err != nil {
-		return s, err
-	}
-	fpmConf := filepath.Join(run, "fpm.conf")
+`, socket, home, home)
+}
+
+// startFPM starts php-fpm with children workers, listening on a socket in
+// the run directory.
+func (s *site) startFPM(children int) error {
+	fpmConf := filepath.Join(s.run, "fpm.conf")
 	conf := fmt.Sprintf(`[global]
 pid = %[1]s/fpm.pid
 error_log = %[1]s/fpm.log
@@ -100,15 +123,20 @@ listen.mode = 0666
 pm = static
 pm.max_children = %[2]d
 catch_workers_output = yes
-`, run, fpmChildren)
+`, s.run, children)
 	if err := os.WriteFile(fpmConf, []byte(conf), 0o644); err != nil {
-		return s, err
+		return err
 	}
-	if s.fpm, err = benchproc.Start(name+"/php-fpm", filepath.Join(run, "fpm.out"), nil, fpmBin, "-F", "-R", "-y", fpmConf); err != nil {
-		return s, err
-	}
-	ngConf := filepath.Join(run, "nginx.conf")
-	conf = fmt.Sprintf(`user root;
+	var err error
+	s.fpm, err = benchproc.Start(s.name+"/php-fpm", filepath.Join(s.run, "fpm.out"), nil, fpmBin, "-F", "-R", "-y", fpmConf)
+	return err
+}
+
+// startNginx starts nginx serving WordPress on s.addr through php-fpm and
+// waits until it listens.
+func (s *site) startNginx(ctx context.Context) error {
+	ngConf := filepath.Join(s.run, "nginx.conf")
+	conf := fmt.Sprintf(`user root;
 worker_processes 2;
 pid %[1]s/nginx.pid;
 error_log %[1]s/nginx.err;
@@ -136,17 +164,15 @@ http {
 		}
 	}
 }
-`, run, addr, wpRoot, name)
+`, s.run, s.addr, wpRoot, s.name)
 	if err := os.WriteFile(ngConf, []byte(conf), 0o644); err != nil {
-		return s, err
+		return err
 	}
-	if s.nginx, err = benchproc.Start(name+"/nginx", filepath.Join(run, "nginx.out"), nil, nginxBin, "-c", ngConf); err != nil {
-		return s, err
+	var err error
+	if s.nginx, err = benchproc.Start(s.name+"/nginx", filepath.Join(s.run, "nginx.out"), nil, nginxBin, "-c", ngConf); err != nil {
+		return err
 	}
-	if err := benchproc.WaitListening(ctx, s.nginx, addr); err != nil {
-		return s, err
-	}
-	return s, s.install(ctx)
+	return benchproc.WaitListening(ctx, s.nginx, s.addr)
 }
 
 // install runs WordPress's installer through its own form.
