@@ -22,7 +22,6 @@ import (
 	"github.com/pbfs/pbfs/internal/procs"
 	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/mount"
-	"github.com/pbfs/pbfs/replica"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -271,122 +270,6 @@ func (n *Node) Abort() {
 	if m != nil {
 		m.Abort()
 	}
-}
-
-// keepMember holds the lease the member record is attached to, renewing
-// it, and granting a new one if etcd lost it.
-func (n *Node) keepMember(ctx context.Context) {
-	var down time.Time // since when etcd has refused a member lease
-	var logged time.Time
-	for ctx.Err() == nil {
-		// Bounded: with no endpoint answering, the client retries until
-		// its context ends, and the node would wait without a word.
-		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		g, err := n.cli.Grant(gctx, int64(n.cfg.TTL/time.Second)+1)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if down.IsZero() {
-				down = time.Now()
-			}
-			if time.Since(logged) >= 30*time.Second {
-				n.log.Warn("coordinator unreachable: this node cannot join the cluster; retrying", "endpoints", n.cfg.Endpoints, "for", time.Since(down).Round(time.Second), "err", err)
-				logged = time.Now()
-			}
-			sleep(ctx, time.Second)
-			continue
-		}
-		if !down.IsZero() {
-			n.log.Info("coordinator reached", "after", time.Since(down).Round(time.Second))
-			down, logged = time.Time{}, time.Time{}
-		}
-		n.mu.Lock()
-		n.memberLease = g.ID
-		n.mu.Unlock()
-		ch, err := n.cli.KeepAlive(ctx, g.ID)
-		if err != nil {
-			continue
-		}
-		for range ch {
-		}
-	}
-}
-
-// publish puts this node's member record.
-func (n *Node) publish(ctx context.Context, m Member) error {
-	n.mu.Lock()
-	id := n.memberLease
-	n.mu.Unlock()
-	if id == 0 {
-		return errors.New("no member lease yet")
-	}
-	m.Name, m.Addr, m.Proxy, m.At = n.cfg.Name, n.cfg.Advertise, n.cfg.ProxyAdvertise, time.Now().UTC()
-	_, err := retried(ctx, func(c context.Context) (*clientv3.PutResponse, error) {
-		return n.cli.Put(c, n.k.member(n.cfg.Name), encode(m), clientv3.WithLease(id))
-	})
-	if last := n.noted.Load(); err == nil && (m.Role != n.notedRole.Load() || time.Since(time.Unix(0, last)) >= rosterEvery) {
-		n.noted.Store(time.Now().UnixNano())
-		n.notedRole.Store(m.Role)
-		n.noteSeen(ctx, m)
-	}
-	return err
-}
-
-// serveBackup runs the backup role until this node wins an election
-// (true) or ctx ends.
-func (n *Node) serveBackup(ctx context.Context) (bool, error) {
-	bcfg := n.backupConfig(ctx)
-	bcfg.Guarded = true // by Run
-	bcfg.Events = n.ev
-	n.firstTerm = bcfg.FirstTerm
-	// A primary of this node killed before left its mount behind.
-	mount.ClearStaleMount(n.cfg.Mount.Mountpoint, n.log)
-	r, err := replica.Start(replica.Config{Backup: bcfg, Listen: n.cfg.Listen, Logger: n.log})
-	if err != nil {
-		return false, err
-	}
-	b := r.Backup()
-	n.setRole("backup", nil, b)
-	n.mu.Lock()
-	n.backupReg = r.Registry()
-	n.mu.Unlock()
-	defer func() {
-		r.Close()
-		n.setRole("", nil, nil)
-	}()
-	stopForwarding, err := n.startForwarding()
-	if err != nil {
-		return false, fmt.Errorf("listen on the frontend address to forward it: %w", err)
-	}
-	defer stopForwarding() // before the plugin takes the address, on promotion
-	pctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go n.publishBackup(pctx, b)
-	return n.awaitElection(ctx, b)
-}
-
-// publishBackup republishes the backup's state until ctx ends.
-func (n *Node) publishBackup(ctx context.Context, b *replicate.Backup) {
-	t := time.NewTicker(publishEvery)
-	defer t.Stop()
-	for {
-		n.publish(ctx, n.backupMember(b.Status()))
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (n *Node) backupMember(st replicate.Status) Member {
-	n.mu.Lock()
-	refused := n.refused
-	n.mu.Unlock()
-	return Member{Role: "backup", Volume: st.VolumeID, Epoch: st.Epoch, Fenced: st.Fenced, Durable: st.CompleteSeq, Applied: st.AppliedSeq,
-		Stalled: st.Stalled, FormerEpoch: st.FormerEpoch, Need: st.Policy.Need, Of: st.Policy.Of, Degrade: st.Policy.Degrade, Refused: refused}
 }
 
 func (n *Node) setRole(role string, m *mount.Mount, b *replicate.Backup) {

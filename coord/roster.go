@@ -11,6 +11,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// A node's member record (members/NAME) hangs on a lease keepMember keeps
+// alive; publish writes it, and notes the node in the roster.
+//
 // The roster remembers every node that joined the cluster, without a
 // lease: a member record (members/NAME) vanishes with its node's lease, so
 // a cluster that lost a node would otherwise show only the nodes it has
@@ -109,4 +112,65 @@ func clusters(ctx context.Context, cli *clientv3.Client) []string {
 		}
 	}
 	return out
+}
+
+// keepMember holds the lease the member record is attached to, renewing
+// it, and granting a new one if etcd lost it.
+func (n *Node) keepMember(ctx context.Context) {
+	var down time.Time // since when etcd has refused a member lease
+	var logged time.Time
+	for ctx.Err() == nil {
+		// Bounded: with no endpoint answering, the client retries until
+		// its context ends, and the node would wait without a word.
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		g, err := n.cli.Grant(gctx, int64(n.cfg.TTL/time.Second)+1)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if down.IsZero() {
+				down = time.Now()
+			}
+			if time.Since(logged) >= 30*time.Second {
+				n.log.Warn("coordinator unreachable: this node cannot join the cluster; retrying", "endpoints", n.cfg.Endpoints, "for", time.Since(down).Round(time.Second), "err", err)
+				logged = time.Now()
+			}
+			sleep(ctx, time.Second)
+			continue
+		}
+		if !down.IsZero() {
+			n.log.Info("coordinator reached", "after", time.Since(down).Round(time.Second))
+			down, logged = time.Time{}, time.Time{}
+		}
+		n.mu.Lock()
+		n.memberLease = g.ID
+		n.mu.Unlock()
+		ch, err := n.cli.KeepAlive(ctx, g.ID)
+		if err != nil {
+			continue
+		}
+		for range ch {
+		}
+	}
+}
+
+// publish puts this node's member record.
+func (n *Node) publish(ctx context.Context, m Member) error {
+	n.mu.Lock()
+	id := n.memberLease
+	n.mu.Unlock()
+	if id == 0 {
+		return errors.New("no member lease yet")
+	}
+	m.Name, m.Addr, m.Proxy, m.At = n.cfg.Name, n.cfg.Advertise, n.cfg.ProxyAdvertise, time.Now().UTC()
+	_, err := retried(ctx, func(c context.Context) (*clientv3.PutResponse, error) {
+		return n.cli.Put(c, n.k.member(n.cfg.Name), encode(m), clientv3.WithLease(id))
+	})
+	if last := n.noted.Load(); err == nil && (m.Role != n.notedRole.Load() || time.Since(time.Unix(0, last)) >= rosterEvery) {
+		n.noted.Store(time.Now().UnixNano())
+		n.notedRole.Store(m.Role)
+		n.noteSeen(ctx, m)
+	}
+	return err
 }
