@@ -33,6 +33,8 @@ func TestTeardownCatches(t *testing.T) {
 		// A file written into a backup's copy behind its back.
 		c := NewCluster(t, 1, nil)
 		os.WriteFile(filepath.Join(c.Vol, "a"), []byte("through the mount"), 0o644)
+		// After the backup's first resync, which would remove the stray.
+		c.WaitApplied(c.Barrier())
 		os.WriteFile(filepath.Join(c.Backups[0].Vol, "stray"), []byte("not the primary's"), 0o644)
 		return
 	case "clean":
