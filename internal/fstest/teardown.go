@@ -64,9 +64,9 @@ func (c *checks) run(t testing.TB, p *Proc) bool {
 	return !t.Failed() && c.skipped == "" && p != nil && p.Cmd.ProcessState == nil
 }
 
-// checkEnv is the teardown of Setup's mount: invariant 3 (a replay of the
-// journal onto the starting state equals the volume), with every batch's
-// checksums and the seq chain verified on the way.
+// checkEnv is the teardown of Setup's mount: invariant 1 (a replay of the
+// journal onto the starting state equals the volume) and 6 (every batch's
+// checksums and the seq chain verified on the way).
 func (e *Env) checkEnv() {
 	if !e.run(e.T, e.Proc) {
 		return
