@@ -126,9 +126,8 @@ func xattrs(p string) string {
 	return strings.Join(out, ";")
 }
 
-// Diff lists the differences between two trees, at most max of them.
-func Diff(want, got Tree, max int) []string {
-	var out []string
+// Names lists the paths of either tree, sorted.
+func Names(want, got Tree) []string {
 	var names []string
 	for n := range want {
 		names = append(names, n)
@@ -139,7 +138,13 @@ func Diff(want, got Tree, max int) []string {
 		}
 	}
 	sort.Strings(names)
-	for _, n := range names {
+	return names
+}
+
+// Diff lists the differences between two trees, at most max of them.
+func Diff(want, got Tree, max int) []string {
+	var out []string
+	for _, n := range Names(want, got) {
 		w, wok := want[n]
 		g, gok := got[n]
 		switch {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
-	"sort"
 
 	"github.com/pbfs/pbfs/internal/fstest"
 )
@@ -64,17 +63,7 @@ func CompareWith(primary, backup string, o Options) (Comparison, error) {
 		c.Diffs = fstest.Diff(want, got, 1<<30)
 		return c, nil
 	}
-	var keys []string
-	for k := range want {
-		keys = append(keys, k)
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range fstest.Names(want, got) {
 		w, inW := want[k]
 		g, inG := got[k]
 		switch {
