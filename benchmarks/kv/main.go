@@ -6,6 +6,9 @@
 // run side by side on
 //
 //   - plain:  a plain directory, clients talking to the service directly;
+//   - bindfs: a bindfs mount (a C FUSE passthrough) of a plain directory,
+//     clients direct: what any FUSE file system costs the service, the
+//     floor under pbfs's figures;
 //   - pbfs-N: a pbfs mount replicating to N backups (--ack all), clients
 //     going through the http-proxy plugin, every response held for its
 //     barrier (output commit);
@@ -26,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -61,7 +65,7 @@ func main() {
 	flag.IntVar(&cfg.value, "value", 1024, "bytes per value")
 	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients, each with its own kept-alive connection")
 	flag.IntVar(&cfg.readPasses, "reads", 3, "read passes after the update pass")
-	flag.StringVar(&scenarios, "scenarios", "plain,pbfs-0,pbfs-1,pbfs-2,pbfs-2-delay", "scenarios to run, in order (pbfs-N-delay: 0.5 ms added each way on every backup's link)")
+	flag.StringVar(&scenarios, "scenarios", "plain,bindfs,pbfs-0,pbfs-1,pbfs-2,pbfs-2-delay", "scenarios to run, in order (bindfs: the service on a C FUSE passthrough, skipped when bindfs is not installed; pbfs-N-delay: 0.5 ms added each way on every backup's link)")
 	flag.IntVar(&cfg.fdLimit, "fd-limit", 256, "descriptor limit (soft and hard) of the mount and its proxy in the lowered-limit run; 0 skips that run")
 	flag.IntVar(&cfg.fdClients, "fd-clients", 512, "concurrent clients in the lowered-limit run")
 	flag.StringVar(&cfg.workdir, "workdir", "/var/tmp", "where the run's directory is made (not a tmpfs)")
@@ -82,12 +86,10 @@ func main() {
 	if *quick {
 		cfg.keys, cfg.readPasses, cfg.curveKeys = 10000, 2, 500
 	}
-	cfg.scenarios = strings.Split(scenarios, ",")
-	for _, s := range cfg.scenarios {
-		if _, _, err := report.ParseScenario(s); err != nil {
-			fmt.Fprintln(os.Stderr, "kv:", err)
-			os.Exit(2)
-		}
+	var err error
+	if cfg.scenarios, err = parseScenarios(scenarios); err != nil {
+		fmt.Fprintln(os.Stderr, "kv:", err)
+		os.Exit(2)
 	}
 	if cfg.keys < 1 || cfg.value < 1 || cfg.clients < 1 {
 		fmt.Fprintln(os.Stderr, "kv: -keys, -value and -clients must be positive")
@@ -115,7 +117,7 @@ func run(ctx context.Context, cfg config, fsName string) error {
 	cfg.service = svc
 	rep := &kvReport{cfg: cfg, start: start, load0: benchproc.LoadAvg(), commit: benchproc.Commit(), fs: fsName}
 	for _, name := range cfg.scenarios {
-		n, delay, _ := report.ParseScenario(name)
+		n, delay := scenarioShape(name)
 		fmt.Printf("== %s\n", name)
 		res, err := runScenario(ctx, cfg, name, n, delay, 0, cfg.clients, cfg.keys, cfg.readPasses)
 		if err != nil {
@@ -133,4 +135,34 @@ func run(ctx context.Context, cfg config, fsName string) error {
 	}
 	rep.end, rep.load1 = time.Now(), benchproc.LoadAvg()
 	return rep.write(cfg.resultsDir)
+}
+
+// bindfsScenario names the floor: the service on a bindfs mount.
+const bindfsScenario = "bindfs"
+
+// parseScenarios checks -scenarios, and leaves bindfs out (saying so)
+// when it is not installed.
+func parseScenarios(list string) ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		if s == bindfsScenario {
+			if _, err := exec.LookPath("bindfs"); err != nil {
+				fmt.Println("kv: bindfs is not installed (apt-get install bindfs): running without its scenario")
+				continue
+			}
+		} else if _, _, err := report.ParseScenario(s); err != nil {
+			return nil, fmt.Errorf("%w, or bindfs", err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// scenarioShape returns a scenario's backups (-1: no pbfs) and link delay.
+func scenarioShape(name string) (backups int, delay time.Duration) {
+	if name == bindfsScenario {
+		return -1, 0
+	}
+	backups, delay, _ = report.ParseScenario(name)
+	return backups, delay
 }

@@ -91,7 +91,7 @@ func (rep *kvReport) writeHeader(b *strings.Builder) {
 	p("- command: `go run ./benchmarks/kv %s`\n", benchproc.ShownArgs(os.Args[1:]))
 	p("- %d keys of %d B; an insert pass, an update pass, %d read pass(es) that check every value; %d clients in a closed loop, each with its own kept-alive connection\n",
 		cfg.keys, cfg.value, cfg.readPasses, cfg.clients)
-	p("- service: POST stores the value with write, fsync and rename, GET reads it (internal/testservice, keep-alive); plain: the service on a plain directory, clients direct; pbfs-N: on a pbfs mount with N backups (--ack all), clients through the http-proxy plugin (output commit); pbfs-N-delay: the same with %s added each way on every backup's link\n", report.LinkDelay)
+	p("- service: POST stores the value with write, fsync and rename, GET reads it (internal/testservice, keep-alive); plain: the service on a plain directory, clients direct; bindfs: on a bindfs mount (a C FUSE passthrough) of a plain directory, clients direct, the floor of any FUSE file system (its CPU is in the mount column); pbfs-N: on a pbfs mount with N backups (--ack all), clients through the http-proxy plugin (output commit); pbfs-N-delay: the same with %s added each way on every backup's link\n", report.LinkDelay)
 	p("- pbfs %s; %s, %d CPUs; work directory on %s; load average at start %s, at end %s; run took %s\n\n",
 		rep.commit, runtime.Version(), runtime.NumCPU(), rep.fs, rep.load0, rep.load1, rep.end.Sub(rep.start).Round(time.Second))
 	if bad := rep.failedChecks(); len(bad) > 0 {
