@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/internal/manifest"
-	"github.com/pbfs/pbfs/plugins/sdk"
+	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
 )
@@ -41,9 +41,9 @@ var wireStatus = Status{Role: "primary", Volume: "/vol", VolumeID: "v1", Capture
 	Acks: "1 of the 1 backups in the ack set (--ack one)",
 	Plugins: []host.Status{{Name: "proxy", Path: "/bin/http-proxy", State: host.StateRunning, Pid: 42, Restarts: 1,
 		Since:     time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC),
-		Info:      host.Info{Name: "http-proxy", Version: "1.0", Kinds: []string{"frontend", "hint"}, MTLS: true, Protocol: 1},
+		Info:      status.PluginInfo{Name: "http-proxy", Version: "1.0", Kinds: []string{"frontend", "hint"}, MTLS: true, Protocol: 1},
 		LastError: "crashed",
-		Rules:     []sdk.Rule{{Pattern: "*.pid", Hint: sdk.PathHint{LocalOnly: true, Fsync: sdk.FsyncBoth, Reason: "pid files"}}}}},
+		Rules:     []status.Rule{{Pattern: "*.pid", Hint: status.PathHint{LocalOnly: true, Fsync: 2, Reason: "pid files"}}}}},
 	Backup:       &BackupSide{DurableSeq: 5, AppliedSeq: 4, Stalled: true, JournalFull: true, ApplyBlocked: "rename b: ENOENT"},
 	JournalBytes: 1, JournalFree: 2, JournalReserve: 3, JournalCheck: "ok", JournalDamaged: 4,
 	BarrierP50: 5, BarrierP95: 6, BarrierP99: 7}

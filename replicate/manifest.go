@@ -82,13 +82,6 @@ func fetchManifest(ctx context.Context, c replpb.ReplicationClient, addr string,
 	}
 }
 
-// BackupManifest is one backup's manifest, or why there is none.
-type BackupManifest struct {
-	Backup  string                    `json:"backup"`
-	Entries map[string]manifest.Entry `json:"entries,omitempty"`
-	Err     string                    `json:"error,omitempty"`
-}
-
 // Manifests asks every backup whose stream is up for its manifest of paths
 // once it has applied seq, in parallel. While the primary's mutations
 // are paused after seq (capture.Committer.Frozen), no batch after seq

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/plugins/sdk"
 	"github.com/pbfs/pbfs/plugins/sdk/internal/wire"
 )
@@ -26,29 +27,6 @@ type Spec struct {
 	// of ListenAddr (Options.Listener).
 	Listener   *os.File
 	ListenAddr string
-}
-
-// State is where a supervised plugin is in its life.
-type State string
-
-const (
-	StateStarting   State = "starting"
-	StateRunning    State = "running"
-	StateRestarting State = "restarting" // waiting out the backoff after a crash or a failed start
-	StateStopped    State = "stopped"
-)
-
-// Status describes one supervised plugin.
-type Status struct {
-	Name      string     `json:"name"`
-	Path      string     `json:"path"`
-	State     State      `json:"state"`
-	Pid       int        `json:"pid,omitempty"`
-	Restarts  int        `json:"restarts"`
-	Since     time.Time  `json:"since"`
-	Info      Info       `json:"info"`
-	LastError string     `json:"last_error,omitempty"`
-	Rules     []sdk.Rule `json:"rules,omitempty"` // a hint plugin's rules
 }
 
 // SupervisorConfig configures a Supervisor.
@@ -119,6 +97,15 @@ func (s *Supervisor) Status() []Status {
 	return out
 }
 
+// ruleShapes is rules as status reports them.
+func ruleShapes(rules []sdk.Rule) []status.Rule {
+	var out []status.Rule
+	for _, r := range rules {
+		out = append(out, status.Rule{Pattern: r.Pattern, Hint: status.PathHint{LocalOnly: r.Hint.LocalOnly, Fsync: int(r.Hint.Fsync), Reason: r.Hint.Reason}})
+	}
+	return out
+}
+
 func (s *Supervisor) update(name string, fn func(*Status)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -180,7 +167,7 @@ func (s *Supervisor) once(ctx context.Context, sp Spec, log *slog.Logger) error 
 	}
 	log.Info("plugin running", "pid", p.Pid(), "kinds", info.Kinds, "protocol", info.Protocol, "mtls", info.MTLS)
 	s.update(sp.Name, func(st *Status) {
-		st.State, st.Pid, st.Info, st.Rules, st.LastError, st.Since = StateRunning, p.Pid(), info, rules, "", time.Now()
+		st.State, st.Pid, st.Info, st.Rules, st.LastError, st.Since = StateRunning, p.Pid(), status.PluginInfo(info), ruleShapes(rules), "", time.Now()
 	})
 	up := s.metrics.up.WithLabelValues(sp.Name)
 	up.Set(1)
