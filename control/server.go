@@ -21,8 +21,8 @@ import (
 
 	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/internal/ratelog"
+	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
-	"github.com/pbfs/pbfs/replicate"
 )
 
 // SocketName is the control socket's file name inside the journal directory.
@@ -49,8 +49,8 @@ type Status struct {
 	UncleanStart bool `json:"unclean_start"`
 	// Backups, when the mount replicates, and what a barrier needs of
 	// them (replicate.Primary.AckSummary).
-	Backups []replicate.BackupStatus `json:"backups,omitempty"`
-	Acks    string                   `json:"acks,omitempty"`
+	Backups []status.Backup `json:"backups,omitempty"`
+	Acks    string          `json:"acks,omitempty"`
 	// Plugins, when the mount runs any.
 	Plugins []host.Status `json:"plugins,omitempty"`
 	// Backup, when this is a backup: how far it is.
@@ -132,10 +132,10 @@ func (r *pathsRequest) merge() {
 // Comparison is paths on the primary and on each backup, all as of batch
 // Seq; Paused is how long the service's mutations waited for it.
 type Comparison struct {
-	Seq     uint64                     `json:"seq"`
-	Paused  time.Duration              `json:"paused_ns"`
-	Primary map[string]manifest.Entry  `json:"primary"`
-	Backups []replicate.BackupManifest `json:"backups"`
+	Seq     uint64                    `json:"seq"`
+	Paused  time.Duration             `json:"paused_ns"`
+	Primary map[string]manifest.Entry `json:"primary"`
+	Backups []status.BackupManifest   `json:"backups"`
 }
 
 // SocketPath returns the control socket path for a journal directory.

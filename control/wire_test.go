@@ -10,7 +10,6 @@ import (
 	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
-	"github.com/pbfs/pbfs/replicate"
 )
 
 // Other processes read the control socket's JSON (pbfs status and verify,
@@ -34,9 +33,9 @@ const wantStatusJSON = `{"role":"primary","volume":"/vol","volume_id":"v1","capt
 
 var wireStatus = Status{Role: "primary", Volume: "/vol", VolumeID: "v1", Capture: true, LastSeq: 12, Epoch: 3,
 	PendingBytes: 4096, Nodes: 7, UncleanStart: true,
-	Backups: []replicate.BackupStatus{{Addr: "b1:7700", Up: true, AckedSeq: 11, AppliedSeq: 10, Stale: true, Degraded: true, Stalled: true,
+	Backups: []status.Backup{{Addr: "b1:7700", Up: true, AckedSeq: 11, AppliedSeq: 10, Stale: true, Degraded: true, Stalled: true,
 		State: "resyncing 43 %", ApplyBlocked: "mkdir a: EEXIST", ApplyBlockedSeq: 9, Resyncing: true, ResyncPercent: 43,
-		Resync:     &replicate.ResyncProgress{Bytes: 43, TotalBytes: 100, SentBytes: 5, Rate: 2.5, Left: 1000, Elapsed: 2000},
+		Resync:     &status.ResyncProgress{Bytes: 43, TotalBytes: 100, SentBytes: 5, Rate: 2.5, Left: 1000, Elapsed: 2000},
 		LagBatches: 1, LagBytes: 512, LagBytesAtLeast: true, LagAge: 3000, DegradedFor: 4000, Resyncs: 2}},
 	Acks: "1 of the 1 backups in the ack set (--ack one)",
 	Plugins: []host.Status{{Name: "proxy", Path: "/bin/http-proxy", State: host.StateRunning, Pid: 42, Restarts: 1,
@@ -55,7 +54,7 @@ const wantComparisonJSON = `{"seq":12,"paused_ns":1000,"primary":{"a":{"path":"a
 var wireEntries = map[string]manifest.Entry{"a": {Path: "a", Mode: 0o644, Size: 1}}
 
 var wireComparison = Comparison{Seq: 12, Paused: 1000, Primary: wireEntries,
-	Backups: []replicate.BackupManifest{{Backup: "b1:7700", Entries: wireEntries, Err: "its replication stream is down"}}}
+	Backups: []status.BackupManifest{{Backup: "b1:7700", Entries: wireEntries, Err: "its replication stream is down"}}}
 
 func TestStatusJSON(t *testing.T) { checkWire(t, wireStatus, wantStatusJSON) }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -38,7 +39,7 @@ func (p *Primary) AckSummary() string {
 
 // AddLag fills in each lagging backup's lag in bytes and age, which reads
 // the journal: for an operator's status, not for periodic callers.
-func (p *Primary) AddLag(sts []BackupStatus) {
+func (p *Primary) AddLag(sts []status.Backup) {
 	for i := range sts {
 		_, sts[i].LagBytes, sts[i].LagBytesAtLeast, sts[i].LagAge = p.lag(sts[i].AckedSeq)
 	}
@@ -74,10 +75,10 @@ func (p *Primary) lag(acked uint64) (n uint64, bytes int64, atLeast bool, age ti
 var errStopScan = errors.New("enough")
 
 // Status lists the backups.
-func (p *Primary) Status() []BackupStatus {
-	var out []BackupStatus
+func (p *Primary) Status() []status.Backup {
+	var out []status.Backup
 	for _, s := range p.list() {
-		st := BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(), Resyncs: s.resyncsDone.Load(),
+		st := status.Backup{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(), Resyncs: s.resyncsDone.Load(),
 			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load() || s.joining.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load(),
 			State: s.describe(0), Resyncing: s.resyncing.Load()}
 		if st.Resyncing {

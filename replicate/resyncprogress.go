@@ -3,6 +3,8 @@ package replicate
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/pbfs/pbfs/internal/status"
 )
 
 // How far a resync to one backup is, in bytes: of the regular files' bytes
@@ -32,13 +34,13 @@ func (p *resyncProgress) advance(n uint64) {
 }
 
 // snapshot reads p, nil when no resync is under way.
-func (p *resyncProgress) snapshot() *ResyncProgress {
+func (p *resyncProgress) snapshot() *status.ResyncProgress {
 	started := p.started.Load()
 	if started == 0 {
 		return nil
 	}
 	el := time.Since(time.Unix(0, started))
-	r := &ResyncProgress{Bytes: p.done.Load(), TotalBytes: p.total.Load(), SentBytes: p.sent.Load(), Elapsed: el}
+	r := &status.ResyncProgress{Bytes: p.done.Load(), TotalBytes: p.total.Load(), SentBytes: p.sent.Load(), Elapsed: el}
 	r.Bytes = min(r.Bytes, r.TotalBytes)
 	if s := el.Seconds(); s > 0 {
 		r.Rate = float64(r.Bytes) / s
