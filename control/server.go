@@ -22,7 +22,6 @@ import (
 	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/internal/ratelog"
 	"github.com/pbfs/pbfs/internal/status"
-	"github.com/pbfs/pbfs/plugins/sdk/host"
 )
 
 // SocketName is the control socket's file name inside the journal directory.
@@ -52,7 +51,7 @@ type Status struct {
 	Backups []status.Backup `json:"backups,omitempty"`
 	Acks    string          `json:"acks,omitempty"`
 	// Plugins, when the mount runs any.
-	Plugins []host.Status `json:"plugins,omitempty"`
+	Plugins []status.Plugin `json:"plugins,omitempty"`
 	// Backup, when this is a backup: how far it is.
 	Backup *BackupSide `json:"backup,omitempty"`
 	// The journal: bytes on disk, free bytes on its file system and the

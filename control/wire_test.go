@@ -9,7 +9,6 @@ import (
 
 	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/internal/status"
-	"github.com/pbfs/pbfs/plugins/sdk/host"
 )
 
 // Other processes read the control socket's JSON (pbfs status and verify,
@@ -38,7 +37,7 @@ var wireStatus = Status{Role: "primary", Volume: "/vol", VolumeID: "v1", Capture
 		Resync:     &status.ResyncProgress{Bytes: 43, TotalBytes: 100, SentBytes: 5, Rate: 2.5, Left: 1000, Elapsed: 2000},
 		LagBatches: 1, LagBytes: 512, LagBytesAtLeast: true, LagAge: 3000, DegradedFor: 4000, Resyncs: 2}},
 	Acks: "1 of the 1 backups in the ack set (--ack one)",
-	Plugins: []host.Status{{Name: "proxy", Path: "/bin/http-proxy", State: host.StateRunning, Pid: 42, Restarts: 1,
+	Plugins: []status.Plugin{{Name: "proxy", Path: "/bin/http-proxy", State: status.PluginRunning, Pid: 42, Restarts: 1,
 		Since:     time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC),
 		Info:      status.PluginInfo{Name: "http-proxy", Version: "1.0", Kinds: []string{"frontend", "hint"}, MTLS: true, Protocol: 1},
 		LastError: "crashed",

@@ -54,7 +54,7 @@ type Supervisor struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	mu      sync.Mutex
-	status  map[string]*Status
+	status  map[string]*status.Plugin
 	metrics *metrics
 }
 
@@ -68,9 +68,9 @@ func Start(cfg SupervisorConfig) *Supervisor {
 		cfg.MaxBackoff = max(30*time.Second, cfg.MinBackoff)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Supervisor{cfg: cfg, log: cfg.Options.Logger, cancel: cancel, status: map[string]*Status{}, metrics: newMetrics(cfg.Registry)}
+	s := &Supervisor{cfg: cfg, log: cfg.Options.Logger, cancel: cancel, status: map[string]*status.Plugin{}, metrics: newMetrics(cfg.Registry)}
 	for _, sp := range cfg.Specs {
-		s.status[sp.Name] = &Status{Name: sp.Name, Path: sp.Path, State: StateStarting, Since: time.Now()}
+		s.status[sp.Name] = &status.Plugin{Name: sp.Name, Path: sp.Path, State: status.PluginStarting, Since: time.Now()}
 	}
 	for _, sp := range cfg.Specs {
 		s.wg.Add(1)
@@ -87,10 +87,10 @@ func (s *Supervisor) Close() {
 }
 
 // Status lists the plugins, in the order they were declared.
-func (s *Supervisor) Status() []Status {
+func (s *Supervisor) Status() []status.Plugin {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Status, 0, len(s.cfg.Specs))
+	out := make([]status.Plugin, 0, len(s.cfg.Specs))
 	for _, sp := range s.cfg.Specs {
 		out = append(out, *s.status[sp.Name])
 	}
@@ -106,7 +106,7 @@ func ruleShapes(rules []sdk.Rule) []status.Rule {
 	return out
 }
 
-func (s *Supervisor) update(name string, fn func(*Status)) {
+func (s *Supervisor) update(name string, fn func(*status.Plugin)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fn(s.status[name])
@@ -127,8 +127,8 @@ func (s *Supervisor) run(ctx context.Context, sp Spec) {
 			backoff = s.cfg.MinBackoff
 		}
 		log.Error("plugin stopped; restarting it", "err", err, "in", backoff)
-		s.update(sp.Name, func(st *Status) {
-			st.State, st.Pid, st.LastError, st.Since = StateRestarting, 0, err.Error(), time.Now()
+		s.update(sp.Name, func(st *status.Plugin) {
+			st.State, st.Pid, st.LastError, st.Since = status.PluginRestarting, 0, err.Error(), time.Now()
 			st.Restarts++
 		})
 		select {
@@ -137,13 +137,13 @@ func (s *Supervisor) run(ctx context.Context, sp Spec) {
 		}
 		backoff = min(2*backoff, s.cfg.MaxBackoff)
 	}
-	s.update(sp.Name, func(st *Status) { st.State, st.Pid, st.Since = StateStopped, 0, time.Now() })
+	s.update(sp.Name, func(st *status.Plugin) { st.State, st.Pid, st.Since = status.PluginStopped, 0, time.Now() })
 }
 
 // once runs the plugin until it exits or ctx ends; it returns why it
 // stopped.
 func (s *Supervisor) once(ctx context.Context, sp Spec, log *slog.Logger) error {
-	s.update(sp.Name, func(st *Status) { st.State, st.Since = StateStarting, time.Now() })
+	s.update(sp.Name, func(st *status.Plugin) { st.State, st.Since = status.PluginStarting, time.Now() })
 	o := s.cfg.Options
 	o.Logger, o.Listener, o.ListenAddr = log, sp.Listener, sp.ListenAddr
 	p, err := Launch(ctx, sp.Path, o)
@@ -166,8 +166,8 @@ func (s *Supervisor) once(ctx context.Context, sp Spec, log *slog.Logger) error 
 		}
 	}
 	log.Info("plugin running", "pid", p.Pid(), "kinds", info.Kinds, "protocol", info.Protocol, "mtls", info.MTLS)
-	s.update(sp.Name, func(st *Status) {
-		st.State, st.Pid, st.Info, st.Rules, st.LastError, st.Since = StateRunning, p.Pid(), status.PluginInfo(info), ruleShapes(rules), "", time.Now()
+	s.update(sp.Name, func(st *status.Plugin) {
+		st.State, st.Pid, st.Info, st.Rules, st.LastError, st.Since = status.PluginRunning, p.Pid(), status.PluginInfo(info), ruleShapes(rules), "", time.Now()
 	})
 	up := s.metrics.up.WithLabelValues(sp.Name)
 	up.Set(1)
