@@ -22,10 +22,10 @@ type backupManifestRequest struct {
 	MinSeq uint64 `json:"min_seq"`
 }
 
-// handleBackupManifest serves POST /v1/backups/manifest: one JSON entry
+// serveBackupManifest answers POST /v1/backups/manifest: one JSON entry
 // per line, a last line {"error": ...} if the fetch failed.
-func handleBackupManifest(mux *http.ServeMux, b Backend, log *slog.Logger) {
-	mux.HandleFunc("POST /v1/backups/manifest", func(w http.ResponseWriter, r *http.Request) {
+func serveBackupManifest(b Backend, log *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		bm, ok := b.(BackupManifests)
 		if !ok {
 			http.Error(w, "this process is a backup: verify the primary", http.StatusConflict)
@@ -49,7 +49,7 @@ func handleBackupManifest(mux *http.ServeMux, b Backend, log *slog.Logger) {
 				return
 			}
 		}
-	})
+	}
 }
 
 // BackupManifest asks the primary for the manifest of its backup at addr,

@@ -14,16 +14,17 @@ type Watchable interface {
 	Events() *events.Bus
 }
 
-// handleEvents serves GET /v1/events of b.
-func handleEvents(mux *http.ServeMux, b Backend) {
-	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
+// serveEvents answers GET /v1/events: b's state changes as they happen,
+// if it keeps them.
+func serveEvents(b Backend) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		wb, ok := b.(Watchable)
 		if !ok || wb.Events() == nil {
 			http.Error(w, "this process keeps no events", http.StatusNotFound)
 			return
 		}
 		wb.Events().ServeHTTP(w, r)
-	})
+	}
 }
 
 // Events follows the process's state changes: fn gets each one as a JSON

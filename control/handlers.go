@@ -102,6 +102,11 @@ func serveResync(b Backend) http.HandlerFunc {
 	}
 }
 
+// serveStatus answers GET /v1/status: the mount's Status.
+func serveStatus(b Backend) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Status()) }
+}
+
 // serveBatch answers GET /v1/batches/{seq}: one encoded batch.
 func serveBatch(b Backend, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -29,35 +29,57 @@ type MemberChange struct {
 	Told bool `json:"told,omitempty"`
 }
 
-// handleMembers serves the membership endpoints of b.
-func handleMembers(mux *http.ServeMux, b Backend, log *slog.Logger) {
-	change := func(op string, do func(Members, string) (bool, error)) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			m, ok := b.(Members)
-			if !ok {
-				http.Error(w, "this process is a backup: add and remove backups on the primary", http.StatusConflict)
-				return
-			}
-			var req memberRequest
-			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || req.Addr == "" {
-				http.Error(w, op+": give the backup's address", http.StatusBadRequest)
-				return
-			}
-			told, err := do(m, req.Addr)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusConflict)
-				return
-			}
-			log.Info("membership changed by the control socket", "op", op, "backup", req.Addr)
-			writeJSON(w, MemberChange{Backups: b.Status().BackupAddrs(), Told: told})
+// serveAddMember answers POST /v1/members/add: replicate to one more
+// backup.
+func serveAddMember(b Backend, log *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		m, addr, ok := readMemberRequest(w, r, b, "add")
+		if !ok {
+			return
 		}
+		answerMemberChange(w, b, log, "add", addr, false, m.AddMember(addr))
 	}
-	mux.HandleFunc("POST /v1/members/add", change("add", func(m Members, addr string) (bool, error) {
-		return false, m.AddMember(addr)
-	}))
-	mux.HandleFunc("POST /v1/members/remove", change("remove", func(m Members, addr string) (bool, error) {
-		return m.RemoveMember(context.Background(), addr)
-	}))
+}
+
+// serveRemoveMember answers POST /v1/members/remove: stop replicating to
+// a backup. Telling the backup (bounded) is not cut short when the
+// client goes away.
+func serveRemoveMember(b Backend, log *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		m, addr, ok := readMemberRequest(w, r, b, "remove")
+		if !ok {
+			return
+		}
+		told, err := m.RemoveMember(context.Background(), addr)
+		answerMemberChange(w, b, log, "remove", addr, told, err)
+	}
+}
+
+// readMemberRequest reads the backup a membership change names, or
+// refuses the request: ok is false once it has answered.
+func readMemberRequest(w http.ResponseWriter, r *http.Request, b Backend, op string) (m Members, addr string, ok bool) {
+	m, ok = b.(Members)
+	if !ok {
+		http.Error(w, "this process is a backup: add and remove backups on the primary", http.StatusConflict)
+		return nil, "", false
+	}
+	var req memberRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || req.Addr == "" {
+		http.Error(w, op+": give the backup's address", http.StatusBadRequest)
+		return nil, "", false
+	}
+	return m, req.Addr, true
+}
+
+// answerMemberChange answers a membership change with the backups b
+// replicates to now, or with why it failed.
+func answerMemberChange(w http.ResponseWriter, b Backend, log *slog.Logger, op, addr string, told bool, err error) {
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	log.Info("membership changed by the control socket", "op", op, "backup", addr)
+	writeJSON(w, MemberChange{Backups: b.Status().BackupAddrs(), Told: told})
 }
 
 // BackupAddrs lists the backups st names.

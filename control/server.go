@@ -21,8 +21,7 @@ import (
 
 	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/internal/ratelog"
-	"github.com/pbfs/pbfs/plugins/sdk/host"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/internal/status"
 )
 
 // SocketName is the control socket's file name inside the journal directory.
@@ -49,10 +48,10 @@ type Status struct {
 	UncleanStart bool `json:"unclean_start"`
 	// Backups, when the mount replicates, and what a barrier needs of
 	// them (replicate.Primary.AckSummary).
-	Backups []replicate.BackupStatus `json:"backups,omitempty"`
-	Acks    string                   `json:"acks,omitempty"`
+	Backups []status.Backup `json:"backups,omitempty"`
+	Acks    string          `json:"acks,omitempty"`
 	// Plugins, when the mount runs any.
-	Plugins []host.Status `json:"plugins,omitempty"`
+	Plugins []status.Plugin `json:"plugins,omitempty"`
 	// Backup, when this is a backup: how far it is.
 	Backup *BackupSide `json:"backup,omitempty"`
 	// The journal: bytes on disk, free bytes on its file system and the
@@ -132,10 +131,10 @@ func (r *pathsRequest) merge() {
 // Comparison is paths on the primary and on each backup, all as of batch
 // Seq; Paused is how long the service's mutations waited for it.
 type Comparison struct {
-	Seq     uint64                     `json:"seq"`
-	Paused  time.Duration              `json:"paused_ns"`
-	Primary map[string]manifest.Entry  `json:"primary"`
-	Backups []replicate.BackupManifest `json:"backups"`
+	Seq     uint64                    `json:"seq"`
+	Paused  time.Duration             `json:"paused_ns"`
+	Primary map[string]manifest.Entry `json:"primary"`
+	Backups []status.BackupManifest   `json:"backups"`
 }
 
 // SocketPath returns the control socket path for a journal directory.
@@ -178,10 +177,11 @@ func Serve(ctx context.Context, ln net.Listener, b Backend, reg *prometheus.Regi
 	mux.HandleFunc("POST /v1/manifest", serveManifest(b))
 	mux.HandleFunc("POST /v1/compare", serveCompare(b, log))
 	mux.HandleFunc("POST /v1/resync", serveResync(b))
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Status()) })
-	handleMembers(mux, b, log)
-	handleBackupManifest(mux, b, log)
-	handleEvents(mux, b)
+	mux.HandleFunc("GET /v1/status", serveStatus(b))
+	mux.HandleFunc("POST /v1/members/add", serveAddMember(b, log))
+	mux.HandleFunc("POST /v1/members/remove", serveRemoveMember(b, log))
+	mux.HandleFunc("POST /v1/backups/manifest", serveBackupManifest(b, log))
+	mux.HandleFunc("GET /v1/events", serveEvents(b))
 	mux.HandleFunc("GET /v1/batches/{seq}", serveBatch(b, log))
 	mux.HandleFunc("GET /v1/batches", serveBatches(b, log))
 	if reg != nil {

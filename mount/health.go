@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/pbfs/pbfs/internal/health"
-	"github.com/pbfs/pbfs/plugins/sdk/host"
+	"github.com/pbfs/pbfs/internal/status"
 )
 
 // Health reports whether the mount serves as a primary (/readyz): its FUSE
@@ -29,7 +29,7 @@ func (m *Mount) Health() health.Report {
 	}
 	if m.plugins != nil {
 		for _, p := range m.plugins.Status() {
-			if p.State != host.StateRunning {
+			if p.State != status.PluginRunning {
 				r.Problems = append(r.Problems, fmt.Sprintf("plugin %s is %s (%s): it restarts by itself; its log says why", p.Name, p.State, p.LastError))
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/journal"
 )
 
@@ -36,43 +37,9 @@ func (p *Primary) AckSummary() string {
 	return out
 }
 
-// BackupStatus describes one backup as the primary sees it.
-type BackupStatus struct {
-	Addr       string `json:"addr"`
-	Up         bool   `json:"up"`
-	AckedSeq   uint64 `json:"acked_seq"`
-	AppliedSeq uint64 `json:"applied_seq"`
-	Stale      bool   `json:"stale"`
-	Degraded   bool   `json:"degraded"` // dropped from the ack set by the degrade policy
-	Stalled    bool   `json:"stalled"`  // the backup cannot apply what it holds
-	State      string `json:"state"`    // in words: "up, holds seq 12", "unreachable since 12:03:04 (...)", "resyncing 43 %"
-	// ApplyBlocked: the backup cannot apply batch ApplyBlockedSeq and
-	// retries it; why, in its words (the op, its path, the errno).
-	ApplyBlocked    string `json:"apply_blocked,omitempty"`
-	ApplyBlockedSeq uint64 `json:"apply_blocked_seq,omitempty"`
-	// Resyncing: a resync is under way, ResyncPercent of the volume's
-	// bytes compared so far; Resync, how many, how fast, how long left.
-	Resyncing     bool            `json:"resyncing,omitempty"`
-	ResyncPercent float64         `json:"resync_percent,omitempty"`
-	Resync        *ResyncProgress `json:"resync,omitempty"`
-	// Lag: batches the backup does not hold yet, their stored bytes
-	// (counted over at most lagScan batches; LagBytesAtLeast when more)
-	// and the age of the oldest of them.
-	LagBatches      uint64        `json:"lag_batches"`
-	LagBytes        int64         `json:"lag_bytes"`
-	LagBytesAtLeast bool          `json:"lag_bytes_at_least,omitempty"`
-	LagAge          time.Duration `json:"lag_age_ns"`
-	// DegradedFor: how long the degrade policy has kept it out of the ack
-	// set (0: it is in).
-	DegradedFor time.Duration `json:"degraded_for_ns,omitempty"`
-	// Resyncs: how many resyncs of this backup the mount has finished
-	// since it started (pbfs resync --wait waits for one more).
-	Resyncs uint64 `json:"resyncs"`
-}
-
 // AddLag fills in each lagging backup's lag in bytes and age, which reads
 // the journal: for an operator's status, not for periodic callers.
-func (p *Primary) AddLag(sts []BackupStatus) {
+func (p *Primary) AddLag(sts []status.Backup) {
 	for i := range sts {
 		_, sts[i].LagBytes, sts[i].LagBytesAtLeast, sts[i].LagAge = p.lag(sts[i].AckedSeq)
 	}
@@ -108,10 +75,10 @@ func (p *Primary) lag(acked uint64) (n uint64, bytes int64, atLeast bool, age ti
 var errStopScan = errors.New("enough")
 
 // Status lists the backups.
-func (p *Primary) Status() []BackupStatus {
-	var out []BackupStatus
+func (p *Primary) Status() []status.Backup {
+	var out []status.Backup
 	for _, s := range p.list() {
-		st := BackupStatus{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(), Resyncs: s.resyncsDone.Load(),
+		st := status.Backup{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(), Resyncs: s.resyncsDone.Load(),
 			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load() || s.joining.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load(),
 			State: s.describe(0), Resyncing: s.resyncing.Load()}
 		if st.Resyncing {

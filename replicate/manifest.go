@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/pbfs/pbfs/internal/manifest"
+	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
@@ -35,13 +36,13 @@ func (b *Backup) Manifest(req *replpb.ManifestRequest, stream replpb.Replication
 			break
 		}
 		if b.stalled.Load() {
-			return status.Error(codes.FailedPrecondition, "this backup is stalled (it cannot apply what it holds): it needs a resync")
+			return grpcstatus.Error(codes.FailedPrecondition, "this backup is stalled (it cannot apply what it holds): it needs a resync")
 		}
 		select {
 		case <-stream.Context().Done():
 			return stream.Context().Err()
 		case <-deadline.C:
-			return status.Errorf(codes.DeadlineExceeded, "this backup has applied seq %d, not yet %d", b.applied.Load(), req.MinSeq)
+			return grpcstatus.Errorf(codes.DeadlineExceeded, "this backup has applied seq %d, not yet %d", b.applied.Load(), req.MinSeq)
 		case <-progress:
 		case <-time.After(100 * time.Millisecond): // a stall sets no progress
 		}
@@ -75,18 +76,11 @@ func fetchManifest(ctx context.Context, c replpb.ReplicationClient, addr string,
 			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
-			return nil, fmt.Errorf("manifest of %s: %s", addr, status.Convert(err).Message())
+			return nil, fmt.Errorf("manifest of %s: %s", addr, grpcstatus.Convert(err).Message())
 		}
 		out[string(e.Path)] = manifest.Entry{Path: string(e.Path), Mode: e.Mode, UID: e.Uid, GID: e.Gid, Size: e.Size, Digest: e.Digest, SHA256: e.Sha256, Xattrs: e.Xattrs,
 			Target: string(e.Target), Missing: e.Missing}
 	}
-}
-
-// BackupManifest is one backup's manifest, or why there is none.
-type BackupManifest struct {
-	Backup  string                    `json:"backup"`
-	Entries map[string]manifest.Entry `json:"entries,omitempty"`
-	Err     string                    `json:"error,omitempty"`
 }
 
 // Manifests asks every backup whose stream is up for its manifest of paths
@@ -95,11 +89,11 @@ type BackupManifest struct {
 // exists, so each backup answers with its volume exactly as of seq: the
 // comparison pbfs verify needs for paths the service keeps changing.
 // A backup that does not answer within wait is reported as such.
-func (p *Primary) Manifests(ctx context.Context, seq uint64, paths []string, wait time.Duration) []BackupManifest {
+func (p *Primary) Manifests(ctx context.Context, seq uint64, paths []string, wait time.Duration) []status.BackupManifest {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	shippers := p.list()
-	out := make([]BackupManifest, len(shippers))
+	out := make([]status.BackupManifest, len(shippers))
 	var wg sync.WaitGroup
 	for i, s := range shippers {
 		out[i].Backup = s.addr

@@ -1,11 +1,10 @@
 package replicate
 
 import (
-	"fmt"
 	"sync/atomic"
 	"time"
 
-	"github.com/pbfs/pbfs/internal/human"
+	"github.com/pbfs/pbfs/internal/status"
 )
 
 // How far a resync to one backup is, in bytes: of the regular files' bytes
@@ -34,24 +33,14 @@ func (p *resyncProgress) advance(n uint64) {
 	}
 }
 
-// ResyncProgress is a resync's progress as status reports it.
-type ResyncProgress struct {
-	Bytes      uint64        `json:"bytes"`       // compared so far
-	TotalBytes uint64        `json:"total_bytes"` // to compare
-	SentBytes  uint64        `json:"sent_bytes"`  // of blocks the backup lacked
-	Rate       float64       `json:"bytes_per_s"` // compared, since it began
-	Left       time.Duration `json:"left_ns"`     // at that rate (0: unknown)
-	Elapsed    time.Duration `json:"elapsed_ns"`
-}
-
 // snapshot reads p, nil when no resync is under way.
-func (p *resyncProgress) snapshot() *ResyncProgress {
+func (p *resyncProgress) snapshot() *status.ResyncProgress {
 	started := p.started.Load()
 	if started == 0 {
 		return nil
 	}
 	el := time.Since(time.Unix(0, started))
-	r := &ResyncProgress{Bytes: p.done.Load(), TotalBytes: p.total.Load(), SentBytes: p.sent.Load(), Elapsed: el}
+	r := &status.ResyncProgress{Bytes: p.done.Load(), TotalBytes: p.total.Load(), SentBytes: p.sent.Load(), Elapsed: el}
 	r.Bytes = min(r.Bytes, r.TotalBytes)
 	if s := el.Seconds(); s > 0 {
 		r.Rate = float64(r.Bytes) / s
@@ -60,27 +49,4 @@ func (p *resyncProgress) snapshot() *ResyncProgress {
 		r.Left = time.Duration(float64(r.TotalBytes-r.Bytes) / r.Rate * float64(time.Second))
 	}
 	return r
-}
-
-// Percent is how much of the bytes to compare are compared.
-func (r *ResyncProgress) Percent() float64 {
-	if r.TotalBytes == 0 {
-		return 100
-	}
-	return 100 * float64(r.Bytes) / float64(r.TotalBytes)
-}
-
-// String says it in words: "1.2 GiB of 2.8 GiB (43 %), 85 MiB/s, 19s left".
-func (r *ResyncProgress) String() string {
-	s := fmt.Sprintf("%s of %s (%.0f %%)", human.Bytes(int64(r.Bytes)), human.Bytes(int64(r.TotalBytes)), r.Percent())
-	if r.Rate > 0 {
-		s += fmt.Sprintf(", %s/s", human.Bytes(int64(r.Rate)))
-	}
-	if r.Left > 0 {
-		s += fmt.Sprintf(", %v left", r.Left.Round(time.Second))
-	}
-	if r.SentBytes > 0 {
-		s += fmt.Sprintf(", %s sent", human.Bytes(int64(r.SentBytes)))
-	}
-	return s
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/human"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/internal/status"
 )
 
 func resyncCommand() *cli.Command {
@@ -67,7 +67,7 @@ func waitResync(c *cli.Context, cl *control.Client, asked map[string]uint64) err
 	p := newProgress(c.App.ErrWriter, "resync", "B", 0)
 	defer p.finish()
 	deadline := time.Now().Add(c.Duration("timeout"))
-	seen := map[string]*replicate.ResyncProgress{} // each backup's resync, the latest seen
+	seen := map[string]*status.ResyncProgress{} // each backup's resync, the latest seen
 	for time.Now().Before(deadline) {
 		st, err := cl.Status(c.Context)
 		if err != nil {

@@ -11,10 +11,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/manifest"
+	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/replicate"
 )
 
@@ -146,7 +147,7 @@ func compareAll(ctx context.Context, c *cli.Context, cl *control.Client, st cont
 		}
 		if err != nil {
 			v.Err = err.Error()
-			if !tls.Enabled() && status.Code(err) == codes.Unavailable {
+			if !tls.Enabled() && grpcstatus.Code(err) == codes.Unavailable {
 				// A backup serving TLS resets a plain connection.
 				v.Err += " (if the backups use TLS, give verify the mount's --tls-cert, --tls-key and --tls-ca)"
 			}
@@ -198,7 +199,7 @@ func compareAgain(ctx context.Context, c *cli.Context, cl *control.Client, size 
 			return err
 		}
 		fmt.Fprintf(c.App.ErrWriter, "verify: %d paths compared again as of seq %d; the service's writes paused %v\n", len(round), cmp.Seq, cmp.Paused.Round(time.Microsecond))
-		backups := map[string]replicate.BackupManifest{}
+		backups := map[string]status.BackupManifest{}
 		for _, b := range cmp.Backups {
 			backups[b.Backup] = b
 		}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/internal/testservice"
-	"github.com/pbfs/pbfs/plugins/sdk/host"
 )
 
 // stack is the whole product on one machine: a test service writing to
@@ -51,14 +51,14 @@ func newStack(t *testing.T, backups int, cfg string, wrap func(string) string) *
 		os.Mkdir(s.svc.Dir, 0o755)
 		go up.Serve(ln)
 	}, "--plugin", "http-proxy="+bin, "--plugin-config", pcfg)
-	s.waitPlugin(t, func(st host.Status) bool { return st.State == host.StateRunning })
+	s.waitPlugin(t, func(st status.Plugin) bool { return st.State == status.PluginRunning })
 	// The plugin outlives a primary killed with -9; do not leak it.
 	pid := s.plugin(t).Pid
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	return s
 }
 
-func (s *stack) plugin(t *testing.T) host.Status {
+func (s *stack) plugin(t *testing.T) status.Plugin {
 	t.Helper()
 	st, err := s.Primary.Client().Status(context.Background())
 	if err != nil {
@@ -70,7 +70,7 @@ func (s *stack) plugin(t *testing.T) host.Status {
 	return st.Plugins[0]
 }
 
-func (s *stack) waitPlugin(t *testing.T, cond func(host.Status) bool) host.Status {
+func (s *stack) waitPlugin(t *testing.T, cond func(status.Plugin) bool) status.Plugin {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/internal/timerslack"
-	"github.com/pbfs/pbfs/plugins/sdk/host"
 )
 
 // keepAliveClient is one client with one connection, counting dials.
@@ -231,7 +231,7 @@ func TestProxyUnderFdLimit(t *testing.T) {
 	close(start)
 	wg.Wait()
 	st := s.plugin(t)
-	if st.Pid != pid || st.Restarts != 0 || st.State != host.StateRunning {
+	if st.Pid != pid || st.Restarts != 0 || st.State != status.PluginRunning {
 		t.Fatalf("the proxy did not survive: %+v\n%s", st, s.Primary.Out)
 	}
 	if ok.Load() == 0 {
@@ -278,8 +278,8 @@ func TestCrashedPluginIsRestarted(t *testing.T) {
 	syscall.Kill(old.Pid, syscall.SIGKILL)
 	os.WriteFile(filepath.Join(s.Vol, "during"), []byte("written while the plugin was down"), 0o644)
 	s.Barrier()
-	st := s.waitPlugin(t, func(st host.Status) bool {
-		return st.State == host.StateRunning && st.Pid != old.Pid && st.Restarts >= 1
+	st := s.waitPlugin(t, func(st status.Plugin) bool {
+		return st.State == status.PluginRunning && st.Pid != old.Pid && st.Restarts >= 1
 	})
 	t.Cleanup(func() { syscall.Kill(st.Pid, syscall.SIGKILL) })
 	if st.Restarts != 1 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/internal/fstest"
+	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/plugins/sdk"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/plugins/sdk/sdktest"
@@ -121,14 +122,14 @@ func TestPluginsLeaveNoSockets(t *testing.T) {
 	defer s.Close()
 	waitFor(t, "two crashes and the example running", func() bool {
 		st := s.Status()
-		return st[0].Restarts >= 2 && st[1].State == host.StateRunning
+		return st[0].Restarts >= 2 && st[1].State == status.PluginRunning
 	})
 	if err := syscall.Kill(s.Status()[1].Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the killed example restarted", func() bool {
 		st := s.Status()[1]
-		return st.Restarts >= 1 && st.State == host.StateRunning
+		return st.Restarts >= 1 && st.State == status.PluginRunning
 	})
 	s.Close()
 	entries, err := os.ReadDir(tmp)
@@ -162,7 +163,7 @@ func TestSupervisorKeepsRefusedPluginOutOfTheWay(t *testing.T) {
 	waitFor(t, "the example's barriers", func() bool { return h.Barriers() >= 3 })
 	waitFor(t, "the refusal", func() bool { return s.Status()[0].Restarts >= 1 })
 	st := s.Status()
-	if st[0].State == host.StateRunning || !contains(st[0].LastError, "protocol version") || st[1].State != host.StateRunning {
+	if st[0].State == status.PluginRunning || !contains(st[0].LastError, "protocol version") || st[1].State != status.PluginRunning {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -177,7 +178,7 @@ func TestSupervisorRestartsUnresponsivePlugin(t *testing.T) {
 		MinBackoff: 20 * time.Millisecond,
 	})
 	defer s.Close()
-	waitFor(t, "running", func() bool { return s.Status()[0].State == host.StateRunning })
+	waitFor(t, "running", func() bool { return s.Status()[0].State == status.PluginRunning })
 	time.Sleep(500 * time.Millisecond) // answering its health checks
 	if st := s.Status()[0]; st.Restarts != 0 {
 		t.Fatalf("a healthy plugin was restarted: %+v", st)
@@ -189,7 +190,7 @@ func TestSupervisorRestartsUnresponsivePlugin(t *testing.T) {
 	defer syscall.Kill(pid, syscall.SIGKILL)
 	waitFor(t, "a restart", func() bool {
 		st := s.Status()[0]
-		return st.Restarts >= 1 && st.State == host.StateRunning && st.Pid != pid
+		return st.Restarts >= 1 && st.State == status.PluginRunning && st.Pid != pid
 	})
 }
 
@@ -200,10 +201,10 @@ func TestSupervisorCloseStopsPlugins(t *testing.T) {
 		Specs: []host.Spec{{Name: "ex", Path: fstest.Build(t, mod+"example"), Config: map[string]string{"interval": "20ms"}}},
 		Host:  h,
 	})
-	waitFor(t, "running", func() bool { return s.Status()[0].State == host.StateRunning })
+	waitFor(t, "running", func() bool { return s.Status()[0].State == status.PluginRunning })
 	pid := s.Status()[0].Pid
 	s.Close()
-	if st := s.Status()[0]; st.State != host.StateStopped {
+	if st := s.Status()[0]; st.State != status.PluginStopped {
 		t.Fatalf("state %s", st.State)
 	}
 	n := h.Barriers()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/plugins/sdk"
 	"github.com/pbfs/pbfs/plugins/sdk/internal/wire"
 )
@@ -26,29 +27,6 @@ type Spec struct {
 	// of ListenAddr (Options.Listener).
 	Listener   *os.File
 	ListenAddr string
-}
-
-// State is where a supervised plugin is in its life.
-type State string
-
-const (
-	StateStarting   State = "starting"
-	StateRunning    State = "running"
-	StateRestarting State = "restarting" // waiting out the backoff after a crash or a failed start
-	StateStopped    State = "stopped"
-)
-
-// Status describes one supervised plugin.
-type Status struct {
-	Name      string     `json:"name"`
-	Path      string     `json:"path"`
-	State     State      `json:"state"`
-	Pid       int        `json:"pid,omitempty"`
-	Restarts  int        `json:"restarts"`
-	Since     time.Time  `json:"since"`
-	Info      Info       `json:"info"`
-	LastError string     `json:"last_error,omitempty"`
-	Rules     []sdk.Rule `json:"rules,omitempty"` // a hint plugin's rules
 }
 
 // SupervisorConfig configures a Supervisor.
@@ -76,7 +54,7 @@ type Supervisor struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	mu      sync.Mutex
-	status  map[string]*Status
+	status  map[string]*status.Plugin
 	metrics *metrics
 }
 
@@ -90,9 +68,9 @@ func Start(cfg SupervisorConfig) *Supervisor {
 		cfg.MaxBackoff = max(30*time.Second, cfg.MinBackoff)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Supervisor{cfg: cfg, log: cfg.Options.Logger, cancel: cancel, status: map[string]*Status{}, metrics: newMetrics(cfg.Registry)}
+	s := &Supervisor{cfg: cfg, log: cfg.Options.Logger, cancel: cancel, status: map[string]*status.Plugin{}, metrics: newMetrics(cfg.Registry)}
 	for _, sp := range cfg.Specs {
-		s.status[sp.Name] = &Status{Name: sp.Name, Path: sp.Path, State: StateStarting, Since: time.Now()}
+		s.status[sp.Name] = &status.Plugin{Name: sp.Name, Path: sp.Path, State: status.PluginStarting, Since: time.Now()}
 	}
 	for _, sp := range cfg.Specs {
 		s.wg.Add(1)
@@ -109,17 +87,26 @@ func (s *Supervisor) Close() {
 }
 
 // Status lists the plugins, in the order they were declared.
-func (s *Supervisor) Status() []Status {
+func (s *Supervisor) Status() []status.Plugin {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Status, 0, len(s.cfg.Specs))
+	out := make([]status.Plugin, 0, len(s.cfg.Specs))
 	for _, sp := range s.cfg.Specs {
 		out = append(out, *s.status[sp.Name])
 	}
 	return out
 }
 
-func (s *Supervisor) update(name string, fn func(*Status)) {
+// ruleShapes is rules as status reports them.
+func ruleShapes(rules []sdk.Rule) []status.Rule {
+	var out []status.Rule
+	for _, r := range rules {
+		out = append(out, status.Rule{Pattern: r.Pattern, Hint: status.PathHint{LocalOnly: r.Hint.LocalOnly, Fsync: int(r.Hint.Fsync), Reason: r.Hint.Reason}})
+	}
+	return out
+}
+
+func (s *Supervisor) update(name string, fn func(*status.Plugin)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fn(s.status[name])
@@ -140,8 +127,8 @@ func (s *Supervisor) run(ctx context.Context, sp Spec) {
 			backoff = s.cfg.MinBackoff
 		}
 		log.Error("plugin stopped; restarting it", "err", err, "in", backoff)
-		s.update(sp.Name, func(st *Status) {
-			st.State, st.Pid, st.LastError, st.Since = StateRestarting, 0, err.Error(), time.Now()
+		s.update(sp.Name, func(st *status.Plugin) {
+			st.State, st.Pid, st.LastError, st.Since = status.PluginRestarting, 0, err.Error(), time.Now()
 			st.Restarts++
 		})
 		select {
@@ -150,13 +137,13 @@ func (s *Supervisor) run(ctx context.Context, sp Spec) {
 		}
 		backoff = min(2*backoff, s.cfg.MaxBackoff)
 	}
-	s.update(sp.Name, func(st *Status) { st.State, st.Pid, st.Since = StateStopped, 0, time.Now() })
+	s.update(sp.Name, func(st *status.Plugin) { st.State, st.Pid, st.Since = status.PluginStopped, 0, time.Now() })
 }
 
 // once runs the plugin until it exits or ctx ends; it returns why it
 // stopped.
 func (s *Supervisor) once(ctx context.Context, sp Spec, log *slog.Logger) error {
-	s.update(sp.Name, func(st *Status) { st.State, st.Since = StateStarting, time.Now() })
+	s.update(sp.Name, func(st *status.Plugin) { st.State, st.Since = status.PluginStarting, time.Now() })
 	o := s.cfg.Options
 	o.Logger, o.Listener, o.ListenAddr = log, sp.Listener, sp.ListenAddr
 	p, err := Launch(ctx, sp.Path, o)
@@ -179,8 +166,8 @@ func (s *Supervisor) once(ctx context.Context, sp Spec, log *slog.Logger) error 
 		}
 	}
 	log.Info("plugin running", "pid", p.Pid(), "kinds", info.Kinds, "protocol", info.Protocol, "mtls", info.MTLS)
-	s.update(sp.Name, func(st *Status) {
-		st.State, st.Pid, st.Info, st.Rules, st.LastError, st.Since = StateRunning, p.Pid(), info, rules, "", time.Now()
+	s.update(sp.Name, func(st *status.Plugin) {
+		st.State, st.Pid, st.Info, st.Rules, st.LastError, st.Since = status.PluginRunning, p.Pid(), status.PluginInfo(info), ruleShapes(rules), "", time.Now()
 	})
 	up := s.metrics.up.WithLabelValues(sp.Name)
 	up.Set(1)
