@@ -169,6 +169,15 @@ type Backup struct {
 	loops     sync.WaitGroup
 }
 
+// heartbeatEvery is how often a backup acks with nothing new, and
+// rawSilence how long a primary waits for a word before it ends the
+// stream. Variables for tests, read when a backup or a primary's dialer
+// is made.
+var (
+	heartbeatEvery = heartbeat
+	rawSilence     = silence
+)
+
 type session struct {
 	epoch  uint64
 	cancel context.CancelFunc

@@ -60,7 +60,7 @@ func (b *Backup) serve(ln net.Listener, raw bool) error {
 	if raw {
 		rawConn = func(c net.Conn) { b.serveRaw(c, tlsCfg, gate) }
 	}
-	return srv.Serve(newSplitListener(ln, gate, rawConn, b.acceptFailed))
+	return srv.Serve(newSplitListener(ln, gate.admit, rawConn, b.acceptFailed))
 }
 
 // acceptFailed counts a connection the port could not accept and logs

@@ -1,8 +1,6 @@
 package replicate
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -14,10 +12,11 @@ import (
 // bytes: raw streams (rawMagic) go to raw, in a goroutine of their own;
 // everything else is handed to gRPC, which reads this listener, with the
 // bytes read to sort it put back in front. With raw nil, everything goes
-// to gRPC unread. Every connection passes the gate (peers.go) first.
+// to gRPC unread. Every connection passes admit first, which may close
+// it (false) or hand back one it tracks.
 type splitListener struct {
 	ln     net.Listener
-	gate   *peerGate
+	admit  func(net.Conn) (net.Conn, bool)
 	raw    func(net.Conn)
 	failed func(error)   // an accept failed
 	toGRPC chan accepted // to gRPC
@@ -30,8 +29,8 @@ type accepted struct {
 	err error
 }
 
-func newSplitListener(ln net.Listener, gate *peerGate, raw func(net.Conn), failed func(error)) *splitListener {
-	l := &splitListener{ln: ln, gate: gate, raw: raw, failed: failed, toGRPC: make(chan accepted), done: make(chan struct{})}
+func newSplitListener(ln net.Listener, admit func(net.Conn) (net.Conn, bool), raw func(net.Conn), failed func(error)) *splitListener {
+	l := &splitListener{ln: ln, admit: admit, raw: raw, failed: failed, toGRPC: make(chan accepted), done: make(chan struct{})}
 	go l.acceptLoop()
 	return l
 }
@@ -64,7 +63,7 @@ func (l *splitListener) acceptLoop() {
 			continue
 		}
 		tuneAccepted(c)
-		if c, ok := l.gate.admit(c); ok {
+		if c, ok := l.admit(c); ok {
 			go l.sort(c)
 		}
 	}
@@ -143,55 +142,4 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return c.Conn.Read(p)
-}
-
-// serveRaw serves one raw stream until it ends or the backup closes.
-func (b *Backup) serveRaw(c net.Conn, tlsCfg *tls.Config, gate *peerGate) {
-	if !b.trackRaw(c) {
-		c.Close()
-		return
-	}
-	defer b.untrackRaw(c)
-	fc, err := acceptRaw(c, tlsCfg, b.cfg.Token, b.refusedCaller)
-	if err != nil {
-		b.log.Debug("raw stream not opened", "remote", c.RemoteAddr().String(), "err", err)
-		return
-	}
-	gate.authenticated(c.RemoteAddr())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	err = b.serveStream(ctx, &rawBackupStream{frameConn: fc})
-	b.log.Debug("raw stream ended", "remote", c.RemoteAddr().String(), "err", err)
-}
-
-// trackRaw notes a raw stream's connection, for Close to end it; false
-// once the backup is closing.
-func (b *Backup) trackRaw(c net.Conn) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.raws == nil {
-		return false
-	}
-	b.raws[c] = struct{}{}
-	b.rawWG.Add(1)
-	return true
-}
-
-func (b *Backup) untrackRaw(c net.Conn) {
-	c.Close()
-	b.mu.Lock()
-	delete(b.raws, c)
-	b.mu.Unlock()
-	b.rawWG.Done()
-}
-
-// closeRaws ends every raw stream and waits until none is served.
-func (b *Backup) closeRaws() {
-	b.mu.Lock()
-	for c := range b.raws {
-		c.Close()
-	}
-	b.raws = nil
-	b.mu.Unlock()
-	b.rawWG.Wait()
 }

@@ -67,13 +67,12 @@ const (
 	keepBuf = 1 << 20
 )
 
-// heartbeatEvery is how often a backup acks with nothing new, and
-// rawSilence how long a primary waits for a word before it ends the stream
-// (gRPC's keepalive pinged every 10 s and waited 5 s). Variables for tests,
-// read when a backup or a primary's dialer is made.
-var (
-	heartbeatEvery = 5 * time.Second
-	rawSilence     = 20 * time.Second
+// Heartbeat is how often a backup acks with nothing new, and Silence how
+// long a primary waits for a word before it ends the stream (gRPC's
+// keepalive pinged every 10 s and waited 5 s).
+const (
+	heartbeat = 5 * time.Second
+	silence   = 20 * time.Second
 )
 
 // Errors of the raw stream.
@@ -323,7 +322,8 @@ func acceptRaw(c net.Conn, tlsCfg *tls.Config, token string, refused func(reason
 			reason = "no token"
 		}
 		refused(reason)
-		fc.writeMsg(reject(replpb.Reject_UNKNOWN, 0, "pbfs backup: %s", reason))
+		fc.writeMsg(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Reject{Reject: &replpb.Reject{
+			Code: replpb.Reject_UNKNOWN, Reason: "pbfs backup: " + reason}}})
 		return nil, errors.New(reason)
 	}
 	// An empty message: go on. The primary sends nothing more until it
