@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // callsAtOnce bounds the calls of each kind a backup serves at once: each
@@ -35,7 +36,7 @@ func (b *Backup) tapToken(g *peerGate) tap.ServerInHandle {
 	var mu sync.Mutex
 	serving := map[string]int{}
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
-		if err := authorized(info.Header, b.cfg.Token, b.refusedCaller); err != nil {
+		if err := wire.CheckToken(info.Header, b.cfg.Token, b.refusedCaller); err != nil {
 			return nil, err
 		}
 		if p, ok := peer.FromContext(ctx); ok {

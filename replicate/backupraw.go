@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
-// A backup's raw streams: the listener (rawlisten.go) hands each one
+// A backup's raw streams: the listener (wire.Listener) hands each one
 // here, and Close ends them all.
 
 // serveRaw serves one raw stream until it ends or the backup closes.
@@ -16,7 +18,7 @@ func (b *Backup) serveRaw(c net.Conn, tlsCfg *tls.Config, gate *peerGate) {
 		return
 	}
 	defer b.untrackRaw(c)
-	fc, err := acceptRaw(c, tlsCfg, b.cfg.Token, b.refusedCaller)
+	s, err := wire.Accept(c, tlsCfg, b.cfg.Token, b.refusedCaller)
 	if err != nil {
 		b.log.Debug("raw stream not opened", "remote", c.RemoteAddr().String(), "err", err)
 		return
@@ -24,7 +26,7 @@ func (b *Backup) serveRaw(c net.Conn, tlsCfg *tls.Config, gate *peerGate) {
 	gate.authenticated(c.RemoteAddr())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	err = b.serveStream(ctx, &rawBackupStream{frameConn: fc})
+	err = b.serveStream(ctx, s)
 	b.log.Debug("raw stream ended", "remote", c.RemoteAddr().String(), "err", err)
 }
 

@@ -1,4 +1,4 @@
-package replicate
+package wire
 
 import (
 	"context"
@@ -66,13 +66,14 @@ func (c tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]s
 
 func (c tokenCreds) RequireTransportSecurity() bool { return c.secure }
 
-// maxHeaderList bounds a call's headers (HTTP/2's header list), read
+// MaxHeaderList bounds a call's headers (HTTP/2's header list), read
 // before the token is checked: the token (at most maxTokenFrame) and
 // gRPC's own few.
-const maxHeaderList = 16 << 10
+const MaxHeaderList = 16 << 10
 
-// authorized checks a call's token in constant time.
-func authorized(md metadata.MD, token string, refused func(reason string)) error {
+// CheckToken checks a call's token in constant time; a call without it
+// is refused with Unauthenticated, and refused told why.
+func CheckToken(md metadata.MD, token string, refused func(reason string)) error {
 	got := md.Get("authorization")
 	if len(got) == 1 && subtle.ConstantTimeCompare([]byte(got[0]), []byte("Bearer "+token)) == 1 {
 		return nil

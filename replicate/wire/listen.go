@@ -1,4 +1,4 @@
-package replicate
+package wire
 
 import (
 	"errors"
@@ -8,13 +8,13 @@ import (
 	"time"
 )
 
-// splitListener sorts the connections to a backup's port by their first
-// bytes: raw streams (rawMagic) go to raw, in a goroutine of their own;
+// Listener sorts the connections to a backup's port by their first
+// bytes: raw streams (Magic) go to raw, in a goroutine of their own;
 // everything else is handed to gRPC, which reads this listener, with the
 // bytes read to sort it put back in front. With raw nil, everything goes
 // to gRPC unread. Every connection passes admit first, which may close
 // it (false) or hand back one it tracks.
-type splitListener struct {
+type Listener struct {
 	ln     net.Listener
 	admit  func(net.Conn) (net.Conn, bool)
 	raw    func(net.Conn)
@@ -29,8 +29,10 @@ type accepted struct {
 	err error
 }
 
-func newSplitListener(ln net.Listener, admit func(net.Conn) (net.Conn, bool), raw func(net.Conn), failed func(error)) *splitListener {
-	l := &splitListener{ln: ln, admit: admit, raw: raw, failed: failed, toGRPC: make(chan accepted), done: make(chan struct{})}
+// NewListener sorts the connections ln accepts; failed is told of each
+// accept that failed.
+func NewListener(ln net.Listener, admit func(net.Conn) (net.Conn, bool), raw func(net.Conn), failed func(error)) *Listener {
+	l := &Listener{ln: ln, admit: admit, raw: raw, failed: failed, toGRPC: make(chan accepted), done: make(chan struct{})}
 	go l.acceptLoop()
 	return l
 }
@@ -42,7 +44,7 @@ func newSplitListener(ln net.Listener, admit func(net.Conn) (net.Conn, bool), ra
 // (EMFILE, ENFILE: out of descriptors) before asking again and returns
 // on any other; the loop waits for it to be taken, so a listener out of
 // descriptors is not spun on.
-func (l *splitListener) acceptLoop() {
+func (l *Listener) acceptLoop() {
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
@@ -77,17 +79,17 @@ func isTemporary(err error) bool {
 // sort reads as many bytes as the magic has. A peer that sends none
 // within rawHandshake, or closes first, is dropped: gRPC's clients and TLS
 // both speak first.
-func (l *splitListener) sort(c net.Conn) {
+func (l *Listener) sort(c net.Conn) {
 	if l.raw == nil {
 		l.handToGRPC(c)
 		return
 	}
 	c.SetReadDeadline(time.Now().Add(rawHandshake))
-	var head [len(rawMagic)]byte
+	var head [len(Magic)]byte
 	n, err := io.ReadFull(c, head[:])
 	c.SetReadDeadline(time.Time{})
 	switch {
-	case err == nil && string(head[:]) == rawMagic:
+	case err == nil && string(head[:]) == Magic:
 		l.raw(c)
 		return
 	case n == 0:
@@ -98,7 +100,7 @@ func (l *splitListener) sort(c net.Conn) {
 }
 
 // handToGRPC hands c to gRPC's Accept, or closes it once the listener is.
-func (l *splitListener) handToGRPC(c net.Conn) {
+func (l *Listener) handToGRPC(c net.Conn) {
 	select {
 	case l.toGRPC <- accepted{c: c}:
 	case <-l.done:
@@ -107,7 +109,7 @@ func (l *splitListener) handToGRPC(c net.Conn) {
 }
 
 // Accept returns the next connection for gRPC.
-func (l *splitListener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case a := <-l.toGRPC:
 		return a.c, a.err
@@ -118,7 +120,7 @@ func (l *splitListener) Accept() (net.Conn, error) {
 
 // Close stops accepting. Raw streams already served are the backup's to
 // close.
-func (l *splitListener) Close() error {
+func (l *Listener) Close() error {
 	err := net.ErrClosed
 	l.once.Do(func() {
 		close(l.done)
@@ -127,7 +129,7 @@ func (l *splitListener) Close() error {
 	return err
 }
 
-func (l *splitListener) Addr() net.Addr { return l.ln.Addr() }
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
 // prefixConn reads head before the rest of Conn.
 type prefixConn struct {
