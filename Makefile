@@ -44,7 +44,7 @@ fuzz:
 	$(GO) test ./journal -run '^$$' -fuzz '^FuzzScanSegment$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./replicate -run '^$$' -fuzz '^FuzzPrimaryMsg$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./replicate -run '^$$' -fuzz '^FuzzResyncMsg$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./replicate -run '^$$' -fuzz '^FuzzRawFrames$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./replicate/wire -run '^$$' -fuzz '^FuzzRawFrames$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plugins/sdk/host -run '^$$' -fuzz '^FuzzParseSpecs$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plugins/http-proxy/proxy -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./plugins/mysql-hint -run '^$$' -fuzz '^FuzzReadOptions$$' -fuzztime $(FUZZTIME)

@@ -16,6 +16,7 @@ import (
 	"github.com/pbfs/pbfs/plugins/sdk"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // ErrBadOption refuses an option a volume cannot be created with: unknown,
@@ -231,7 +232,7 @@ func checkBool(v string) error {
 }
 
 func checkTokenFile(v string) error {
-	_, err := replicate.LoadToken("", v)
+	_, err := wire.LoadToken("", v)
 	return err
 }
 

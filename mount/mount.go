@@ -26,6 +26,7 @@ import (
 	"github.com/pbfs/pbfs/plugins/sdk"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // ErrJournalInVolume refuses a journal directory inside the volume.
@@ -83,7 +84,7 @@ type Config struct {
 	Retain, RetainMax time.Duration
 
 	// TLS, if set, uses mutual TLS to the backups.
-	TLS replicate.TLSFiles
+	TLS wire.TLSFiles
 
 	// Epoch, if above the journal's, raises it durably before anything is
 	// shipped: a promoted primary starts a new term this way, and backups

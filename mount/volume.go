@@ -12,6 +12,7 @@ import (
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // ErrVolumeBusy refuses a volume another pbfs already serves: mounted
@@ -64,7 +65,7 @@ func (cfg *Config) check() error {
 			return fmt.Errorf("min-backups %d: only %d backups given, so no barrier could return", cfg.MinBackups, len(cfg.Backups))
 		}
 		if cfg.Token == "" {
-			return replicate.ErrNoToken
+			return wire.ErrNoToken
 		}
 	} else {
 		switch cfg.Ack {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // ParseAck reads an ack policy for n backups: "all", "majority" (a
@@ -101,7 +102,7 @@ type PrimaryConfig struct {
 	// protocol B).
 	AckLevel string
 	// TLS, if set, uses mutual TLS to every backup.
-	TLS TLSFiles
+	TLS wire.TLSFiles
 	// Snapshots, if set, lets the primary resync backups that need it.
 	Snapshots Snapshotter
 	// ResyncAll resyncs every backup first, and AllResynced is called once
@@ -150,7 +151,7 @@ func (cfg *PrimaryConfig) Check() error {
 		return err
 	}
 	if len(cfg.Backups) > 0 && cfg.Token == "" {
-		return ErrNoToken
+		return wire.ErrNoToken
 	}
 	return cfg.TLS.Check()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/pbfs/pbfs/internal/ratelog"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // BackupConfig configures a backup.
@@ -33,7 +34,7 @@ type BackupConfig struct {
 	// (default 10 minutes; negative keeps everything).
 	Retain time.Duration
 	// TLS, if set, requires mutual TLS from primaries.
-	TLS TLSFiles
+	TLS wire.TLSFiles
 	// FirstTerm: no coordinator ever decided a term for this cluster, so
 	// a journal that served a primary is not a deposed one (see
 	// OpenBackup).
@@ -159,7 +160,7 @@ type Backup struct {
 	// after it (a goroutine Close overtook) refuses instead of serving a
 	// closed journal on a port nobody would stop.
 	closed bool
-	// raws are the raw streams' connections (rawlisten.go), guarded by
+	// raws are the raw streams' connections (backupraw.go), guarded by
 	// mu; nil once the backup is closing.
 	raws   map[net.Conn]struct{}
 	rawWG  sync.WaitGroup
@@ -168,6 +169,15 @@ type Backup struct {
 	heartbeat time.Duration
 	loops     sync.WaitGroup
 }
+
+// heartbeatEvery is how often a backup acks with nothing new, and
+// rawSilence how long a primary waits for a word before it ends the
+// stream. Variables for tests, read when a backup or a primary's dialer
+// is made.
+var (
+	heartbeatEvery = wire.Heartbeat
+	rawSilence     = wire.Silence
+)
 
 type session struct {
 	epoch  uint64

@@ -9,14 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // startBackup serves a backup in-process on a loopback port.
@@ -77,18 +76,37 @@ func dialRaw(t *testing.T, addr, token string) primaryStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
-	d := rawDialer{addr: addr, token: token, silence: rawSilence}
-	fc, err := d.dial(ctx)
+	d, err := wire.NewDialer(addr, token, wire.TLSFiles{}, rawSilence)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rawPrimaryStream{fc, d.silence}
+	s, err := d.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// openRaw opens a raw stream on a connection of its own, which it
+// returns for a test to write past the stream's frames or break it.
+func openRaw(t *testing.T, addr, token string) (wire.PrimaryStream, net.Conn, error) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	d, err := wire.NewDialer(addr, token, wire.TLSFiles{}, rawSilence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.Open(c)
+	return s, c, err
 }
 
 func dial(t *testing.T, addr, token string) replpb.Replication_StreamClient {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(tokenCreds{token: token}))
+	conn, err := wire.DialGRPC(addr, token, wire.TLSFiles{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +300,7 @@ func TestHostileResyncRefused(t *testing.T) {
 		outside := t.TempDir()
 		os.WriteFile(filepath.Join(outside, "victim"), []byte("untouched"), 0o644)
 		os.Symlink(outside, filepath.Join(vol, "escape"))
-		conn, _ := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(tokenCreds{token: "right"}))
+		conn, _ := wire.DialGRPC(addr, "right", wire.TLSFiles{})
 		s, err := replpb.NewReplicationClient(conn).Resync(context.Background())
 		if err != nil {
 			t.Fatal(err)

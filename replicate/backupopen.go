@@ -7,6 +7,7 @@ import (
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // Opening a backup, in stages (OpenBackup): the configuration checked,
@@ -16,7 +17,7 @@ import (
 // checkBackup refuses a configuration no backup can run with.
 func checkBackup(cfg BackupConfig) error {
 	if cfg.Token == "" {
-		return ErrNoToken
+		return wire.ErrNoToken
 	}
 	// A journal inside the volume would be removed by the first resync,
 	// which makes the volume equal to the primary's.

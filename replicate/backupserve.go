@@ -13,9 +13,10 @@ import (
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
-// A backup's port: gRPC and the raw stream (rawlisten.go) share it, and
+// A backup's port: gRPC and the raw stream (wire.Listener) share it, and
 // Close stops both.
 
 // Serve answers primaries on ln until Close, over the raw stream and,
@@ -38,7 +39,7 @@ func (b *Backup) serve(ln net.Listener, raw bool) error {
 	gate := newPeerGate(b.m, b.flood)
 	srv0 := grpc.NewServer(append(opts,
 		grpc.InTapHandle(b.tapToken(gate)),
-		grpc.MaxHeaderListSize(maxHeaderList),
+		grpc.MaxHeaderListSize(wire.MaxHeaderList),
 		grpc.MaxRecvMsgSize(journal.HeaderSize+journal.MaxBodySize+1024),
 		grpc.MaxConcurrentStreams(4),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -60,7 +61,7 @@ func (b *Backup) serve(ln net.Listener, raw bool) error {
 	if raw {
 		rawConn = func(c net.Conn) { b.serveRaw(c, tlsCfg, gate) }
 	}
-	return srv.Serve(newSplitListener(ln, gate, rawConn, b.acceptFailed))
+	return srv.Serve(wire.NewListener(ln, gate.admit, rawConn, b.acceptFailed))
 }
 
 // acceptFailed counts a connection the port could not accept and logs

@@ -9,13 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // refusedFor checks that m refuses a Hello without deposing its primary
@@ -32,7 +31,7 @@ func refusedFor(t *testing.T, m *replpb.BackupMsg, want string) {
 // answer.
 func resyncStart(t *testing.T, addr string, epoch uint64) error {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(tokenCreds{token: "right"}))
+	conn, err := wire.DialGRPC(addr, "right", wire.TLSFiles{})
 	must(t, err)
 	defer conn.Close()
 	rs, err := replpb.NewReplicationClient(conn).Resync(context.Background())

@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // TestFenceEndsTheTerm: a backup fenced at epoch 5 stores nothing more of
@@ -101,7 +100,7 @@ func TestFenceEndsAResyncUnderWay(t *testing.T) {
 	msg, _ := batch(t, 1, 1, 0, journal.Op{Kind: journal.KindMkdir, Path: "d", Mode: 0o755})
 	must(t, s.Send(msg))
 	waitDurable(t, s, 1)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(tokenCreds{token: "right"}))
+	conn, err := wire.DialGRPC(addr, "right", wire.TLSFiles{})
 	must(t, err)
 	defer conn.Close()
 	rs, err := replpb.NewReplicationClient(conn).Resync(context.Background())

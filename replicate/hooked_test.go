@@ -10,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // The tests that hold a backup's store loop at a point (testHookAcked,
@@ -79,21 +77,17 @@ func TestReceivedBatchesOutliveTheStream(t *testing.T) {
 		open func(t *testing.T, addr string) (primaryStream, func())
 	}{
 		{"raw", func(t *testing.T, addr string) (primaryStream, func()) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			t.Cleanup(cancel)
-			d := rawDialer{addr: addr, token: "right", silence: rawSilence}
-			fc, err := d.dial(ctx)
+			s, c, err := openRaw(t, addr, "right")
 			if err != nil {
 				t.Fatal(err)
 			}
-			return rawPrimaryStream{fc, d.silence}, func() {
-				fc.c.(*net.TCPConn).SetLinger(0) // a reset
-				fc.c.Close()
+			return s, func() {
+				c.(*net.TCPConn).SetLinger(0) // a reset
+				c.Close()
 			}
 		}},
 		{"grpc", func(t *testing.T, addr string) (primaryStream, func()) {
-			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithPerRPCCredentials(tokenCreds{token: "right"}))
+			conn, err := wire.DialGRPC(addr, "right", wire.TLSFiles{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // Online verify (`pbfs verify`): a backup lists its volume, with a hash
@@ -55,8 +56,8 @@ func (b *Backup) Manifest(req *replpb.ManifestRequest, stream replpb.Replication
 
 // FetchManifest asks the backup at addr for its manifest once it has
 // applied minSeq (paths: only those).
-func FetchManifest(ctx context.Context, addr, token string, tlsFiles TLSFiles, minSeq uint64, paths []string) (map[string]manifest.Entry, error) {
-	conn, err := dialBackup(addr, token, tlsFiles)
+func FetchManifest(ctx context.Context, addr, token string, tlsFiles wire.TLSFiles, minSeq uint64, paths []string) (map[string]manifest.Entry, error) {
+	conn, err := wire.DialGRPC(addr, token, tlsFiles)
 	if err != nil {
 		return nil, fmt.Errorf("manifest of %s: %w", addr, err)
 	}

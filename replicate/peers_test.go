@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // logBuffer collects a backup's log lines.
@@ -59,7 +60,7 @@ func TestUnauthenticatedConnectionsAreBounded(t *testing.T) {
 	b, addr, _ := startBackupOpts(t, false, heartbeatEvery, func(c *BackupConfig) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	})
-	openings := []string{"", rawMagic, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"}
+	openings := []string{"", wire.Magic, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"}
 	var conns []net.Conn
 	for i := range 100 {
 		c, err := net.Dial("tcp", addr)
@@ -120,18 +121,15 @@ func gauge(g prometheus.Gauge) float64 {
 }
 
 // TestRawOpeningIsBounded: after the token, a raw stream's first frame is
-// a Hello, at most maxHelloFrame: a larger one ends the connection
+// a Hello, at most wire.MaxHelloFrame: a larger one ends the connection
 // before it is read.
 func TestRawOpeningIsBounded(t *testing.T) {
 	_, addr, _ := startBackup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	fc, err := rawDialer{addr: addr, token: "right"}.dial(ctx)
+	_, c, err := openRaw(t, addr, "right")
 	must(t, err)
-	defer fc.c.Close()
-	fc.c.Write(binary.BigEndian.AppendUint32(nil, maxHelloFrame+1))
-	fc.c.Write(make([]byte, 64<<10))
-	if !closedBy(fc.c, 5*time.Second) {
+	c.Write(binary.BigEndian.AppendUint32(nil, wire.MaxHelloFrame+1))
+	c.Write(make([]byte, 64<<10))
+	if !closedBy(c, 5*time.Second) {
 		t.Fatal("the backup read on into a first frame larger than a Hello")
 	}
 }
@@ -141,7 +139,7 @@ func TestRawOpeningIsBounded(t *testing.T) {
 // them, and serves the next once one ends.
 func TestCallsOfAKindAreBounded(t *testing.T) {
 	_, addr, _ := startBackup(t)
-	conn, err := dialBackup(addr, "right", TLSFiles{})
+	conn, err := wire.DialGRPC(addr, "right", wire.TLSFiles{})
 	must(t, err)
 	defer conn.Close()
 	open := func() (replpb.Replication_StreamClient, context.CancelFunc) {
@@ -173,37 +171,5 @@ func TestCallsOfAKindAreBounded(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no stream served after one ended: %v %v", m, err)
 		}
-	}
-}
-
-// TestTokenFrameIsReadAlone: a raw stream's opening reads the token
-// frame and not a byte past it before the token is checked; what the
-// peer sent after it is still unread when a wrong token is refused.
-func TestTokenFrameIsReadAlone(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer ln.Close()
-	after := bytes.Repeat([]byte("after the token "), 64)
-	go func() {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		io.ReadFull(c, make([]byte, len(rawMagic)))
-		c.Write(append(append(binary.BigEndian.AppendUint32(nil, 5), "wrong"...), after...)) // one segment
-
-		io.Copy(io.Discard, c)
-	}()
-	c, err := ln.Accept()
-	must(t, err)
-	defer c.Close()
-	if _, err := acceptRaw(c, nil, "right", func(string) {}); err == nil {
-		t.Fatal("a wrong token was taken")
-	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	got := make([]byte, len(after))
-	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, after) {
-		t.Fatalf("what followed the token frame: %q, %v; the opening read past the token frame", got, err)
 	}
 }

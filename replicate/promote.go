@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // ErrNotPromotable refuses a promotion that could lose an acknowledged
@@ -27,7 +28,7 @@ type PromoteConfig struct {
 	// hold; Token and TLS reach them.
 	Peers []string
 	Token string
-	TLS   TLSFiles
+	TLS   wire.TLSFiles
 	Force bool
 	// Checked: the caller (a coordinator) has established that this
 	// backup holds every acknowledged batch, and chose Epoch, the new

@@ -1,8 +1,6 @@
 package replicate
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -15,10 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // replicateOnce journals one batch on a fresh primary, waits for the
@@ -104,12 +102,10 @@ func TestPrimaryStreamsRaw(t *testing.T) {
 // primary all the same.
 func TestRawStreamRefusals(t *testing.T) {
 	b, addr, _ := startBackup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	for tok, want := range map[string]string{"wrong": "wrong token", "": "no token"} {
-		_, err := rawDialer{addr: addr, token: tok}.dial(ctx)
-		var refused *rawRefusal
-		if !errors.As(err, &refused) || !strings.Contains(refused.rej.Reason, want) {
+		_, _, err := openRaw(t, addr, tok)
+		var refused *wire.Refusal
+		if !errors.As(err, &refused) || !strings.Contains(refused.Reject.Reason, want) {
 			t.Fatalf("token %q: %v, want a refusal saying %q", tok, err, want)
 		}
 	}
@@ -119,49 +115,46 @@ func TestRawStreamRefusals(t *testing.T) {
 		t.Errorf("pbfs_backup_auth_failures_total %v, want 2", got)
 	}
 
-	// ended reports whether the backup closed the connection.
-	ended := func(fc *frameConn) bool {
-		fc.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		var m replpb.BackupMsg
-		for {
-			err := fc.readMsg(&m, maxFrame)
-			if err == nil {
-				continue // a Reject, say
-			}
-			var ne net.Error
-			return !errors.As(err, &ne) || !ne.Timeout()
-		}
+	// ended reports whether the backup closed the connection, reading
+	// past whatever it sent first (a Reject, say).
+	ended := func(c net.Conn) bool {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := io.Copy(io.Discard, c)
+		var ne net.Error
+		return !errors.As(err, &ne) || !ne.Timeout()
 	}
-	for name, send := range map[string]func(fc *frameConn){
-		"a frame over the limit": func(fc *frameConn) {
-			fc.c.Write(binary.BigEndian.AppendUint32(nil, maxFrame+1))
+	for name, send := range map[string]func(s wire.PrimaryStream, c net.Conn){
+		"a frame over the limit": func(_ wire.PrimaryStream, c net.Conn) {
+			c.Write(binary.BigEndian.AppendUint32(nil, wire.MaxFrame+1))
 		},
-		"a frame that is not a message": func(fc *frameConn) { fc.writeFrame([]byte{0xff, 0xff, 0xff}) },
-		"a batch before Hello": func(fc *frameConn) {
+		"a frame that is not a message": func(_ wire.PrimaryStream, c net.Conn) {
+			c.Write([]byte{0, 0, 0, 3, 0xff, 0xff, 0xff})
+		},
+		"a batch before Hello": func(s wire.PrimaryStream, _ net.Conn) {
 			m, _ := batch(t, 1, 1, 0, journal.Op{Kind: journal.KindCreate, Path: "x", Mode: 0o644})
-			fc.writeMsg(m)
+			s.Send(m)
 		},
-		"a frame cut short": func(fc *frameConn) {
-			fc.c.Write([]byte{0, 0, 1, 0, 1, 2})
-			fc.c.(*net.TCPConn).CloseWrite()
+		"a frame cut short": func(_ wire.PrimaryStream, c net.Conn) {
+			c.Write([]byte{0, 0, 1, 0, 1, 2})
+			c.(*net.TCPConn).CloseWrite()
 		},
 	} {
-		fc, err := rawDialer{addr: addr, token: "right"}.dial(ctx)
+		s, c, err := openRaw(t, addr, "right")
 		if err != nil {
 			t.Fatal(err)
 		}
-		send(fc)
-		if !ended(fc) {
+		send(s, c)
+		if !ended(c) {
 			t.Errorf("%s: the backup kept the stream open", name)
 		}
-		fc.c.Close()
+		c.Close()
 	}
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Write([]byte("GARBAGE!GARBAGE!GARBAGE!GARBAGE!"))
-	if !ended(newFrameConn(c)) {
+	if !ended(c) {
 		t.Error("neither raw nor gRPC: the backup kept the connection open")
 	}
 	c.Close()
@@ -191,31 +184,6 @@ func TestBackupCloseEndsRawStreams(t *testing.T) {
 	if m, err := s.Recv(); err == nil {
 		t.Fatalf("the stream outlived the backup: %v", m)
 	}
-}
-
-// FuzzRawFrames: whatever bytes a peer sends, the frame reader returns
-// messages no larger than the limit or an error, and never panics.
-func FuzzRawFrames(f *testing.F) {
-	m, _ := batch(&testing.T{}, 1, 1, 0, journal.Op{Kind: journal.KindCreate, Path: "x", Mode: 0o644})
-	enc, _ := proto.Marshal(m)
-	f.Add(append(binary.BigEndian.AppendUint32(nil, uint32(len(enc))), enc...))
-	f.Add([]byte{0, 0, 0, 0})
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 1})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		fc := &frameConn{r: bufio.NewReader(bytes.NewReader(data))}
-		for range 64 {
-			var pm replpb.PrimaryMsg
-			if err := fc.readMsg(&pm, maxFrame); err != nil {
-				if !errors.Is(err, ErrFrame) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-					t.Fatalf("unclassified error: %v", err)
-				}
-				return
-			}
-			if proto.Size(&pm) > maxFrame {
-				t.Fatalf("a message of %d bytes passed the limit", proto.Size(&pm))
-			}
-		}
-	})
 }
 
 // TestSilentBackupEndsRawStream: a backup that acks every heartbeat keeps
@@ -249,14 +217,13 @@ func TestSilentBackupEndsRawStream(t *testing.T) {
 				return
 			}
 			defer c.Close()
-			io.ReadFull(c, make([]byte, len(rawMagic)))
-			fc, err := acceptRaw(c, nil, "right", func(string) {})
+			io.ReadFull(c, make([]byte, len(wire.Magic)))
+			s, err := wire.Accept(c, nil, "right", func(string) {})
 			if err != nil {
 				return
 			}
-			var hello replpb.PrimaryMsg
-			fc.readMsg(&hello, maxFrame)
-			fc.writeMsg(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Welcome{Welcome: &replpb.Welcome{VolumeId: "v"}}})
+			s.Recv() // the Hello
+			s.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Welcome{Welcome: &replpb.Welcome{VolumeId: "v"}}})
 		}
 	}()
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // AckPolicy is the ack policy a primary announces in its Hello: a barrier
@@ -91,8 +92,8 @@ type Peer struct {
 }
 
 // Query asks the backup at addr what it holds.
-func Query(ctx context.Context, addr, token string, tlsFiles TLSFiles) (Peer, error) {
-	conn, err := dialBackup(addr, token, tlsFiles)
+func Query(ctx context.Context, addr, token string, tlsFiles wire.TLSFiles) (Peer, error) {
+	conn, err := wire.DialGRPC(addr, token, tlsFiles)
 	if err != nil {
 		return Peer{}, fmt.Errorf("query %s: %w", addr, err)
 	}

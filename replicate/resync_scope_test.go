@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // scopedBackup serves a backup that holds batch 1 (a file "a", applied)
@@ -42,7 +40,7 @@ func scopedBackup(t *testing.T) (*Backup, string, string, string) {
 // returns the stream and the backup's offer.
 func scopedResync(t *testing.T, addr string) (replpb.Replication_ResyncClient, *replpb.ResyncOffer) {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithPerRPCCredentials(tokenCreds{token: "right"}))
+	conn, err := wire.DialGRPC(addr, "right", wire.TLSFiles{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // Errors a shipper reports.
@@ -33,7 +34,7 @@ type Shipper struct {
 	m        *shipMetrics
 	notify   func()
 	conn     *grpc.ClientConn
-	raw      rawDialer
+	raw      wire.Dialer
 	// grpcNoted: the fallback to gRPC was logged (session's goroutine only)
 	grpcNoted bool
 
@@ -86,8 +87,8 @@ type Shipper struct {
 	shipperState                    // in words, for operators (condition.go)
 }
 
-func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *journal.Store, snaps Snapshotter, m *shipMetrics, notify func(), log *slog.Logger) (*Shipper, error) {
-	conn, err := dialBackup(addr, token, tlsFiles,
+func newShipper(addr, token string, tlsFiles wire.TLSFiles, volumeID string, store *journal.Store, snaps Snapshotter, m *shipMetrics, notify func(), log *slog.Logger) (*Shipper, error) {
+	conn, err := wire.DialGRPC(addr, token, tlsFiles,
 		// Notice a half-open connection within seconds, not the kernel's
 		// fifteen minutes, so barriers do not hang on a dead backup.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
@@ -96,7 +97,7 @@ func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *j
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %w", addr, err)
 	}
-	raw, err := newRawDialer(addr, token, tlsFiles)
+	raw, err := wire.NewDialer(addr, token, tlsFiles, rawSilence)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("backup %s: %w", addr, err)
@@ -105,7 +106,7 @@ func newShipper(addr, token string, tlsFiles TLSFiles, volumeID string, store *j
 }
 
 // primaryStream is a primary's end of the replication stream: a raw
-// stream's (rawstream.go) or gRPC's.
+// stream's (wire.PrimaryStream) or gRPC's.
 type primaryStream interface {
 	Send(*replpb.PrimaryMsg) error
 	Recv() (*replpb.BackupMsg, error)
@@ -114,14 +115,14 @@ type primaryStream interface {
 // openStream opens a raw stream to the backup or, when it does not speak
 // one, the gRPC stream. Either ends with ctx.
 func (s *Shipper) openStream(ctx context.Context) (primaryStream, string, error) {
-	fc, err := s.raw.dial(ctx)
-	var refused *rawRefusal
+	raw, err := s.raw.Dial(ctx)
+	var refused *wire.Refusal
 	switch {
 	case err == nil:
-		return rawPrimaryStream{fc, s.raw.silence}, "raw", nil
+		return raw, "raw", nil
 	case errors.As(err, &refused):
-		return nil, "", s.rejected(refused.rej)
-	case !errors.Is(err, errNoRaw):
+		return nil, "", s.rejected(refused.Reject)
+	case !errors.Is(err, wire.ErrNoRaw):
 		return nil, "", err
 	}
 	if !s.grpcNoted {

@@ -21,7 +21,7 @@ const (
 )
 
 // backupStream is a backup's end of the replication stream: gRPC's, or a
-// raw stream's (rawstream.go).
+// raw stream's (wire.BackupStream).
 type backupStream interface {
 	Send(*replpb.BackupMsg) error
 	Recv() (*replpb.PrimaryMsg, error)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pbfs/pbfs/internal/testcert"
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // TestMutualTLS: a primary with a certificate from the CA replicates to a
@@ -19,8 +20,8 @@ func TestMutualTLS(t *testing.T) {
 	ca, caKey := testcert.Write(t, dir, "ca", nil, nil, true)
 	testcert.Write(t, dir, "backup", ca, caKey, false)
 	testcert.Write(t, dir, "primary", ca, caKey, false)
-	files := func(n string) TLSFiles {
-		return TLSFiles{Cert: filepath.Join(dir, n+".crt"), Key: filepath.Join(dir, n+".key"), CA: filepath.Join(dir, "ca.crt")}
+	files := func(n string) wire.TLSFiles {
+		return wire.TLSFiles{Cert: filepath.Join(dir, n+".crt"), Key: filepath.Join(dir, n+".key"), CA: filepath.Join(dir, "ca.crt")}
 	}
 	vol := filepath.Join(dir, "vol")
 	os.Mkdir(vol, 0o755)
@@ -32,7 +33,7 @@ func TestMutualTLS(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	go b.Serve(ln)
 
-	ship := func(jdir string, tls TLSFiles) error {
+	ship := func(jdir string, tls wire.TLSFiles) error {
 		st, err := journal.OpenStore(filepath.Join(dir, jdir), journal.StoreOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -51,7 +52,7 @@ func TestMutualTLS(t *testing.T) {
 		_, err = p.Wait(ctx, 1)
 		return err
 	}
-	if err := ship("plain", TLSFiles{}); err == nil {
+	if err := ship("plain", wire.TLSFiles{}); err == nil {
 		t.Fatal("a primary without TLS replicated to a backup that requires it")
 	}
 	if err := ship("tls", files("primary")); err != nil {
@@ -62,7 +63,7 @@ func TestMutualTLS(t *testing.T) {
 	if p, err := Query(context.Background(), ln.Addr().String(), "tok", files("primary")); err != nil || p.DurableSeq != 1 {
 		t.Fatalf("a gRPC call over TLS: %+v, %v", p, err)
 	}
-	if _, err := Query(context.Background(), ln.Addr().String(), "tok", TLSFiles{}); err == nil {
+	if _, err := Query(context.Background(), ln.Addr().String(), "tok", wire.TLSFiles{}); err == nil {
 		t.Fatal("a gRPC call without TLS was answered")
 	}
 	if _, err := os.Stat(filepath.Join(vol, "f")); err != nil {

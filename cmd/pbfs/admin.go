@@ -18,7 +18,7 @@ import (
 
 	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/health"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // The admin listener (--admin ADDR on mount, promote, node and backup)
@@ -68,7 +68,7 @@ type admin struct {
 // listenAdmin listens at addr ("" for none); with TLS files, as the
 // replication channel does, it serves HTTPS and requires a client
 // certificate the CA signed.
-func listenAdmin(addr, token string, tlsFiles replicate.TLSFiles) (*admin, error) {
+func listenAdmin(addr, token string, tlsFiles wire.TLSFiles) (*admin, error) {
 	a := &admin{addr: addr, token: token}
 	if addr == "" {
 		return a, nil
@@ -143,7 +143,7 @@ func (a *admin) serve(g prometheus.Gatherer, src health.Source, ev *events.Bus, 
 // adminToken is the token that guards an admin listener: the replication
 // token if one is given, whether or not the command replicates.
 func adminToken(c *cli.Context) string {
-	t, _ := replicate.LoadToken(c.String("token"), c.String("token-file"))
+	t, _ := wire.LoadToken(c.String("token"), c.String("token-file"))
 	return t
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/replica"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // scheduleAsBackup sets how the process is scheduled while it is a
@@ -100,7 +101,7 @@ func checkBackupFlags(c *cli.Context) (string, error) {
 	if c.NArg() != 1 {
 		return "", cli.Exit("backup: want exactly one VOLUME argument", 2)
 	}
-	token, err := replicate.LoadToken(c.String("token"), c.String("token-file"))
+	token, err := wire.LoadToken(c.String("token"), c.String("token-file"))
 	if err != nil {
 		return "", cli.Exit("backup: "+err.Error(), 2)
 	}
@@ -232,8 +233,8 @@ var (
 	journalReserveFlag = &cli.Int64Flag{Name: "journal-reserve", Usage: "bytes to keep free on the journal's file system: journal appends (and, on a mount, the service's writes) that would cut into it fail with ENOSPC (a size: 8M, 256MiB; default: a quarter of the file system, between 48 and 256 MiB)"}
 )
 
-func tlsFiles(c *cli.Context) replicate.TLSFiles {
-	return replicate.TLSFiles{Cert: c.String("tls-cert"), Key: c.String("tls-key"), CA: c.String("tls-ca")}
+func tlsFiles(c *cli.Context) wire.TLSFiles {
+	return wire.TLSFiles{Cert: c.String("tls-cert"), Key: c.String("tls-key"), CA: c.String("tls-ca")}
 }
 
 // backupRetain maps --retain to the backup's setting, where 0 means the

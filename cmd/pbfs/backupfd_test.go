@@ -13,6 +13,7 @@ import (
 
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // TestBackupOutOfDescriptors: the backup's descriptors run out under it
@@ -82,7 +83,7 @@ func TestBackupOutOfDescriptors(t *testing.T) {
 	defer cancel()
 	var peer replicate.Peer
 	for {
-		if peer, err = replicate.Query(ctx, b.Addr, fstest.TestToken, replicate.TLSFiles{}); err == nil || ctx.Err() != nil {
+		if peer, err = replicate.Query(ctx, b.Addr, fstest.TestToken, wire.TLSFiles{}); err == nil || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -14,6 +14,7 @@ import (
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 func mountCommand() *cli.Command {
@@ -85,7 +86,7 @@ func mountConfig(c *cli.Context) (mount.Config, error) {
 	}
 	var token string
 	if len(c.StringSlice("backup")) > 0 {
-		if token, err = replicate.LoadToken(c.String("token"), c.String("token-file")); err != nil {
+		if token, err = wire.LoadToken(c.String("token"), c.String("token-file")); err != nil {
 			return mount.Config{}, err
 		}
 	}

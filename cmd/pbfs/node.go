@@ -15,6 +15,7 @@ import (
 	"github.com/pbfs/pbfs/coord"
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 func nodeCommand() *cli.Command {
@@ -51,7 +52,7 @@ func nodeConfig(c *cli.Context) (mount.Config, []string, error) {
 		return cfg, nil, cli.Exit("node: "+err.Error(), 2)
 	}
 	if cfg.Token == "" {
-		if cfg.Token, err = replicate.LoadToken(c.String("token"), c.String("token-file")); err != nil {
+		if cfg.Token, err = wire.LoadToken(c.String("token"), c.String("token-file")); err != nil {
 			return cfg, nil, cli.Exit("node: "+err.Error(), 2)
 		}
 	}

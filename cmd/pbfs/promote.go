@@ -10,6 +10,7 @@ import (
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/replica"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 func promoteCommand() *cli.Command {
@@ -40,7 +41,7 @@ func promoteCommand() *cli.Command {
 				peers = cfg.Backups
 			}
 			if len(peers) > 0 && cfg.Token == "" {
-				if cfg.Token, err = replicate.LoadToken(c.String("token"), c.String("token-file")); err != nil {
+				if cfg.Token, err = wire.LoadToken(c.String("token"), c.String("token-file")); err != nil {
 					return cli.Exit("promote: "+err.Error(), 2)
 				}
 			}

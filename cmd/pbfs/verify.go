@@ -17,6 +17,7 @@ import (
 	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/internal/status"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // pbfs verify compares a running primary's volume with each backup's
@@ -79,8 +80,8 @@ func verify(c *cli.Context) error {
 	}
 	// Without a token of its own, verify asks the mount, which holds it,
 	// for the backups' manifests.
-	token, err := replicate.LoadToken(c.String("token"), c.String("token-file"))
-	if err != nil && !errors.Is(err, replicate.ErrNoToken) || c.String("token-file") != "" && err != nil {
+	token, err := wire.LoadToken(c.String("token"), c.String("token-file"))
+	if err != nil && !errors.Is(err, wire.ErrNoToken) || c.String("token-file") != "" && err != nil {
 		return cli.Exit("verify: "+err.Error(), 2)
 	}
 	tls := tlsFiles(c)
@@ -122,7 +123,7 @@ func verify(c *cli.Context) error {
 
 // compareAll compares the primary's volume with every backup's: the first
 // round as listed, then the paths that differed, exactly.
-func compareAll(ctx context.Context, c *cli.Context, cl *control.Client, st control.Status, token string, tls replicate.TLSFiles) ([]verdict, error) {
+func compareAll(ctx context.Context, c *cli.Context, cl *control.Client, st control.Status, token string, tls wire.TLSFiles) ([]verdict, error) {
 	seq, err := cl.Barrier(ctx)
 	if err != nil {
 		return nil, cli.Exit("verify: "+err.Error(), 1)

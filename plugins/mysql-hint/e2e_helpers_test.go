@@ -18,6 +18,7 @@ import (
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/internal/mariadbtest"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // dbArgs are MariaDB's settings in these tests: Debian's defaults where
@@ -109,7 +110,7 @@ func promoteBest(t *testing.T, c *fstest.Cluster, args ...string) (*fstest.Proc,
 	best := c.Backups[0]
 	var bestSeq uint64
 	for _, b := range c.Backups {
-		p, err := replicate.Query(t.Context(), b.Addr, fstest.TestToken, replicate.TLSFiles{})
+		p, err := replicate.Query(t.Context(), b.Addr, fstest.TestToken, wire.TLSFiles{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package replicate
+package wire
 
 import (
 	"net"
@@ -16,7 +16,7 @@ func TestAcceptedConnsAreTuned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newSplitListener(ln, newPeerGate(newBackupMetrics(nil), func(string, string, ...any) {}), func(c net.Conn) { c.Close() }, func(error) {})
+	l := NewListener(ln, func(c net.Conn) (net.Conn, bool) { return c, true }, func(c net.Conn) { c.Close() }, func(error) {})
 	defer l.Close()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {

@@ -1,4 +1,4 @@
-package replicate
+package wire
 
 import (
 	"crypto/tls"
@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -88,10 +89,10 @@ func (f TLSFiles) Check() error {
 	return err
 }
 
-// dialBackup opens a client connection to the backup at addr with the
+// DialGRPC opens a client connection to the backup at addr with the
 // replication channel's credentials: mutual TLS when configured, and the
 // token on every call.
-func dialBackup(addr, token string, tlsFiles TLSFiles, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+func DialGRPC(addr, token string, tlsFiles TLSFiles, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	if tlsFiles.Enabled() {
 		cfg, err := tlsFiles.clientConfig(addr)
@@ -105,10 +106,11 @@ func dialBackup(addr, token string, tlsFiles TLSFiles, opts ...grpc.DialOption) 
 	return grpc.NewClient(addr, opts...)
 }
 
-// newRawDialer opens raw streams (rawstream.go) to the backup at addr
-// with the same credentials as dialBackup.
-func newRawDialer(addr, token string, tlsFiles TLSFiles) (rawDialer, error) {
-	d := rawDialer{addr: addr, token: token, silence: rawSilence}
+// NewDialer opens raw streams (stream.go) to the backup at addr with the
+// same credentials as DialGRPC. A stream it opens fails after silence
+// without a word from the backup (Silence, unless a test wants sooner).
+func NewDialer(addr, token string, tlsFiles TLSFiles, silence time.Duration) (Dialer, error) {
+	d := Dialer{addr: addr, token: token, silence: silence}
 	if tlsFiles.Enabled() {
 		cfg, err := tlsFiles.clientConfig(addr)
 		if err != nil {

@@ -1,4 +1,4 @@
-package replicate
+package wire
 
 import (
 	"bufio"
@@ -31,7 +31,7 @@ import (
 // gRPC.
 //
 // Opening, in order (docs/ARCHITECTURE.md, "Replication"):
-//   - the primary sends rawMagic and the backup answers it (a backup
+//   - the primary sends Magic and the backup answers it (a backup
 //     without the raw stream, whose gRPC server reads it as a broken
 //     HTTP/2 preface, answers anything else, and the primary falls back to
 //     the gRPC stream);
@@ -39,27 +39,27 @@ import (
 //   - the primary's token, in a frame of its own, checked in constant time
 //     and answered with an empty BackupMsg, or with a Reject and the
 //     connection closed;
-//   - Hello, at most maxHelloFrame, then Welcome, Batches and Acks, as on
+//   - Hello, at most MaxHelloFrame, then Welcome, Batches and Acks, as on
 //     gRPC.
 //
 // The backup reads nothing larger than the token frame before the token,
 // and nothing larger than a Hello before the Hello; the opening, Hello
 // included, has rawHandshake in all.
 
-// rawMagic opens a raw stream, both ways. gRPC's own first bytes are the
+// Magic opens a raw stream, both ways. gRPC's own first bytes are the
 // HTTP/2 preface ("PRI * HTTP/2.0") or a TLS record (0x16), so the two
 // never meet.
-const rawMagic = "PBFSRS1\n"
+const Magic = "PBFSRS1\n"
 
 const (
-	// maxFrame bounds a message frame: a batch at its largest, as the
+	// MaxFrame bounds a message frame: a batch at its largest, as the
 	// gRPC stream's message limit does.
-	maxFrame = journal.HeaderSize + journal.MaxBodySize + 1024
+	MaxFrame = journal.HeaderSize + journal.MaxBodySize + 1024
 	// maxTokenFrame bounds the token frame.
 	maxTokenFrame = 4096
-	// maxHelloFrame bounds the Hello: a few dozen bytes now, room for
+	// MaxHelloFrame bounds the Hello: a few dozen bytes now, room for
 	// what later versions add.
-	maxHelloFrame = 64 << 10
+	MaxHelloFrame = 64 << 10
 	// rawHandshake bounds the opening (magic, TLS, token) on both sides.
 	rawHandshake = 10 * time.Second
 	// keepBuf is the largest write or read buffer a raw stream keeps
@@ -67,19 +67,18 @@ const (
 	keepBuf = 1 << 20
 )
 
-// heartbeatEvery is how often a backup acks with nothing new, and
-// rawSilence how long a primary waits for a word before it ends the stream
-// (gRPC's keepalive pinged every 10 s and waited 5 s). Variables for tests,
-// read when a backup or a primary's dialer is made.
-var (
-	heartbeatEvery = 5 * time.Second
-	rawSilence     = 20 * time.Second
+// Heartbeat is how often a backup acks with nothing new, and Silence how
+// long a primary waits for a word before it ends the stream (gRPC's
+// keepalive pinged every 10 s and waited 5 s).
+const (
+	Heartbeat = 5 * time.Second
+	Silence   = 20 * time.Second
 )
 
 // Errors of the raw stream.
 var (
-	// errNoRaw: the backup does not speak the raw stream.
-	errNoRaw = errors.New("backup does not speak the raw stream")
+	// ErrNoRaw: the backup does not speak the raw stream.
+	ErrNoRaw = errors.New("backup does not speak the raw stream")
 	// ErrFrame: a peer sent a frame that breaks the raw stream's format.
 	ErrFrame = errors.New("malformed raw stream frame")
 )
@@ -116,8 +115,8 @@ func (f *frameConn) writeMsg(m proto.Message) error {
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
 	}
-	if len(b)-4 > maxFrame {
-		return fmt.Errorf("send a message of %d bytes, over %d: %w", len(b)-4, maxFrame, ErrFrame)
+	if len(b)-4 > MaxFrame {
+		return fmt.Errorf("send a message of %d bytes, over %d: %w", len(b)-4, MaxFrame, ErrFrame)
 	}
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 	_, err = f.c.Write(b)
@@ -181,21 +180,22 @@ func noEOF(err error) error {
 	return err
 }
 
-// rawPrimaryStream is the primary's end of a raw stream.
-type rawPrimaryStream struct {
+// PrimaryStream is the primary's end of a raw stream.
+type PrimaryStream struct {
 	*frameConn
-	silence time.Duration // rawSilence when it was dialed
+	silence time.Duration // the Dialer's
 }
 
-func (s rawPrimaryStream) Send(m *replpb.PrimaryMsg) error { return s.writeMsg(m) }
+// Send sends m as one frame.
+func (s PrimaryStream) Send(m *replpb.PrimaryMsg) error { return s.writeMsg(m) }
 
 // Recv fails after silence without a message: a backup sends an ack at
-// least every heartbeatEvery, so its process is stuck (stopped, or its
+// least every Heartbeat, so its process is stuck (stopped, or its
 // machine gone) even if its kernel still answers TCP.
-func (s rawPrimaryStream) Recv() (*replpb.BackupMsg, error) {
+func (s PrimaryStream) Recv() (*replpb.BackupMsg, error) {
 	s.c.SetReadDeadline(time.Now().Add(s.silence))
 	m := new(replpb.BackupMsg)
-	if err := s.readMsg(m, maxFrame); err != nil {
+	if err := s.readMsg(m, MaxFrame); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			return nil, fmt.Errorf("no word from the backup in %v: %w", s.silence, err)
@@ -205,21 +205,23 @@ func (s rawPrimaryStream) Recv() (*replpb.BackupMsg, error) {
 	return m, nil
 }
 
-// rawBackupStream is the backup's end of a raw stream. Its first message
-// ends the opening: at most maxHelloFrame, within the opening's deadline.
-type rawBackupStream struct {
+// BackupStream is the backup's end of a raw stream. Its first message
+// ends the opening: at most MaxHelloFrame, within the opening's deadline.
+type BackupStream struct {
 	*frameConn
 	opened bool // the first message was read
 }
 
-func (s *rawBackupStream) Send(m *replpb.BackupMsg) error { return s.writeMsg(m) }
+// Send sends m as one frame.
+func (s *BackupStream) Send(m *replpb.BackupMsg) error { return s.writeMsg(m) }
 
-func (s *rawBackupStream) Recv() (*replpb.PrimaryMsg, error) {
+// Recv reads the next message: the Hello, then batches.
+func (s *BackupStream) Recv() (*replpb.PrimaryMsg, error) {
 	m := new(replpb.PrimaryMsg)
 	if s.opened {
-		return m, s.readMsg(m, maxFrame)
+		return m, s.readMsg(m, MaxFrame)
 	}
-	if err := s.readMsg(m, maxHelloFrame); err != nil {
+	if err := s.readMsg(m, MaxHelloFrame); err != nil {
 		return m, err
 	}
 	s.opened = true
@@ -227,41 +229,50 @@ func (s *rawBackupStream) Recv() (*replpb.PrimaryMsg, error) {
 	return m, nil
 }
 
-// rawDialer opens raw streams to one backup.
-type rawDialer struct {
+// Dialer opens raw streams to one backup (NewDialer).
+type Dialer struct {
 	addr    string
 	token   string
 	tls     *tls.Config   // nil: no TLS
-	silence time.Duration // rawSilence when it was made
+	silence time.Duration // PrimaryStream's
 }
 
-// dial opens a raw stream, through the token; errNoRaw when the backup
-// answers the magic with anything else. The connection closes when ctx
-// ends.
-func (d rawDialer) dial(ctx context.Context) (*frameConn, error) {
+// Dial opens a raw stream, through the token; ErrNoRaw when the backup
+// answers the magic with anything else, a *Refusal when it refuses the
+// token. The connection closes when ctx ends.
+func (d Dialer) Dial(ctx context.Context) (PrimaryStream, error) {
 	nd := net.Dialer{Timeout: rawHandshake, KeepAliveConfig: rawKeepAlive, Control: setUserTimeout}
 	c, err := nd.DialContext(ctx, "tcp", d.addr)
 	if err != nil {
-		return nil, err
+		return PrimaryStream{}, err
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
-	fc, err := d.open(c)
+	s, err := d.Open(c)
 	if err != nil {
 		stop()
 		c.Close()
-		return nil, err
+		return PrimaryStream{}, err
 	}
-	return fc, nil
+	return s, nil
 }
 
-func (d rawDialer) open(c net.Conn) (*frameConn, error) {
+// Open opens a raw stream on c, a connection to the backup, as Dial does.
+func (d Dialer) Open(c net.Conn) (PrimaryStream, error) {
+	fc, err := d.open(c)
+	if err != nil {
+		return PrimaryStream{}, err
+	}
+	return PrimaryStream{fc, d.silence}, nil
+}
+
+func (d Dialer) open(c net.Conn) (*frameConn, error) {
 	c.SetDeadline(time.Now().Add(rawHandshake))
-	if _, err := io.WriteString(c, rawMagic); err != nil {
+	if _, err := io.WriteString(c, Magic); err != nil {
 		return nil, err
 	}
-	var got [len(rawMagic)]byte
-	if _, err := io.ReadFull(c, got[:]); err != nil || string(got[:]) != rawMagic {
-		return nil, fmt.Errorf("%w (answered %q, %v)", errNoRaw, got[:], err)
+	var got [len(Magic)]byte
+	if _, err := io.ReadFull(c, got[:]); err != nil || string(got[:]) != Magic {
+		return nil, fmt.Errorf("%w (answered %q, %v)", ErrNoRaw, got[:], err)
 	}
 	if d.tls != nil {
 		tc := tls.Client(c, d.tls)
@@ -275,28 +286,28 @@ func (d rawDialer) open(c net.Conn) (*frameConn, error) {
 		return nil, err
 	}
 	var answer replpb.BackupMsg
-	if err := fc.readMsg(&answer, maxFrame); err != nil {
+	if err := fc.readMsg(&answer, MaxFrame); err != nil {
 		return nil, fmt.Errorf("read the token's answer: %w", noEOF(err))
 	}
 	if rej := answer.GetReject(); rej != nil {
-		return nil, &rawRefusal{rej}
+		return nil, &Refusal{rej}
 	}
 	c.SetDeadline(time.Time{})
 	return fc, nil
 }
 
-// rawRefusal is a backup's Reject of a raw stream's token.
-type rawRefusal struct{ rej *replpb.Reject }
+// Refusal is a backup's Reject of a raw stream's token.
+type Refusal struct{ Reject *replpb.Reject }
 
-func (r *rawRefusal) Error() string { return r.rej.Reason }
+func (r *Refusal) Error() string { return r.Reject.Reason }
 
-// acceptRaw takes a raw stream the backup's listener recognised by its
+// Accept takes a raw stream the backup's listener recognised by its
 // magic (already read) through TLS and the token. A wrong token is
 // answered with a Reject; refused reports it. The opening's deadline
-// stays for the Hello (rawBackupStream).
-func acceptRaw(c net.Conn, tlsCfg *tls.Config, token string, refused func(reason string)) (*frameConn, error) {
+// stays for the Hello (BackupStream).
+func Accept(c net.Conn, tlsCfg *tls.Config, token string, refused func(reason string)) (*BackupStream, error) {
 	c.SetDeadline(time.Now().Add(rawHandshake))
-	if _, err := io.WriteString(c, rawMagic); err != nil {
+	if _, err := io.WriteString(c, Magic); err != nil {
 		return nil, err
 	}
 	if tlsCfg != nil {
@@ -323,7 +334,8 @@ func acceptRaw(c net.Conn, tlsCfg *tls.Config, token string, refused func(reason
 			reason = "no token"
 		}
 		refused(reason)
-		fc.writeMsg(reject(replpb.Reject_UNKNOWN, 0, "pbfs backup: %s", reason))
+		fc.writeMsg(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Reject{Reject: &replpb.Reject{
+			Code: replpb.Reject_UNKNOWN, Reason: "pbfs backup: " + reason}}})
 		return nil, errors.New(reason)
 	}
 	// An empty message: go on. The primary sends nothing more until it
@@ -332,7 +344,7 @@ func acceptRaw(c net.Conn, tlsCfg *tls.Config, token string, refused func(reason
 	if err := fc.writeMsg(&replpb.BackupMsg{}); err != nil {
 		return nil, err
 	}
-	return fc, nil
+	return &BackupStream{frameConn: fc}, nil
 }
 
 // rawKeepAlive finds a peer that vanished (its machine lost, no reset)

@@ -1,8 +1,6 @@
-package replicate
+package wire
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -10,14 +8,15 @@ import (
 	"time"
 )
 
-// splitListener sorts the connections to a backup's port by their first
-// bytes: raw streams (rawMagic) go to raw, in a goroutine of their own;
+// Listener sorts the connections to a backup's port by their first
+// bytes: raw streams (Magic) go to raw, in a goroutine of their own;
 // everything else is handed to gRPC, which reads this listener, with the
 // bytes read to sort it put back in front. With raw nil, everything goes
-// to gRPC unread. Every connection passes the gate (peers.go) first.
-type splitListener struct {
+// to gRPC unread. Every connection passes admit first, which may close
+// it (false) or hand back one it tracks.
+type Listener struct {
 	ln     net.Listener
-	gate   *peerGate
+	admit  func(net.Conn) (net.Conn, bool)
 	raw    func(net.Conn)
 	failed func(error)   // an accept failed
 	toGRPC chan accepted // to gRPC
@@ -30,8 +29,10 @@ type accepted struct {
 	err error
 }
 
-func newSplitListener(ln net.Listener, gate *peerGate, raw func(net.Conn), failed func(error)) *splitListener {
-	l := &splitListener{ln: ln, gate: gate, raw: raw, failed: failed, toGRPC: make(chan accepted), done: make(chan struct{})}
+// NewListener sorts the connections ln accepts; failed is told of each
+// accept that failed.
+func NewListener(ln net.Listener, admit func(net.Conn) (net.Conn, bool), raw func(net.Conn), failed func(error)) *Listener {
+	l := &Listener{ln: ln, admit: admit, raw: raw, failed: failed, toGRPC: make(chan accepted), done: make(chan struct{})}
 	go l.acceptLoop()
 	return l
 }
@@ -43,7 +44,7 @@ func newSplitListener(ln net.Listener, gate *peerGate, raw func(net.Conn), faile
 // (EMFILE, ENFILE: out of descriptors) before asking again and returns
 // on any other; the loop waits for it to be taken, so a listener out of
 // descriptors is not spun on.
-func (l *splitListener) acceptLoop() {
+func (l *Listener) acceptLoop() {
 	for {
 		c, err := l.ln.Accept()
 		if err != nil {
@@ -64,7 +65,7 @@ func (l *splitListener) acceptLoop() {
 			continue
 		}
 		tuneAccepted(c)
-		if c, ok := l.gate.admit(c); ok {
+		if c, ok := l.admit(c); ok {
 			go l.sort(c)
 		}
 	}
@@ -78,17 +79,17 @@ func isTemporary(err error) bool {
 // sort reads as many bytes as the magic has. A peer that sends none
 // within rawHandshake, or closes first, is dropped: gRPC's clients and TLS
 // both speak first.
-func (l *splitListener) sort(c net.Conn) {
+func (l *Listener) sort(c net.Conn) {
 	if l.raw == nil {
 		l.handToGRPC(c)
 		return
 	}
 	c.SetReadDeadline(time.Now().Add(rawHandshake))
-	var head [len(rawMagic)]byte
+	var head [len(Magic)]byte
 	n, err := io.ReadFull(c, head[:])
 	c.SetReadDeadline(time.Time{})
 	switch {
-	case err == nil && string(head[:]) == rawMagic:
+	case err == nil && string(head[:]) == Magic:
 		l.raw(c)
 		return
 	case n == 0:
@@ -99,7 +100,7 @@ func (l *splitListener) sort(c net.Conn) {
 }
 
 // handToGRPC hands c to gRPC's Accept, or closes it once the listener is.
-func (l *splitListener) handToGRPC(c net.Conn) {
+func (l *Listener) handToGRPC(c net.Conn) {
 	select {
 	case l.toGRPC <- accepted{c: c}:
 	case <-l.done:
@@ -108,7 +109,7 @@ func (l *splitListener) handToGRPC(c net.Conn) {
 }
 
 // Accept returns the next connection for gRPC.
-func (l *splitListener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case a := <-l.toGRPC:
 		return a.c, a.err
@@ -119,7 +120,7 @@ func (l *splitListener) Accept() (net.Conn, error) {
 
 // Close stops accepting. Raw streams already served are the backup's to
 // close.
-func (l *splitListener) Close() error {
+func (l *Listener) Close() error {
 	err := net.ErrClosed
 	l.once.Do(func() {
 		close(l.done)
@@ -128,7 +129,7 @@ func (l *splitListener) Close() error {
 	return err
 }
 
-func (l *splitListener) Addr() net.Addr { return l.ln.Addr() }
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
 // prefixConn reads head before the rest of Conn.
 type prefixConn struct {
@@ -143,55 +144,4 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return c.Conn.Read(p)
-}
-
-// serveRaw serves one raw stream until it ends or the backup closes.
-func (b *Backup) serveRaw(c net.Conn, tlsCfg *tls.Config, gate *peerGate) {
-	if !b.trackRaw(c) {
-		c.Close()
-		return
-	}
-	defer b.untrackRaw(c)
-	fc, err := acceptRaw(c, tlsCfg, b.cfg.Token, b.refusedCaller)
-	if err != nil {
-		b.log.Debug("raw stream not opened", "remote", c.RemoteAddr().String(), "err", err)
-		return
-	}
-	gate.authenticated(c.RemoteAddr())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	err = b.serveStream(ctx, &rawBackupStream{frameConn: fc})
-	b.log.Debug("raw stream ended", "remote", c.RemoteAddr().String(), "err", err)
-}
-
-// trackRaw notes a raw stream's connection, for Close to end it; false
-// once the backup is closing.
-func (b *Backup) trackRaw(c net.Conn) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.raws == nil {
-		return false
-	}
-	b.raws[c] = struct{}{}
-	b.rawWG.Add(1)
-	return true
-}
-
-func (b *Backup) untrackRaw(c net.Conn) {
-	c.Close()
-	b.mu.Lock()
-	delete(b.raws, c)
-	b.mu.Unlock()
-	b.rawWG.Done()
-}
-
-// closeRaws ends every raw stream and waits until none is served.
-func (b *Backup) closeRaws() {
-	b.mu.Lock()
-	for c := range b.raws {
-		c.Close()
-	}
-	b.raws = nil
-	b.mu.Unlock()
-	b.rawWG.Wait()
 }
