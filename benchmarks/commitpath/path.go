@@ -2,6 +2,7 @@ package main
 
 import (
 	"sort"
+	"strings"
 )
 
 // A commit's critical path, walked back from the moment the writer's
@@ -84,7 +85,7 @@ func (tr *tracer) walk(c *commit, writer int) {
 		if !ok {
 			break // running since before the commit began: the writer's own first stretch
 		}
-		if tr.role(w.tid) == "" { // woken by the kernel
+		if !talks(tr.role(w.tid), tr.role(tid)) { // woken by the kernel
 			slept := tr.lastSleep(tid, w.t, c.start)
 			rev = append(rev, tr.stretch(tid, slept, t, true))
 			t = slept
@@ -103,6 +104,24 @@ func (tr *tracer) walk(c *commit, writer int) {
 }
 
 func (tr *tracer) role(tid int) string { return tr.roles(tr.pidOf[tid]) }
+
+// talks reports whether a thread of role a can wake one of role b itself:
+// threads of one process, the writer and the mount (FUSE), the mount and
+// its flush helper or a backup (pipes, sockets). Any other waking is the
+// kernel's work done in whichever thread was on the CPU: a disk's
+// completion that ran in one backup while it woke the other, say.
+func talks(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	if a == b {
+		return true
+	}
+	if b == "mount" {
+		a, b = b, a
+	}
+	return a == "mount" && (b == "writer" || b == "flush helper" || strings.HasPrefix(b, "backup"))
+}
 
 // lastWaking is the newest waking of tid in (after, before].
 func (tr *tracer) lastWaking(tid int, before, after float64) (event, bool) {
