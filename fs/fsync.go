@@ -59,6 +59,16 @@ const (
 
 func (s *Server) initFsync() {
 	s.fsyncs.ctx, s.fsyncs.cancel = context.WithCancel(context.Background())
+	// Once the connection ends nobody can take an answer: the barriers
+	// fsyncs wait for fail then, so that the readers waiting in them end
+	// with the others and Unmount, which waits for every reader, returns.
+	go func() {
+		select {
+		case <-s.closing:
+			s.fsyncs.cancel()
+		case <-s.fsyncs.ctx.Done():
+		}
+	}()
 }
 
 // fsync serves FSYNC and FSYNCDIR.

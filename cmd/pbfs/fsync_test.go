@@ -244,3 +244,37 @@ func TestReplicatedFsyncWaitsForTheResyncAfterACrash(t *testing.T) {
 		t.Fatalf("the backup lacks what the fsync covered: %q %v", data, err)
 	}
 }
+
+// TestStopWhileReplicatedFsyncWaits: a replicated fsync waits for its
+// barrier in the reader that read it. A stop forced while it waits for a
+// frozen backup must still end the daemon, and the fsync must fail, not
+// hang with the reader.
+func TestStopWhileReplicatedFsyncWaits(t *testing.T) {
+	c := fstest.NewCluster(t, 1, nil, "--fsync", "replicated")
+	c.SkipChecks(t, "the primary is stopped by force with a commit the backup never acked")
+	fstest.Freeze(t, c.Backups[0].Cmd.Process)
+	done := writeSync(filepath.Join(c.Vol, "f"))
+	select {
+	case err := <-done:
+		t.Fatalf("a replicated fsync returned with the backup frozen: %v", err)
+	case <-time.After(time.Second):
+	}
+	p := c.Primary
+	p.Cmd.Process.Signal(syscall.SIGTERM)
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.Out.String(), "signal received"); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first signal is not reported:\n%s", p.Out)
+		}
+	}
+	time.Sleep(repeatWindow)
+	p.Cmd.Process.Signal(syscall.SIGTERM) // the fsync holds its file open: stop at once
+	waitExit(t, p, 20*time.Second)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the fsync succeeded, though the backup never acked it")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the fsync is still stuck after the daemon stopped")
+	}
+}
