@@ -45,7 +45,7 @@ type fsyncer struct {
 	ctx     context.Context // ends at unmount
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	waiting atomic.Int64 // fsyncs answered from their own goroutine
+	waiting atomic.Int64 // replicated fsyncs in flight
 }
 
 // The first maxInlineFsyncs fsyncs in flight wait in the reader that read
