@@ -170,14 +170,9 @@ type Backup struct {
 	loops     sync.WaitGroup
 }
 
-// heartbeatEvery is how often a backup acks with nothing new, and
-// rawSilence how long a primary waits for a word before it ends the
-// stream. Variables for tests, read when a backup or a primary's dialer
-// is made.
-var (
-	heartbeatEvery = wire.Heartbeat
-	rawSilence     = wire.Silence
-)
+// heartbeatEvery is how often a backup acks with nothing new: a
+// variable for tests, read when a backup is made.
+var heartbeatEvery = wire.Heartbeat
 
 type session struct {
 	epoch  uint64

@@ -24,6 +24,11 @@ var (
 	errStreamClosed = errors.New("stream closed")
 )
 
+// rawSilence is how long a primary waits for a word from a backup before
+// it ends the stream: a variable for tests, read when a shipper's dialer
+// is made.
+var rawSilence = wire.Silence
+
 // Shipper streams the primary's journal to one backup, pipelined, and
 // tracks what the backup has acked as durable.
 type Shipper struct {
