@@ -107,7 +107,7 @@ type Backup struct {
 
 	mu       sync.Mutex
 	volumeID string
-	policy   AckPolicy    // the last primary's (report.go)
+	policy   AckPolicy    // the last primary's (ackpolicy.go)
 	active   *session     // the primary stream being served, if any
 	streams  atomic.Int32 // primary streams admitted and not ended yet
 
