@@ -160,7 +160,7 @@ type Backup struct {
 	// after it (a goroutine Close overtook) refuses instead of serving a
 	// closed journal on a port nobody would stop.
 	closed bool
-	// raws are the raw streams' connections (backupraw.go), guarded by
+	// raws are the raw streams' connections (backupserve.go), guarded by
 	// mu; nil once the backup is closing.
 	raws   map[net.Conn]struct{}
 	rawWG  sync.WaitGroup
