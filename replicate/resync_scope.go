@@ -3,6 +3,7 @@ package replicate
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -22,10 +23,15 @@ import (
 // sends the union, and then only the snapshot's entries in it. A full
 // resync is the answer whenever one of them cannot say.
 
-// Resync kinds, for the log and pbfs_replicate_resyncs_total{kind}.
+// Limits of the primary's side of a targeted resync.
 const (
-	kindFull     = "full"
-	kindTargeted = "targeted"
+	// maxChain bounds the links a primary looks at.
+	maxChain = 256
+	// minJournalBudget: a targeted resync reads the batches of both
+	// histories since they parted; it gives up for a full one when they
+	// hold more bytes than the volume's files (reading them would cost
+	// more than comparing the files), but always allows this much.
+	minJournalBudget = 64 << 20
 )
 
 // maxScopeShare: a scope that holds more than this share of the snapshot's
@@ -186,10 +192,11 @@ func (s *Shipper) plan(mine *scope, theirs *replpb.Scope, entries []capture.Entr
 	if err := settleListings(sc, theirs.Listings, entries); err != nil {
 		return nil, nil, err.Error()
 	}
-	if sc.subtrees["."] {
+	if sc.whole() {
 		return nil, nil, "the scope is the whole volume"
 	}
-	plan := &resyncPlan{kind: kindTargeted, send: make([]bool, len(entries)), subtrees: len(sc.subtrees)}
+	final := &replpb.Scope{Subtrees: sc.subtreeList()}
+	plan := &resyncPlan{kind: kindTargeted, send: make([]bool, len(entries)), subtrees: len(final.Subtrees)}
 	links := map[uint64][]int{}
 	for i := range entries {
 		e := &entries[i]
@@ -213,7 +220,6 @@ func (s *Shipper) plan(mine *scope, theirs *replpb.Scope, entries []capture.Entr
 	if float64(plan.n) > maxScopeShare*float64(len(entries)) {
 		return nil, nil, fmt.Sprintf("the paths to resync hold %d of the snapshot's %d entries", plan.n, len(entries))
 	}
-	final := &replpb.Scope{Subtrees: sortedBytes(sc.subtrees)}
 	if n := pathBytes(final.Subtrees); n > maxScopeBytes {
 		return nil, nil, fmt.Sprintf("%d subtrees (%d bytes) are too many to list", len(final.Subtrees), n)
 	}
@@ -294,4 +300,17 @@ func baseName(p string) string {
 		}
 	}
 	return p
+}
+
+// validName reports whether name can be one name in a directory.
+func validName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsRune(name, '/') && journal.ValidPath(name)
+}
+
+// childPath is name in dir.
+func childPath(dir, name string) string {
+	if dir == "." {
+		return name
+	}
+	return dir + "/" + name
 }

@@ -40,6 +40,13 @@ var resyncingKey = journal.KeyResyncing.Name
 // that runs up to a tick behind the one pbfs reads).
 const tailMargin = 2 * time.Second
 
+// chainDense: a backup offers the checksums of its newest batches one by
+// one up to this many, then every power of two further back. A deposed
+// primary's unacknowledged suffix is a few batches (what the ack window
+// held); past 64 the common seq found is at most twice as far back as the
+// real one, which costs only more paths.
+const chainDense = 64
+
 // The phases of a scoped resync on the backup.
 const (
 	phaseEntries    = iota // entries come (a full resync, or the scope is settled)

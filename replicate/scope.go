@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"strings"
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
@@ -17,25 +16,16 @@ import (
 // path is as it was where they parted, on both sides (docs/ARCHITECTURE.md,
 // "Resync").
 
-// Limits of a targeted resync.
+// maxScopeBytes bounds the path bytes of one Scope message (a backup's
+// reaches the primary through gRPC's 4 MiB default): more than that many
+// paths, and a full resync is as cheap.
+const maxScopeBytes = 2 << 20
+
+// Resync kinds, for the log, pbfs events and
+// pbfs_replicate_resyncs_total{kind}.
 const (
-	// chainDense: a backup offers the checksums of its newest batches
-	// one by one up to this many, then every power of two further back.
-	// A deposed primary's unacknowledged suffix is a few batches (what
-	// the ack window held); past 64 the common seq found is at most
-	// twice as far back as the real one, which costs only more paths.
-	chainDense = 64
-	// maxChain bounds the links a primary looks at.
-	maxChain = 256
-	// maxScopeBytes bounds the path bytes of one Scope message (a backup's
-	// reaches the primary through gRPC's 4 MiB default): more than that
-	// many paths, and a full resync is as cheap.
-	maxScopeBytes = 2 << 20
-	// minJournalBudget: a targeted resync reads the batches of both
-	// histories since they parted; it gives up for a full one when they
-	// hold more bytes than the volume's files (reading them would cost
-	// more than comparing the files), but always allows this much.
-	minJournalBudget = 64 << 20
+	kindFull     = "full"
+	kindTargeted = "targeted"
 )
 
 // errCostly: the batches to read cost more than a full resync.
@@ -109,6 +99,13 @@ func (sc *scope) merge(o *scope) {
 	}
 }
 
+// whole reports whether the scope is the whole volume.
+func (sc *scope) whole() bool { return sc.subtrees["."] }
+
+// subtreeList is the scope's subtrees, sorted: all a backup needs of the
+// final scope, whose entries the primary sends.
+func (sc *scope) subtreeList() [][]byte { return sortedBytes(sc.subtrees) }
+
 // readBatches adds what batches from..to of st name. It fails with
 // errCostly once they hold more than budget bytes (0: no limit), and if
 // st lacks one of them.
@@ -158,11 +155,6 @@ func scopeOf(msg *replpb.Scope) (*scope, error) {
 	return sc, nil
 }
 
-// validName reports whether name can be one name in a directory.
-func validName(name string) bool {
-	return name != "" && name != "." && name != ".." && !strings.ContainsRune(name, '/') && journal.ValidPath(name)
-}
-
 func sortedBytes(set map[string]bool) [][]byte {
 	keys := make([]string, 0, len(set))
 	for p := range set {
@@ -190,12 +182,4 @@ func parentOf(p string) string {
 		return d
 	}
 	return "."
-}
-
-// childPath is name in dir.
-func childPath(dir, name string) string {
-	if dir == "." {
-		return name
-	}
-	return dir + "/" + name
 }
