@@ -107,9 +107,9 @@ type Backup struct {
 
 	mu       sync.Mutex
 	volumeID string
-	policy   AckPolicy    // the last primary's (ackpolicy.go)
-	active   *session     // the primary stream being served, if any
-	streams  atomic.Int32 // primary streams admitted and not ended yet
+	policy   wire.AckPolicy // the last primary's (ackpolicy.go)
+	active   *session       // the primary stream being served, if any
+	streams  atomic.Int32   // primary streams admitted and not ended yet
 
 	// fenced is the epoch the backup was fenced at (fence.go): primaries
 	// of it or below are refused. Written under mu.

@@ -15,11 +15,11 @@ import (
 
 // notePolicy keeps the policy a primary announced; the caller holds b.mu.
 func (b *Backup) notePolicy(h *replpb.Hello) error {
-	p := AckPolicy{Need: h.AckNeed, Of: h.Backups, Degrade: h.Degrade}
+	p := wire.AckPolicy{Need: h.AckNeed, Of: h.Backups, Degrade: h.Degrade}
 	if p == b.policy || !p.Known() {
 		return nil
 	}
-	if err := b.store.SetMeta(policyKey, p.encode()); err != nil {
+	if err := b.store.SetMeta(policyKey, encodePolicy(p)); err != nil {
 		return err
 	}
 	b.policy = p
@@ -58,7 +58,7 @@ type Peer struct {
 	AppliedSeq uint64
 	Epoch      uint64
 	Stalled    bool
-	Policy     AckPolicy
+	Policy     wire.AckPolicy
 }
 
 // Query asks the backup at addr what it holds.
@@ -75,5 +75,5 @@ func Query(ctx context.Context, addr, token string, tlsFiles wire.TLSFiles) (Pee
 		return Peer{}, fmt.Errorf("query %s: %w", addr, err)
 	}
 	return Peer{Addr: addr, VolumeID: w.VolumeId, DurableSeq: w.DurableSeq, Checksum: w.DurableChecksum, AppliedSeq: w.AppliedSeq,
-		Epoch: w.Epoch, Stalled: w.Stalled, Policy: AckPolicy{Need: w.AckNeed, Of: w.Backups, Degrade: w.Degrade}}, nil
+		Epoch: w.Epoch, Stalled: w.Stalled, Policy: wire.AckPolicy{Need: w.AckNeed, Of: w.Backups, Degrade: w.Degrade}}, nil
 }
