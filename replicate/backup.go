@@ -107,7 +107,7 @@ type Backup struct {
 
 	mu       sync.Mutex
 	volumeID string
-	policy   wire.AckPolicy // the last primary's (ackpolicy.go)
+	policy   wire.AckPolicy // the last primary's (backuppolicy.go)
 	active   *session       // the primary stream being served, if any
 	streams  atomic.Int32   // primary streams admitted and not ended yet
 

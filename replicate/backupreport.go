@@ -13,19 +13,6 @@ import (
 // with, and the Report a backup about to be promoted asks its peers for
 // (promote.go) through Query.
 
-// notePolicy keeps the policy a primary announced; the caller holds b.mu.
-func (b *Backup) notePolicy(h *replpb.Hello) error {
-	p := wire.AckPolicy{Need: h.AckNeed, Of: h.Backups, Degrade: h.Degrade}
-	if p == b.policy || !p.Known() {
-		return nil
-	}
-	if err := b.store.SetMeta(policyKey, encodePolicy(p)); err != nil {
-		return err
-	}
-	b.policy = p
-	return nil
-}
-
 // welcome describes what the backup holds; the caller holds b.mu.
 func (b *Backup) welcome() *replpb.Welcome {
 	last := b.store.Last()
