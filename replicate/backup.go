@@ -165,13 +165,11 @@ type Backup struct {
 	raws   map[net.Conn]struct{}
 	rawWG  sync.WaitGroup
 	floods *ratelog.Limiter // the lines of backupserve.go's flood
-	// heartbeat is how often a stream acks with nothing new (heartbeatEvery).
-	heartbeat time.Duration
-	loops     sync.WaitGroup
+	loops  sync.WaitGroup
 }
 
 // heartbeatEvery is how often a backup acks with nothing new: a
-// variable for tests, read when a backup is made.
+// variable for tests, read when a stream's store loop starts.
 var heartbeatEvery = wire.Heartbeat
 
 type session struct {
@@ -191,7 +189,7 @@ func OpenBackup(cfg BackupConfig) (b *Backup, err error) {
 		cfg.Retain = 10 * time.Minute
 	}
 	b = &Backup{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{}),
-		raws: map[net.Conn]struct{}{}, heartbeat: heartbeatEvery, floods: ratelog.New(floodEvery)}
+		raws: map[net.Conn]struct{}{}, floods: ratelog.New(floodEvery)}
 	// One way back from any step below: Close releases whatever was
 	// opened, in order.
 	defer func() {
