@@ -107,9 +107,9 @@ type Backup struct {
 
 	mu       sync.Mutex
 	volumeID string
-	policy   AckPolicy    // the last primary's (report.go)
-	active   *session     // the primary stream being served, if any
-	streams  atomic.Int32 // primary streams admitted and not ended yet
+	policy   wire.AckPolicy // the last primary's (backuppolicy.go)
+	active   *session       // the primary stream being served, if any
+	streams  atomic.Int32   // primary streams admitted and not ended yet
 
 	// fenced is the epoch the backup was fenced at (fence.go): primaries
 	// of it or below are refused. Written under mu.
@@ -160,24 +160,17 @@ type Backup struct {
 	// after it (a goroutine Close overtook) refuses instead of serving a
 	// closed journal on a port nobody would stop.
 	closed bool
-	// raws are the raw streams' connections (backupraw.go), guarded by
+	// raws are the raw streams' connections (backupserve.go), guarded by
 	// mu; nil once the backup is closing.
 	raws   map[net.Conn]struct{}
 	rawWG  sync.WaitGroup
 	floods *ratelog.Limiter // the lines of backupserve.go's flood
-	// heartbeat is how often a stream acks with nothing new (heartbeatEvery).
-	heartbeat time.Duration
-	loops     sync.WaitGroup
+	loops  sync.WaitGroup
 }
 
-// heartbeatEvery is how often a backup acks with nothing new, and
-// rawSilence how long a primary waits for a word before it ends the
-// stream. Variables for tests, read when a backup or a primary's dialer
-// is made.
-var (
-	heartbeatEvery = wire.Heartbeat
-	rawSilence     = wire.Silence
-)
+// heartbeatEvery is how often a backup acks with nothing new: a
+// variable for tests, read when a stream's store loop starts.
+var heartbeatEvery = wire.Heartbeat
 
 type session struct {
 	epoch  uint64
@@ -196,7 +189,7 @@ func OpenBackup(cfg BackupConfig) (b *Backup, err error) {
 		cfg.Retain = 10 * time.Minute
 	}
 	b = &Backup{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), done: make(chan struct{}), progress: make(chan struct{}),
-		raws: map[net.Conn]struct{}{}, heartbeat: heartbeatEvery, floods: ratelog.New(floodEvery)}
+		raws: map[net.Conn]struct{}{}, floods: ratelog.New(floodEvery)}
 	// One way back from any step below: Close releases whatever was
 	// opened, in order.
 	defer func() {

@@ -28,17 +28,20 @@ func startBackup(t *testing.T) (*Backup, string, string) {
 // alone, as backups from before the raw stream did.
 func startBackupWith(t *testing.T, grpcOnly bool) (*Backup, string, string) {
 	t.Helper()
-	return startBackupOpts(t, grpcOnly, heartbeatEvery)
+	return startBackupOpts(t, grpcOnly)
 }
 
 // startBackupHeartbeat serves a backup whose streams ack at least every
 // beat.
 func startBackupHeartbeat(t *testing.T, beat time.Duration) (*Backup, string, string) {
 	t.Helper()
-	return startBackupOpts(t, false, beat)
+	// Restored once the backup has closed (cleanups run last first).
+	t.Cleanup(func(h time.Duration) func() { return func() { heartbeatEvery = h } }(heartbeatEvery))
+	heartbeatEvery = beat
+	return startBackupOpts(t, false)
 }
 
-func startBackupOpts(t *testing.T, grpcOnly bool, beat time.Duration, opts ...func(*BackupConfig)) (*Backup, string, string) {
+func startBackupOpts(t *testing.T, grpcOnly bool, opts ...func(*BackupConfig)) (*Backup, string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	vol := filepath.Join(dir, "vol")
@@ -51,7 +54,6 @@ func startBackupOpts(t *testing.T, grpcOnly bool, beat time.Duration, opts ...fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.heartbeat = beat
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -293,10 +295,9 @@ func TestHostileResyncRefused(t *testing.T) {
 		{Path: []byte("escape/pwned"), Mode: 0o100644},
 		{Path: []byte("ok"), Mode: 0o100644, LinkTo: []byte("escape/victim")},
 	} {
-		b, addr, vol := startBackup(t)
 		// The planted symlink makes the volume hold a file: let the first
 		// resync take it, so that the entries themselves are refused.
-		b.cfg.Adopt = true
+		b, addr, vol := startBackupOpts(t, false, func(c *BackupConfig) { c.Adopt = true })
 		outside := t.TempDir()
 		os.WriteFile(filepath.Join(outside, "victim"), []byte("untouched"), 0o644)
 		os.Symlink(outside, filepath.Join(vol, "escape"))

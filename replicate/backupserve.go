@@ -5,11 +5,17 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"path"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
@@ -62,6 +68,110 @@ func (b *Backup) serve(ln net.Listener, raw bool) error {
 		rawConn = func(c net.Conn) { b.serveRaw(c, tlsCfg, gate) }
 	}
 	return srv.Serve(wire.NewListener(ln, gate.admit, rawConn, b.acceptFailed))
+}
+
+// callsAtOnce bounds the calls of each kind a backup serves at once: each
+// may hold a message of up to a batch's size while it is read, however
+// many connections a token holder opens. A primary makes one stream and
+// one resync at a time; the second of each covers a reconnection while
+// its old connection is still open.
+var callsAtOnce = map[string]int{
+	replpb.Replication_Stream_FullMethodName:   2,
+	replpb.Replication_Resync_FullMethodName:   2,
+	replpb.Replication_Report_FullMethodName:   4,
+	replpb.Replication_Manifest_FullMethodName: 2,
+}
+
+// tapToken checks a call's token when its headers arrive, before any of
+// its messages is read (gRPC reads a unary call's request before any
+// interceptor runs), and refuses it with Unauthenticated without the
+// token, or ResourceExhausted when as many calls of its kind are being
+// served. A call with the token marks its connection authenticated
+// (peers.go). It runs under the connection's lock: no waiting.
+func (b *Backup) tapToken(g *peerGate) tap.ServerInHandle {
+	var mu sync.Mutex
+	serving := map[string]int{}
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if err := wire.CheckToken(info.Header, b.cfg.Token, b.refusedCaller); err != nil {
+			return nil, err
+		}
+		if p, ok := peer.FromContext(ctx); ok {
+			g.authenticated(p.Addr)
+		}
+		limit, ok := callsAtOnce[info.FullMethodName]
+		if !ok {
+			return ctx, nil // gRPC answers Unimplemented, reading nothing
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if serving[info.FullMethodName] >= limit {
+			b.m.busy.WithLabelValues(path.Base(info.FullMethodName)).Inc()
+			b.flood("busy "+info.FullMethodName, "refused a call: as many of its kind are being served", "method", info.FullMethodName, "at_once", limit)
+			return nil, status.Errorf(codes.ResourceExhausted, "pbfs backup: %d %s calls are being served; retry when one ends", limit, path.Base(info.FullMethodName))
+		}
+		serving[info.FullMethodName]++
+		// The call's context ends with the call.
+		context.AfterFunc(ctx, func() {
+			mu.Lock()
+			serving[info.FullMethodName]--
+			mu.Unlock()
+		})
+		return ctx, nil
+	}
+}
+
+// A backup's raw streams: the listener (wire.Listener) hands each one
+// here, and Close ends them all.
+
+// serveRaw serves one raw stream until it ends or the backup closes.
+func (b *Backup) serveRaw(c net.Conn, tlsCfg *tls.Config, gate *peerGate) {
+	if !b.trackRaw(c) {
+		c.Close()
+		return
+	}
+	defer b.untrackRaw(c)
+	s, err := wire.Accept(c, tlsCfg, b.cfg.Token, b.refusedCaller)
+	if err != nil {
+		b.log.Debug("raw stream not opened", "remote", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	gate.authenticated(c.RemoteAddr())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err = b.serveStream(ctx, s)
+	b.log.Debug("raw stream ended", "remote", c.RemoteAddr().String(), "err", err)
+}
+
+// trackRaw notes a raw stream's connection, for Close to end it; false
+// once the backup is closing.
+func (b *Backup) trackRaw(c net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.raws == nil {
+		return false
+	}
+	b.raws[c] = struct{}{}
+	b.rawWG.Add(1)
+	return true
+}
+
+func (b *Backup) untrackRaw(c net.Conn) {
+	c.Close()
+	b.mu.Lock()
+	delete(b.raws, c)
+	b.mu.Unlock()
+	b.rawWG.Done()
+}
+
+// closeRaws ends every raw stream and waits until none is served.
+func (b *Backup) closeRaws() {
+	b.mu.Lock()
+	for c := range b.raws {
+		c.Close()
+	}
+	b.raws = nil
+	b.mu.Unlock()
+	b.rawWG.Wait()
 }
 
 // acceptFailed counts a connection the port could not accept and logs

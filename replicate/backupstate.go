@@ -11,6 +11,7 @@ import (
 	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/health"
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // lastComplete returns the newest seq in st that ends a seal: the last
@@ -71,7 +72,7 @@ type Status struct {
 	// ApplyBlocked: a batch it cannot apply and retries, in words
 	// (applyblock.go); "" while it applies.
 	ApplyBlocked string
-	Policy       AckPolicy // the last primary's
+	Policy       wire.AckPolicy // the last primary's
 	// Streaming: a primary's stream is up.
 	Streaming bool
 }

@@ -85,7 +85,7 @@ func TestHelloEpochJumpIsBounded(t *testing.T) {
 			if m := hello(t, tr.dial(t, addr, "right"), far-1); m.GetWelcome() == nil {
 				t.Fatalf("epoch %d, a step of %d: %v", far-1, MaxEpochStep, m)
 			}
-			_, addr, _ = startBackupOpts(t, false, heartbeatEvery, func(c *BackupConfig) { c.AcceptEpoch = 1 << 40 })
+			_, addr, _ = startBackupOpts(t, false, func(c *BackupConfig) { c.AcceptEpoch = 1 << 40 })
 			if m := hello(t, tr.dial(t, addr, "right"), 1<<40); m.GetWelcome() == nil {
 				t.Fatalf("epoch 2^40, accepted by the operator: %v", m)
 			}
@@ -98,7 +98,7 @@ func TestHelloEpochJumpIsBounded(t *testing.T) {
 // the step; one it does is admitted however large.
 func TestHelloEpochNotIssuedIsRefused(t *testing.T) {
 	issued := map[uint64]bool{3: true, 1 << 40: true}
-	b, addr, _ := startBackupOpts(t, false, heartbeatEvery, func(c *BackupConfig) {
+	b, addr, _ := startBackupOpts(t, false, func(c *BackupConfig) {
 		c.EpochIssued = func(_ context.Context, e uint64) error {
 			if issued[e] {
 				return nil

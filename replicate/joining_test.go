@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // A primary whose only backups are still joining (added while it runs, as
@@ -115,7 +117,7 @@ func TestJoiningBackupIsToldItIsOutOfTheAckSet(t *testing.T) {
 	b, _ := serveBackup(t, addr)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		st := b.Status()
-		if st.DurableSeq >= 1 && st.Policy == (AckPolicy{Need: 1, Of: 1}) {
+		if st.DurableSeq >= 1 && st.Policy == (wire.AckPolicy{Need: 1, Of: 1}) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -158,23 +160,23 @@ func serveBackup(t *testing.T, addr string) (*Backup, net.Listener) {
 // by the policy it last confirmed: one told {1 of 1} before another joined
 // takes its own report for proof.
 func TestSafeCountsEachBackupsOwnRule(t *testing.T) {
-	backup := func(p *AckPolicy, added bool) *Shipper {
+	backup := func(p *wire.AckPolicy, added bool) *Shipper {
 		s := &Shipper{added: added}
 		if p != nil {
 			s.confirmed.Store(p)
 		}
 		return s
 	}
-	holder := backup(&AckPolicy{Need: 1, Of: 2}, false)
+	holder := backup(&wire.AckPolicy{Need: 1, Of: 2}, false)
 	for _, tc := range []struct {
 		what  string
 		other *Shipper
 		safe  bool
 	}{
-		{"told {1 of 1}", backup(&AckPolicy{Need: 1, Of: 1}, false), false},
-		{"told {1 of 2}", backup(&AckPolicy{Need: 1, Of: 2}, false), true},
-		{"told {1 of 2}, degrade", backup(&AckPolicy{Need: 1, Of: 2, Degrade: true}, false), true},
-		{"told {2 of 2}", backup(&AckPolicy{Need: 2, Of: 2}, false), false},
+		{"told {1 of 1}", backup(&wire.AckPolicy{Need: 1, Of: 1}, false), false},
+		{"told {1 of 2}", backup(&wire.AckPolicy{Need: 1, Of: 2}, false), true},
+		{"told {1 of 2}, degrade", backup(&wire.AckPolicy{Need: 1, Of: 2, Degrade: true}, false), true},
+		{"told {2 of 2}", backup(&wire.AckPolicy{Need: 2, Of: 2}, false), false},
 		{"told nothing this term, there from its start", backup(nil, false), false},
 		{"told nothing this term, added since", backup(nil, true), true},
 	} {
@@ -198,7 +200,7 @@ func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	waitPolicy := func(b *Backup, want AckPolicy) {
+	waitPolicy := func(b *Backup, want wire.AckPolicy) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); b.Status().Policy != want; time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -206,13 +208,13 @@ func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
 			}
 		}
 	}
-	waitPolicy(b1, AckPolicy{Need: 1, Of: 1})
+	waitPolicy(b1, wire.AckPolicy{Need: 1, Of: 1})
 	b2, l2 := serveBackup(t, "127.0.0.1:0")
 	if err := p.AddBackup(l2.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
-	waitPolicy(b1, AckPolicy{Need: 1, Of: 2})
-	waitPolicy(b2, AckPolicy{Need: 1, Of: 2})
+	waitPolicy(b1, wire.AckPolicy{Need: 1, Of: 2})
+	waitPolicy(b2, wire.AckPolicy{Need: 1, Of: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := p.Wait(ctx, 1); err != nil {

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/pbfs/pbfs/internal/events"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // A primary's backups can change while it runs (pbfs node adds the
@@ -142,7 +143,7 @@ func (p *Primary) announce() {
 	n := len(p.shippers)
 	// Need above Of (MinBackups not met) would tell an election nothing
 	// more: while it is, no barrier returns.
-	pol := AckPolicy{Need: uint32(min(p.needOf(n), n)), Of: uint32(n), Degrade: p.degradeAfter > 0}
+	pol := wire.AckPolicy{Need: uint32(min(p.needOf(n), n)), Of: uint32(n), Degrade: p.degradeAfter > 0}
 	joining := pol
 	joining.Degrade = true // see above
 	for _, s := range p.shippers {

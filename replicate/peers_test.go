@@ -57,7 +57,7 @@ func closedBy(c net.Conn, d time.Duration) bool {
 // meanwhile; each kind of closing is logged once, with a count later.
 func TestUnauthenticatedConnectionsAreBounded(t *testing.T) {
 	logs := &logBuffer{}
-	b, addr, _ := startBackupOpts(t, false, heartbeatEvery, func(c *BackupConfig) {
+	b, addr, _ := startBackupOpts(t, false, func(c *BackupConfig) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	})
 	openings := []string{"", wire.Magic, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"}

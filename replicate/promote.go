@@ -162,7 +162,7 @@ func promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 
 // promotable lists why promoting this backup could lose an acknowledged
 // batch (nothing if it cannot), and the highest epoch its peers have seen.
-func (b *Backup) promotable(ctx context.Context, cfg PromoteConfig, st Status, policy AckPolicy) ([]string, uint64) {
+func (b *Backup) promotable(ctx context.Context, cfg PromoteConfig, st Status, policy wire.AckPolicy) ([]string, uint64) {
 	var reasons []string
 	if st.Stalled {
 		reasons = append(reasons, "this backup is stalled: its volume needs a resync")

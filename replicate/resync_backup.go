@@ -12,6 +12,7 @@ import (
 	"github.com/pbfs/pbfs/internal/sparse"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/resyncscope"
 )
 
 // Resync makes this backup's volume and journal equal to the primary's
@@ -34,7 +35,7 @@ func (b *Backup) Resync(stream replpb.Replication_ResyncServer) error {
 	if start == nil || start.BlockSize == 0 || start.BlockSize > 16<<20 {
 		return status.Error(codes.InvalidArgument, "resync must start with ResyncStart")
 	}
-	r := &resyncer{b: b, start: start, kind: kindFull}
+	r := &resyncer{b: b, start: start, kind: resyncscope.Full}
 	if err := b.beginResync(r, b.askIssued(stream.Context(), start.Epoch)); err != nil {
 		return err
 	}
@@ -88,7 +89,7 @@ type resyncer struct {
 	// As it began: an earlier resync had not ended; the volume stalled.
 	interrupted, wasStalled bool
 	phase                   int    // of a scoped resync (resync_scope_backup.go)
-	kind                    string // kindFull or kindTargeted
+	kind                    string // resyncscope.Full or resyncscope.Targeted
 	kept                    bool   // keepDiscarded ran
 }
 

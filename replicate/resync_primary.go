@@ -19,6 +19,7 @@ import (
 	"github.com/pbfs/pbfs/internal/sparse"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/resyncscope"
 )
 
 // resyncBlock is the block size resyncs compare and send.
@@ -83,7 +84,7 @@ func (s *Shipper) resyncOnce(ctx context.Context, forced bool) error {
 			return err
 		}
 	}
-	if plan.kind == kindTargeted {
+	if plan.kind == resyncscope.Targeted {
 		total = fileBytes(entries, plan.send)
 		s.resyncProg.total.Store(uint64(total))
 		s.log.Info("resync: targeted: only the paths the two histories touched since they parted", "seq", hdr.Seq,
@@ -130,7 +131,7 @@ func (s *Shipper) sendEntries(stream replpb.Replication_ResyncClient, entries []
 	var done, sent uint64
 	lastLog := time.Now()
 	listed, toSend := 0, len(entries)
-	if plan.kind == kindTargeted {
+	if plan.kind == resyncscope.Targeted {
 		toSend = plan.n
 	}
 	for i := range entries {

@@ -3,12 +3,14 @@ package replicate
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/capture"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/resyncscope"
 )
 
 // The primary's side of a targeted resync. After the snapshot S and a
@@ -22,10 +24,15 @@ import (
 // sends the union, and then only the snapshot's entries in it. A full
 // resync is the answer whenever one of them cannot say.
 
-// Resync kinds, for the log and pbfs_replicate_resyncs_total{kind}.
+// Limits of the primary's side of a targeted resync.
 const (
-	kindFull     = "full"
-	kindTargeted = "targeted"
+	// maxChain bounds the links a primary looks at.
+	maxChain = 256
+	// minJournalBudget: a targeted resync reads the batches of both
+	// histories since they parted; it gives up for a full one when they
+	// hold more bytes than the volume's files (reading them would cost
+	// more than comparing the files), but always allows this much.
+	minJournalBudget = 64 << 20
 )
 
 // maxScopeShare: a scope that holds more than this share of the snapshot's
@@ -45,7 +52,7 @@ type resyncPlan struct {
 	n        int // entries sent
 }
 
-func fullPlan(why string) *resyncPlan { return &resyncPlan{kind: kindFull, why: why} }
+func fullPlan(why string) *resyncPlan { return &resyncPlan{kind: resyncscope.Full, why: why} }
 
 func (p *resyncPlan) sends(i int) bool { return p.send == nil || p.send[i] }
 
@@ -77,7 +84,7 @@ func (s *Shipper) negotiate(stream replpb.Replication_ResyncClient, hdr journal.
 		return nil, errors.New("resync: the backup did not answer a scoped start with its offer")
 	}
 	var (
-		mine *scope
+		mine *resyncscope.Scope
 		base uint64
 		why  = offer.Full
 	)
@@ -88,7 +95,7 @@ func (s *Shipper) negotiate(stream replpb.Replication_ResyncClient, hdr journal.
 	}
 	var first *replpb.Scope
 	if why == "" {
-		if first, err = mine.proto(); err != nil {
+		if first, err = mine.Proto(); err != nil {
 			why = err.Error()
 		} else {
 			first.Base = base
@@ -126,7 +133,7 @@ func sendScope(stream replpb.Replication_ResyncClient, sc *replpb.Scope) error {
 
 // ownScope finds base from the backup's offer and reads what this
 // journal's batches base+1..seq name; why says why not, if it cannot.
-func (s *Shipper) ownScope(offer *replpb.ResyncOffer, seq uint64, budget int64) (uint64, *scope, string) {
+func (s *Shipper) ownScope(offer *replpb.ResyncOffer, seq uint64, budget int64) (uint64, *resyncscope.Scope, string) {
 	common, ok := s.commonSeq(offer.Chain, seq)
 	if !ok {
 		return 0, nil, "no batch the backup offered is in this primary's journal alike (their histories parted before this journal's first batch)"
@@ -135,8 +142,8 @@ func (s *Shipper) ownScope(offer *replpb.ResyncOffer, seq uint64, budget int64) 
 	if first := s.store.First(); base < seq && first > base+1 {
 		return 0, nil, fmt.Sprintf("this primary's journal no longer holds batch %d (it starts at %d)", base+1, first)
 	}
-	sc := newScope()
-	if err := sc.readBatches(s.store, base+1, seq, budget); err != nil {
+	sc := resyncscope.New()
+	if err := sc.ReadBatches(s.store, base+1, seq, budget); err != nil {
 		return 0, nil, err.Error()
 	}
 	return base, sc, ""
@@ -177,23 +184,24 @@ func (s *Shipper) holdsAlike(seq uint64, sum uint32) bool {
 // snapshot, and picks the entries to send: every one in the scope, and
 // every other name of a file among them. It returns the final scope for
 // the backup, or why the resync is a full one after all.
-func (s *Shipper) plan(mine *scope, theirs *replpb.Scope, entries []capture.Entry) (*resyncPlan, *replpb.Scope, string) {
-	sc, err := scopeOf(theirs)
+func (s *Shipper) plan(mine *resyncscope.Scope, theirs *replpb.Scope, entries []capture.Entry) (*resyncPlan, *replpb.Scope, string) {
+	sc, err := resyncscope.FromProto(theirs)
 	if err != nil {
 		return nil, nil, err.Error()
 	}
-	sc.merge(mine)
+	sc.Merge(mine)
 	if err := settleListings(sc, theirs.Listings, entries); err != nil {
 		return nil, nil, err.Error()
 	}
-	if sc.subtrees["."] {
+	if sc.Whole() {
 		return nil, nil, "the scope is the whole volume"
 	}
-	plan := &resyncPlan{kind: kindTargeted, send: make([]bool, len(entries)), subtrees: len(sc.subtrees)}
+	final := &replpb.Scope{Subtrees: sc.Subtrees()}
+	plan := &resyncPlan{kind: resyncscope.Targeted, send: make([]bool, len(entries)), subtrees: len(final.Subtrees)}
 	links := map[uint64][]int{}
 	for i := range entries {
 		e := &entries[i]
-		plan.send[i] = sc.covers(e.Path)
+		plan.send[i] = sc.Covers(e.Path)
 		if e.Stat.Mode&unix.S_IFMT != unix.S_IFDIR && e.Stat.Nlink > 1 {
 			links[e.Stat.Ino] = append(links[e.Stat.Ino], i)
 		}
@@ -213,8 +221,7 @@ func (s *Shipper) plan(mine *scope, theirs *replpb.Scope, entries []capture.Entr
 	if float64(plan.n) > maxScopeShare*float64(len(entries)) {
 		return nil, nil, fmt.Sprintf("the paths to resync hold %d of the snapshot's %d entries", plan.n, len(entries))
 	}
-	final := &replpb.Scope{Subtrees: sortedBytes(sc.subtrees)}
-	if n := pathBytes(final.Subtrees); n > maxScopeBytes {
+	if n := resyncscope.PathBytes(final.Subtrees); n > resyncscope.MaxBytes {
 		return nil, nil, fmt.Sprintf("%d subtrees (%d bytes) are too many to list", len(final.Subtrees), n)
 	}
 	return plan, final, ""
@@ -232,7 +239,7 @@ func anySent(send []bool, group []int) bool {
 // settleListings turns each directory the backup listed (one its
 // unjournaled tail changed) into subtrees: every name that only one side
 // holds there, or the directory itself where this side has no directory.
-func settleListings(sc *scope, listings []*replpb.Listing, entries []capture.Entry) error {
+func settleListings(sc *resyncscope.Scope, listings []*replpb.Listing, entries []capture.Entry) error {
 	if len(listings) == 0 {
 		return nil
 	}
@@ -254,7 +261,7 @@ func settleListings(sc *scope, listings []*replpb.Listing, entries []capture.Ent
 		if p == "." {
 			continue
 		}
-		if names := want[parentOf(p)]; names != nil {
+		if names := want[resyncscope.Parent(p)]; names != nil {
 			names[baseName(p)] = true
 		}
 	}
@@ -262,10 +269,10 @@ func settleListings(sc *scope, listings []*replpb.Listing, entries []capture.Ent
 		d := string(l.Dir)
 		ours := want[d]
 		if ours == nil {
-			sc.subtree(d)
+			sc.Subtree(d)
 			continue
 		}
-		sc.entry(d)
+		sc.Entry(d)
 		theirs := make(map[string]bool, len(l.Names))
 		for _, b := range l.Names {
 			name := string(b)
@@ -274,12 +281,12 @@ func settleListings(sc *scope, listings []*replpb.Listing, entries []capture.Ent
 			}
 			theirs[name] = true
 			if !ours[name] {
-				sc.subtree(childPath(d, name))
+				sc.Subtree(childPath(d, name))
 			}
 		}
 		for name := range ours {
 			if !theirs[name] {
-				sc.subtree(childPath(d, name))
+				sc.Subtree(childPath(d, name))
 			}
 		}
 	}
@@ -294,4 +301,17 @@ func baseName(p string) string {
 		}
 	}
 	return p
+}
+
+// validName reports whether name can be one name in a directory.
+func validName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsRune(name, '/') && journal.ValidPath(name)
+}
+
+// childPath is name in dir.
+func childPath(dir, name string) string {
+	if dir == "." {
+		return name
+	}
+	return dir + "/" + name
 }

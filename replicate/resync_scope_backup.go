@@ -9,6 +9,7 @@ import (
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/resyncscope"
 )
 
 // The backup's side of a targeted resync (resync_scope.go has the
@@ -39,6 +40,13 @@ var resyncingKey = journal.KeyResyncing.Name
 // before its last batch's seal on (the kernel stamps ctimes from a clock
 // that runs up to a tick behind the one pbfs reads).
 const tailMargin = 2 * time.Second
+
+// chainDense: a backup offers the checksums of its newest batches one by
+// one up to this many, then every power of two further back. A deposed
+// primary's unacknowledged suffix is a few batches (what the ack window
+// held); past 64 the common seq found is at most twice as far back as the
+// real one, which costs only more paths.
+const chainDense = 64
 
 // The phases of a scoped resync on the backup.
 const (
@@ -176,7 +184,7 @@ func (r *resyncer) scopeStep(sc *replpb.Scope) (*replpb.ResyncBackupMsg, error) 
 		if err := r.rc.Limit(paths); err != nil {
 			return nil, err
 		}
-		r.phase, r.kind = phaseEntries, kindTargeted
+		r.phase, r.kind = phaseEntries, resyncscope.Targeted
 		r.b.log.Info("resync: targeted: only the paths the two histories touched since they parted", "seq", r.start.Seq, "subtrees", len(paths))
 		return nil, nil
 	}
@@ -184,7 +192,7 @@ func (r *resyncer) scopeStep(sc *replpb.Scope) (*replpb.ResyncBackupMsg, error) 
 }
 
 func (r *resyncer) goFull(why string) {
-	r.phase, r.kind = phaseEntries, kindFull
+	r.phase, r.kind = phaseEntries, resyncscope.Full
 	r.b.log.Info("resync: full", "seq", r.start.Seq, "why_not_targeted", why)
 }
 
@@ -193,13 +201,13 @@ func (r *resyncer) goFull(why string) {
 // finds (resync_scope.go).
 func (r *resyncer) ownScope(ps *replpb.Scope) (*replpb.Scope, error) {
 	b := r.b
-	theirs, err := scopeOf(ps)
+	theirs, err := resyncscope.FromProto(ps)
 	if err != nil {
 		return nil, err
 	}
 	full := func(why string) (*replpb.Scope, error) { return &replpb.Scope{Full: why}, nil }
 	last := b.store.Last()
-	sc := newScope()
+	sc := resyncscope.New()
 	if ps.Base > last.Seq {
 		return full(fmt.Sprintf("the primary's base %d is past this journal's last batch %d", ps.Base, last.Seq))
 	}
@@ -207,7 +215,7 @@ func (r *resyncer) ownScope(ps *replpb.Scope) (*replpb.Scope, error) {
 		if first := b.store.First(); first > ps.Base+1 {
 			return full(fmt.Sprintf("its journal no longer holds batch %d (it starts at %d)", ps.Base+1, first))
 		}
-		if err := sc.readBatches(b.store, ps.Base+1, last.Seq, 0); err != nil {
+		if err := sc.ReadBatches(b.store, ps.Base+1, last.Seq, 0); err != nil {
 			return full(err.Error())
 		}
 	}
@@ -227,41 +235,41 @@ func (r *resyncer) ownScope(ps *replpb.Scope) (*replpb.Scope, error) {
 
 // surveyed adds to sc what the walk of the volume found, and makes sc the
 // answer.
-func (r *resyncer) surveyed(sc, theirs *scope, sv *apply.Survey) (*replpb.Scope, error) {
+func (r *resyncer) surveyed(sc, theirs *resyncscope.Scope, sv *apply.Survey) (*replpb.Scope, error) {
 	for _, p := range sv.Changed {
-		sc.subtree(p)
+		sc.Subtree(p)
 	}
 	for _, p := range sv.Local {
-		sc.subtree(p)
+		sc.Subtree(p)
 	}
 	var listings []*replpb.Listing
 	size := 0
 	for d, names := range sv.ChangedDirs {
-		sc.entry(d)
+		sc.Entry(d)
 		l := &replpb.Listing{Dir: []byte(d), Names: make([][]byte, len(names))}
 		for i, n := range names {
 			l.Names[i] = []byte(n)
 		}
-		size += pathBytes(l.Names)
+		size += resyncscope.PathBytes(l.Names)
 		listings = append(listings, l)
 	}
 	// Reconciling one name of a file writes every other: each must be in
 	// the scope, for the primary to send what it holds there.
-	union := newScope()
-	union.merge(sc)
-	union.merge(theirs)
+	union := resyncscope.New()
+	union.Merge(sc)
+	union.Merge(theirs)
 	for _, names := range sv.Links {
 		for _, p := range names {
-			if union.covers(p) {
+			if union.Covers(p) {
 				for _, q := range names {
-					sc.entry(q)
+					sc.Entry(q)
 				}
 				break
 			}
 		}
 	}
-	msg, err := sc.proto()
-	if err == nil && pathBytes(msg.Subtrees)+pathBytes(msg.Entries)+size > maxScopeBytes {
+	msg, err := sc.Proto()
+	if err == nil && resyncscope.PathBytes(msg.Subtrees)+resyncscope.PathBytes(msg.Entries)+size > resyncscope.MaxBytes {
 		err = fmt.Errorf("the directories its unjournaled changes touched hold too many names to list")
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // A shipper's session with its backup: the Hello and the Welcome, the
@@ -62,7 +63,7 @@ func (s *Shipper) session(parent context.Context) error {
 
 // handshake sends the Hello (the epoch, the last seq, the ack policy
 // announced) and reads the backup's Welcome, or its refusal.
-func (s *Shipper) handshake(stream primaryStream) (*replpb.Welcome, AckPolicy, error) {
+func (s *Shipper) handshake(stream primaryStream) (*replpb.Welcome, wire.AckPolicy, error) {
 	sent := s.announced()
 	if err := stream.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{
 		VolumeId: s.volumeID, Epoch: s.store.Epoch(), LastSeq: s.store.Last().Seq,

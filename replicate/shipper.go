@@ -24,6 +24,11 @@ var (
 	errStreamClosed = errors.New("stream closed")
 )
 
+// rawSilence is how long a primary waits for a word from a backup before
+// it ends the stream: a variable for tests, read when a shipper's dialer
+// is made.
+var rawSilence = wire.Silence
+
 // Shipper streams the primary's journal to one backup, pipelined, and
 // tracks what the backup has acked as durable.
 type Shipper struct {
@@ -59,12 +64,12 @@ type Shipper struct {
 	// stalled: the backup reports it cannot apply what it holds
 	stalled atomic.Bool
 
-	snaps  Snapshotter               // nil: resync unavailable
-	policy atomic.Pointer[AckPolicy] // announced in Hello (Primary.announce)
+	snaps  Snapshotter                    // nil: resync unavailable
+	policy atomic.Pointer[wire.AckPolicy] // announced in Hello (Primary.announce)
 	// confirmed is the policy the backup took from this term's last Hello
 	// it answered with a Welcome (nil: none yet; it may hold any policy
 	// of an earlier term): what its election rule goes by (quorum).
-	confirmed atomic.Pointer[AckPolicy]
+	confirmed atomic.Pointer[wire.AckPolicy]
 	added     bool // by AddBackup, while the primary ran (quorum)
 	// joining: added while the primary runs, not in the ack set until it
 	// caught up (members.go)
@@ -133,11 +138,11 @@ func (s *Shipper) openStream(ctx context.Context) (primaryStream, string, error)
 	return stream, "grpc", err
 }
 
-func (s *Shipper) announced() AckPolicy {
+func (s *Shipper) announced() wire.AckPolicy {
 	if p := s.policy.Load(); p != nil {
 		return *p
 	}
-	return AckPolicy{}
+	return wire.AckPolicy{}
 }
 
 // Acked returns the newest seq the backup holds durably.

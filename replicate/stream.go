@@ -125,7 +125,7 @@ func (b *Backup) storeLoop(ctx context.Context, stream backupStream, hello *repl
 	incoming <-chan *replpb.Batch, recvErr <-chan error, ackedSeq *atomic.Uint64) error {
 	// An ack at least every heartbeat tells the primary this backup is
 	// alive (a raw stream's primary gives up after rawSilence without one).
-	heartbeat := time.NewTicker(b.heartbeat)
+	heartbeat := time.NewTicker(heartbeatEvery)
 	defer heartbeat.Stop()
 	acks := &acker{stream: stream, b: b, delay: time.NewTimer(time.Hour)}
 	acks.delay.Stop()

@@ -2,59 +2,16 @@ package replicate
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"time"
 
-	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
-// AckPolicy is the ack policy a primary announces in its Hello: a barrier
-// returns once Need of the Of backups hold its batch, and with Degrade a
-// lagging backup may be dropped from the ack set. A backup keeps the last
-// one it saw: promotion needs it to judge whether this backup holds every
-// acknowledged batch (docs/FAILOVER.md).
-type AckPolicy struct {
-	Need, Of uint32
-	Degrade  bool
-}
-
-// Known reports whether a primary ever announced a policy.
-func (p AckPolicy) Known() bool { return p.Of > 0 }
-
-// policyKey is the backup's journal metadata key for the last AckPolicy.
-var policyKey = journal.KeyAckPolicy.Name
-
-func (p AckPolicy) encode() []byte {
-	b := binary.BigEndian.AppendUint32(nil, p.Need)
-	b = binary.BigEndian.AppendUint32(b, p.Of)
-	if p.Degrade {
-		return append(b, 1)
-	}
-	return append(b, 0)
-}
-
-func decodePolicy(b []byte) AckPolicy {
-	if len(b) != 9 {
-		return AckPolicy{}
-	}
-	return AckPolicy{Need: binary.BigEndian.Uint32(b), Of: binary.BigEndian.Uint32(b[4:]), Degrade: b[8] == 1}
-}
-
-// notePolicy keeps the policy a primary announced; the caller holds b.mu.
-func (b *Backup) notePolicy(h *replpb.Hello) error {
-	p := AckPolicy{Need: h.AckNeed, Of: h.Backups, Degrade: h.Degrade}
-	if p == b.policy || !p.Known() {
-		return nil
-	}
-	if err := b.store.SetMeta(policyKey, p.encode()); err != nil {
-		return err
-	}
-	b.policy = p
-	return nil
-}
+// What a backup says of itself: the Welcome it answers a primary's Hello
+// with, and the Report a backup about to be promoted asks its peers for
+// (promote.go) through Query.
 
 // welcome describes what the backup holds; the caller holds b.mu.
 func (b *Backup) welcome() *replpb.Welcome {
@@ -88,7 +45,7 @@ type Peer struct {
 	AppliedSeq uint64
 	Epoch      uint64
 	Stalled    bool
-	Policy     AckPolicy
+	Policy     wire.AckPolicy
 }
 
 // Query asks the backup at addr what it holds.
@@ -105,5 +62,5 @@ func Query(ctx context.Context, addr, token string, tlsFiles wire.TLSFiles) (Pee
 		return Peer{}, fmt.Errorf("query %s: %w", addr, err)
 	}
 	return Peer{Addr: addr, VolumeID: w.VolumeId, DurableSeq: w.DurableSeq, Checksum: w.DurableChecksum, AppliedSeq: w.AppliedSeq,
-		Epoch: w.Epoch, Stalled: w.Stalled, Policy: AckPolicy{Need: w.AckNeed, Of: w.Backups, Degrade: w.Degrade}}, nil
+		Epoch: w.Epoch, Stalled: w.Stalled, Policy: wire.AckPolicy{Need: w.AckNeed, Of: w.Backups, Degrade: w.Degrade}}, nil
 }
