@@ -143,61 +143,32 @@ func (c *Committer) commit(ctx context.Context, trigger string) (uint64, error) 
 }
 
 // Run seals on the timer and on size until ctx ends, then seals what is
-// left. The timer runs only while the open batch holds something: it
-// starts at the batch's first op, so a batch waits at most the interval
-// for a barrier, and an idle mount takes no wake-up at all (a ticker woke
-// every idle mount 20 times a second). A batch the journal refused is
-// retried on the timer, and at least every retryEvery however long the
-// timer.
+// left. A batch the journal refused is retried on the timer, and at least
+// every retryEvery however long the timer.
 func (c *Committer) Run(ctx context.Context) {
-	t := time.NewTimer(c.interval)
+	t := time.NewTicker(c.interval)
 	defer t.Stop()
 	retry := time.NewTicker(retryEvery)
 	defer retry.Stop()
 	for {
-		if !c.waitOpen(ctx) {
-			c.final()
-			return
-		}
-		t.Reset(c.interval)
-		var retryC <-chan time.Time
-		if c.holding.Load() {
-			retryC = retry.C
-		}
 		trigger := "timer"
 		select {
 		case <-ctx.Done():
-			c.final()
+			if _, err := c.commit(context.Background(), "close"); err != nil {
+				c.log.Error("final seal failed", "err", err)
+			}
 			return
 		case <-t.C:
-		case <-retryC:
+		case <-retry.C:
+			if !c.holding.Load() {
+				continue
+			}
 		case <-c.fs.SealRequests():
 			trigger = "size"
 		}
 		if _, err := c.commit(ctx, trigger); err != nil && ctx.Err() == nil {
 			time.Sleep(100 * time.Millisecond)
 		}
-	}
-}
-
-// waitOpen returns once there is something to seal, or false when ctx
-// ends first.
-func (c *Committer) waitOpen(ctx context.Context) bool {
-	for c.fs.Empty() && !c.holding.Load() {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-c.fs.Opened():
-		case <-c.fs.SealRequests():
-		}
-	}
-	return true
-}
-
-// final seals what is left when Run ends.
-func (c *Committer) final() {
-	if _, err := c.commit(context.Background(), "close"); err != nil {
-		c.log.Error("final seal failed", "err", err)
 	}
 }
 
