@@ -31,45 +31,21 @@ func storeWithOneBatch(t *testing.T) *journal.Store {
 // TestSilentBackupEndsRawStream: a backup that acks every heartbeat keeps
 // its raw stream up with nothing to send; one that goes silent (its
 // process stopped, its kernel still answering TCP) is marked unreachable
-// after rawSilence, as gRPC's keepalive did.
+// after rawSilence, as gRPC's keepalive did. That a backup does ack every
+// heartbeat is TestBackupAcksEveryHeartbeat's.
 func TestSilentBackupEndsRawStream(t *testing.T) {
 	// Restored once everything below has stopped (cleanups run last first).
-	t.Cleanup(func(h, s time.Duration) func() {
-		return func() { heartbeatEvery, rawSilence = h, s }
-	}(heartbeatEvery, rawSilence))
-	heartbeatEvery, rawSilence = 50*time.Millisecond, time.Second
+	silence := rawSilence
+	t.Cleanup(func() { rawSilence = silence })
+	rawSilence = time.Second
 
-	_, addr, _ := startBackup(t)
 	st, err := journal.OpenStore(filepath.Join(t.TempDir(), "pj"), journal.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-
-	// A backup that opens the stream and then says nothing more.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-			io.ReadFull(c, make([]byte, len(wire.Magic)))
-			s, err := wire.Accept(c, nil, "right", func(string) {})
-			if err != nil {
-				return
-			}
-			s.Recv() // the Hello
-			s.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Welcome{Welcome: &replpb.Welcome{VolumeId: "v"}}})
-		}
-	}()
-
-	p, err := StartPrimary(PrimaryConfig{Backups: []string{addr, ln.Addr().String()}, Ack: "all", Token: "right", VolumeID: "v", Store: st})
+	addrs := []string{fakeBackup(t, 50*time.Millisecond), fakeBackup(t, 0)}
+	p, err := StartPrimary(PrimaryConfig{Backups: addrs, Ack: "all", Token: "right", VolumeID: "v", Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,5 +67,56 @@ func TestSilentBackupEndsRawStream(t *testing.T) {
 			t.Fatalf("a backup that heartbeats went down: %q", live.describe(0))
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// fakeBackup serves raw streams on a loopback port as a backup holding
+// nothing would: it welcomes each primary, then acks with nothing new
+// every beat; with beat 0 it says nothing more (its process stopped, its
+// kernel still answering TCP). Its streams end at cleanup.
+func fakeBackup(t *testing.T, beat time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); close(done) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go fakeBackupStream(c, beat, done)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func fakeBackupStream(c net.Conn, beat time.Duration, done <-chan struct{}) {
+	defer c.Close()
+	io.ReadFull(c, make([]byte, len(wire.Magic)))
+	s, err := wire.Accept(c, nil, "right", func(string) {})
+	if err != nil {
+		return
+	}
+	s.Recv() // the Hello
+	s.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Welcome{Welcome: &replpb.Welcome{VolumeId: "v"}}})
+	var heartbeat <-chan time.Time
+	if beat > 0 {
+		tick := time.NewTicker(beat)
+		defer tick.Stop()
+		heartbeat = tick.C
+	}
+	for {
+		select {
+		case <-done:
+			return
+		case <-heartbeat:
+			if s.Send(&replpb.BackupMsg{Msg: &replpb.BackupMsg_Ack{Ack: &replpb.Ack{}}}) != nil {
+				return
+			}
+		}
 	}
 }
