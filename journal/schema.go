@@ -56,6 +56,13 @@ var (
 	KeyApplied       = MetaKey{"applied", MetaOld, "none: a backup journal made before apply.progress"}
 )
 
+// KeyRole's values: what the journal last served. A backup that opens a
+// journal a primary used waits for a resync first.
+const (
+	RolePrimary = "primary"
+	RoleBackup  = "backup"
+)
+
 // MetaKeys is the whole schema, in docs/FORMAT.md's order.
 var MetaKeys = []MetaKey{
 	KeyMetaVersion, KeyEpoch, KeyVolume, KeyOpen, KeyClosed, KeyBatchLog, KeyRole, KeyAhead, KeyAcked,

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/journal"
 )
 
 // A barrier's path: seal what capture holds, wait for the resync gate
@@ -113,7 +113,7 @@ func (m *Mount) keepAcked(ctx context.Context) {
 		case <-t.C:
 		}
 		if v := m.acked.Load(); v != saved {
-			if err := m.store.SetMetaUint(replicate.AckedKey, v); err == nil {
+			if err := m.store.SetMetaUint(journal.KeyAcked.Name, v); err == nil {
 				saved = v
 			}
 		}

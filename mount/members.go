@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/journal"
 )
 
 // The backups a primary replicates to: adding and removing them while it
@@ -62,7 +62,7 @@ func (m *Mount) resynced() {
 	if !m.ahead.raised() {
 		return
 	}
-	if err := m.store.SetMetaUint(replicate.AheadKey, 0); err != nil {
+	if err := m.store.SetMetaUint(journal.KeyAhead.Name, 0); err != nil {
 		m.log.Error("clear the unclean marker", "err", err)
 		return
 	}

@@ -261,7 +261,7 @@ func (m *Mount) markOpen(rootFd int) error {
 	}
 	// A backup opening this journal later (a deposed primary rejoining)
 	// must know its volume needs a resync first.
-	if err := m.store.SetMeta(replicate.RoleKey, []byte(replicate.RolePrimary)); err != nil {
+	if err := m.store.SetMeta(journal.KeyRole.Name, []byte(journal.RolePrimary)); err != nil {
 		return err
 	}
 	// And which of its paths stay home: a targeted resync of it removes
@@ -298,11 +298,11 @@ func (m *Mount) markOpen(rootFd int) error {
 		m.log.Warn("the journal lost batches since its last clean close; backups are resynced from the volume", "lost_from", lost, "last_seq", since)
 	}
 	if unclean || changed || lost > 0 {
-		if err := m.store.SetMetaUint(replicate.AheadKey, since+1); err != nil {
+		if err := m.store.SetMetaUint(journal.KeyAhead.Name, since+1); err != nil {
 			return err
 		}
 	}
-	if ahead, _ := m.store.MetaUint(replicate.AheadKey); ahead > 0 && (len(m.cfg.Backups) > 0 || m.cfg.Dynamic) {
+	if ahead, _ := m.store.MetaUint(journal.KeyAhead.Name); ahead > 0 && (len(m.cfg.Backups) > 0 || m.cfg.Dynamic) {
 		m.ahead.set()
 		m.log.Warn("resyncing every backup before replicating: "+ErrVolumeAhead.Error(), "since_seq", ahead)
 	}

@@ -70,21 +70,6 @@ type BackupConfig struct {
 	RepairEpoch uint64
 }
 
-// The journal's role, in its metadata: a journal a primary used and a
-// backup then opens needs a resync first.
-var (
-	RoleKey     = journal.KeyRole.Name
-	RolePrimary = "primary"
-	RoleBackup  = "backup"
-	// AckedKey: the newest seq a primary's barrier returned (roughly; it
-	// is written every second).
-	AckedKey = journal.KeyAcked.Name
-	// AheadKey: the first seq a primary's volume may be ahead of its
-	// journal from (a crash, an offline change); its backups are resynced
-	// from the volume before anything is shipped (mount).
-	AheadKey = journal.KeyAhead.Name
-)
-
 // ErrVolumeBusy refuses a volume another backup, or a pbfs mount, already serves.
 var ErrVolumeBusy = errors.New("another pbfs process serves this volume")
 

@@ -78,7 +78,7 @@ func dialRaw(t *testing.T, addr, token string) primaryStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
-	d, err := wire.NewDialer(addr, token, wire.TLSFiles{}, rawSilence)
+	d, err := wire.NewDialer(addr, token, wire.TLSFiles{}, wire.Silence)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func openRaw(t *testing.T, addr, token string) (wire.PrimaryStream, net.Conn, er
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	d, err := wire.NewDialer(addr, token, wire.TLSFiles{}, rawSilence)
+	d, err := wire.NewDialer(addr, token, wire.TLSFiles{}, wire.Silence)
 	if err != nil {
 		t.Fatal(err)
 	}

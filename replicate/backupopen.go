@@ -49,7 +49,7 @@ func (b *Backup) openParts() error {
 	if b.store, err = journal.OpenStore(cfg.Journal, journal.StoreOptions{Logger: cfg.Logger, Reserve: cfg.JournalReserve}); err != nil {
 		return err
 	}
-	if role, _ := b.store.Meta(RoleKey); cfg.RefusePrimary && string(role) == RolePrimary {
+	if role, _ := b.store.Meta(journal.KeyRole.Name); cfg.RefusePrimary && string(role) == journal.RolePrimary {
 		return ErrPrimaryJournal
 	}
 	if b.applier, err = apply.New(cfg.Volume, cfg.Logger); err != nil {
@@ -145,9 +145,9 @@ func (b *Backup) recover(applied, applying uint64) error {
 // the batch being applied.
 func (b *Backup) takeRole(applying uint64) (bool, uint64, error) {
 	st := b.store
-	role, _ := st.Meta(RoleKey)
+	role, _ := st.Meta(journal.KeyRole.Name)
 	switch former, _ := st.MetaUint(formerPrimaryKey); {
-	case string(role) == RolePrimary && b.cfg.FirstTerm:
+	case string(role) == journal.RolePrimary && b.cfg.FirstTerm:
 		// The journal of a primary that ran before any coordinator (pbfs
 		// mount, then pbfs node): its volume is the authoritative copy,
 		// holding every batch (a crash of that mount shows in its open
@@ -156,9 +156,9 @@ func (b *Backup) takeRole(applying uint64) (bool, uint64, error) {
 		b.applied.Store(st.Last().Seq)
 		b.synced.Store(st.Last().Seq)
 		return false, 0, b.prog.save(st.Last().Seq, 0)
-	case former > 0 && string(role) != RolePrimary:
+	case former > 0 && string(role) != journal.RolePrimary:
 		b.formerEpoch = former // restarted before the resync that ends it
-	case string(role) == RolePrimary:
+	case string(role) == journal.RolePrimary:
 		// The journal last served a primary (a deposed one, rejoining):
 		// its volume holds what that primary applied, journaled or not,
 		// and its tail may not be in the new primary's history. Only a
@@ -171,7 +171,7 @@ func (b *Backup) takeRole(applying uint64) (bool, uint64, error) {
 		if err := st.SetMetaUint(journal.KeyStalled.Name, st.Last().Seq+1); err != nil {
 			return true, applying, err
 		}
-		return true, applying, st.SetMeta(RoleKey, []byte(RoleBackup))
+		return true, applying, st.SetMeta(journal.KeyRole.Name, []byte(journal.RoleBackup))
 	}
 	return false, applying, nil
 }

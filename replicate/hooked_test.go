@@ -16,7 +16,7 @@ import (
 )
 
 // The tests that hold a backup's store loop at a point (testHookAcked,
-// failpoint.go): built with the failpoints, as make test builds them.
+// backupfailpoint.go): built with the failpoints, as make test builds them.
 
 // TestApplyAfterAckIsReported: a batch applied after the ack that
 // followed its store, but before the stream waits for progress again, is

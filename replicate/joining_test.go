@@ -1,4 +1,4 @@
-package replicate
+package replicate_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -17,7 +19,7 @@ import (
 // own disk: the barrier waits for the first of them to catch up. It was
 // acknowledged at once before, and lost with the primary.
 func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
-	p, err := StartPrimary(PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t)})
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +47,7 @@ func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
 // the other members were down) acknowledges nothing on its own disk; the
 // barrier returns once a backup joined and holds the batch.
 func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
-	p, err := StartPrimary(PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), MinBackups: 1})
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), MinBackups: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
 // set at once, with no barrier to notice: an idle primary's status said
 // "joining" for a backup that had long caught up.
 func TestCaughtUpBackupJoinsWithoutABarrier(t *testing.T) {
-	p, err := StartPrimary(PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t)})
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,111 +98,17 @@ func TestCaughtUpBackupJoinsWithoutABarrier(t *testing.T) {
 	}
 }
 
-// A joining backup is told it is out of the ack set: its policy carries
-// the degrade flag, with which an election waits for every backup's
-// report. Once it joins, a new session tells it the ack set's policy. A
-// joining backup told "need 1 of 1" took its own report for proof that it
-// held every acknowledged batch, and was elected without them.
-func TestJoiningBackupIsToldItIsOutOfTheAckSet(t *testing.T) {
-	p, err := StartPrimary(PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), Dynamic: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	addr := unusedAddr(t)
-	if err := p.AddBackup(addr); err != nil {
-		t.Fatal(err)
-	}
-	if pol := p.list()[0].announced(); !pol.Degrade || pol.Need != 1 || pol.Of != 1 {
-		t.Fatalf("a joining backup is announced %+v, want the degrade flag", pol)
-	}
-	b, _ := serveBackup(t, addr)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		st := b.Status()
-		if st.DurableSeq >= 1 && st.Policy == (wire.AckPolicy{Need: 1, Of: 1}) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the backup holds seq %d and the policy %+v, want the ack set's {1 1 false}", st.DurableSeq, st.Policy)
-		}
-	}
-}
-
-// unusedAddr returns a loopback address nothing listens on (yet).
-func unusedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// serveBackup serves a new backup on addr ("127.0.0.1:0": any port),
-// closed in Cleanup; the test is skipped if addr was taken meanwhile.
-func serveBackup(t *testing.T, addr string) (*Backup, net.Listener) {
-	t.Helper()
-	vol := filepath.Join(t.TempDir(), "vol")
-	os.Mkdir(vol, 0o755)
-	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	bl, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("the address was taken meanwhile: %v", err)
-	}
-	go b.Serve(bl)
-	return b, bl
-}
-
-// A barrier returns only when no backup lacking its batch could be elected
-// by the policy it last confirmed: one told {1 of 1} before another joined
-// takes its own report for proof.
-func TestSafeCountsEachBackupsOwnRule(t *testing.T) {
-	backup := func(p *wire.AckPolicy, added bool) *Shipper {
-		s := &Shipper{added: added}
-		if p != nil {
-			s.confirmed.Store(p)
-		}
-		return s
-	}
-	holder := backup(&wire.AckPolicy{Need: 1, Of: 2}, false)
-	for _, tc := range []struct {
-		what  string
-		other *Shipper
-		safe  bool
-	}{
-		{"told {1 of 1}", backup(&wire.AckPolicy{Need: 1, Of: 1}, false), false},
-		{"told {1 of 2}", backup(&wire.AckPolicy{Need: 1, Of: 2}, false), true},
-		{"told {1 of 2}, degrade", backup(&wire.AckPolicy{Need: 1, Of: 2, Degrade: true}, false), true},
-		{"told {2 of 2}", backup(&wire.AckPolicy{Need: 2, Of: 2}, false), false},
-		{"told nothing this term, there from its start", backup(nil, false), false},
-		{"told nothing this term, added since", backup(nil, true), true},
-	} {
-		e := electable{n: 2}
-		e.add(holder, true)
-		e.add(tc.other, false)
-		got := e.safe()
-		if got != tc.safe {
-			t.Errorf("the holder and a backup %s: safe %v, want %v", tc.what, got, tc.safe)
-		}
-	}
-}
-
 // When a backup joins, the ones already in the ack set are told the new
 // policy at once (a new session), not only at their next reconnect.
 func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
 	b1, l1 := serveBackup(t, "127.0.0.1:0")
-	p, err := StartPrimary(PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), Dynamic: true,
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), Dynamic: true,
 		Backups: []string{l1.Addr().String()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	waitPolicy := func(b *Backup, want wire.AckPolicy) {
+	waitPolicy := func(b *replicate.Backup, want wire.AckPolicy) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); b.Status().Policy != want; time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -227,7 +135,7 @@ func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
 func TestFixedBackupDownFromTheStartHoldsNoMajority(t *testing.T) {
 	_, live := serveBackup(t, "127.0.0.1:0")
 	dead := unusedAddr(t)
-	p, err := StartPrimary(PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t),
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t),
 		Backups: []string{live.Addr().String(), dead}})
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +153,7 @@ func TestFixedBackupDownFromTheStartHoldsNoMajority(t *testing.T) {
 // says why, until it has been told the current policy.
 func TestBarrierWaitsForABackupThatMayHoldAnOldPolicy(t *testing.T) {
 	_, live := serveBackup(t, "127.0.0.1:0")
-	p, err := StartPrimary(PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), Dynamic: true,
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), Dynamic: true,
 		Backups: []string{live.Addr().String(), unusedAddr(t)}})
 	if err != nil {
 		t.Fatal(err)
@@ -256,4 +164,49 @@ func TestBarrierWaitsForABackupThatMayHoldAnOldPolicy(t *testing.T) {
 	if n, err := p.Wait(ctx, 1); err == nil || !strings.Contains(err.Error(), "holds an ack policy by which it could be elected without it") {
 		t.Fatalf("a barrier held by one of two backups, the other silent since the term began: %d acks, %v", n, err)
 	}
+}
+
+// unusedAddr returns a loopback address nothing listens on (yet).
+func unusedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// serveBackup serves a new backup on addr ("127.0.0.1:0": any port),
+// closed in Cleanup; the test is skipped if addr was taken meanwhile.
+func serveBackup(t *testing.T, addr string) (*replicate.Backup, net.Listener) {
+	t.Helper()
+	vol := filepath.Join(t.TempDir(), "vol")
+	os.Mkdir(vol, 0o755)
+	b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	bl, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the address was taken meanwhile: %v", err)
+	}
+	go b.Serve(bl)
+	return b, bl
+}
+
+// storeWithOneBatch is a primary's journal holding batch 1, closed at
+// cleanup.
+func storeWithOneBatch(t *testing.T) *journal.Store {
+	t.Helper()
+	st, err := journal.OpenStore(filepath.Join(t.TempDir(), "pj"), journal.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, _, err := st.Append([]journal.Op{{Kind: journal.KindCreate, Path: "f", Mode: 0o644}}, time.Now(), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -49,7 +49,7 @@ func windowJournal(t *testing.T, jdir, vol string, batches []*journal.Batch, who
 		}
 		prev = h.Checksum
 	}
-	st.SetMeta(RoleKey, []byte(RoleBackup))
+	st.SetMeta(journal.KeyRole.Name, []byte(journal.RoleBackup))
 	st.Close()
 	a, err := apply.New(vol, nil)
 	if err != nil {

@@ -30,7 +30,7 @@ func (b *Backup) keepDiscarded(start *replpb.ResyncStart, base uint64) {
 		oh, oerr := journal.DecodeHeader(ours)
 		diverged = err != nil || herr != nil || oerr != nil || oh.Checksum != h.Checksum
 	}
-	if acked, _ := b.store.MetaUint(AckedKey); b.formerEpoch > 0 && acked > 0 {
+	if acked, _ := b.store.MetaUint(journal.KeyAcked.Name); b.formerEpoch > 0 && acked > 0 {
 		// A deposed primary: what its barriers returned is in every
 		// history since; what it wrote after is its unacknowledged suffix.
 		from = acked + 1
@@ -95,7 +95,7 @@ func (b *Backup) endResync(start *replpb.ResyncStart) error {
 	if err := b.store.MarkClosed(); err != nil {
 		return err
 	}
-	if err := b.store.SetMetaUint(AheadKey, 0); err != nil {
+	if err := b.store.SetMetaUint(journal.KeyAhead.Name, 0); err != nil {
 		return err
 	}
 	// The progress first, "stalled" cleared last: a crash in between

@@ -59,9 +59,9 @@ func (p *resyncPlan) sends(i int) bool { return p.send == nil || p.send[i] }
 // scopeRefused says why this resync cannot be a targeted one before it
 // starts ("" if it may be).
 func (s *Shipper) scopeRefused(forced bool) string {
-	switch ahead, err := s.store.MetaUint(AheadKey); {
+	switch ahead, err := s.store.MetaUint(journal.KeyAhead.Name); {
 	case err != nil:
-		return fmt.Sprintf("read %s: %v", AheadKey, err)
+		return fmt.Sprintf("read %s: %v", journal.KeyAhead.Name, err)
 	case ahead > 0:
 		return "this primary's volume may be ahead of its journal (an unclean stop or an offline change)"
 	case forced:

@@ -143,3 +143,24 @@ func TestStallIsReportedAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestBackupAcksEveryHeartbeat: with nothing to store, a backup acks on
+// every heartbeat, the word by which a raw stream's primary knows it is
+// alive (the primary's side: TestSilentBackupEndsRawStream).
+func TestBackupAcksEveryHeartbeat(t *testing.T) {
+	_, addr, _ := startBackupHeartbeat(t, 50*time.Millisecond)
+	s := dialRaw(t, addr, "right")
+	if m := hello(t, s, 1); m.GetWelcome() == nil {
+		t.Fatalf("hello: %v", m)
+	}
+	start := time.Now()
+	for n := range 10 {
+		if m, err := s.Recv(); err != nil || m.GetAck() == nil {
+			t.Fatalf("heartbeat %d: %v, %v", n, m, err)
+		}
+	}
+	// At the default heartbeat, ten acks would take most of a minute.
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("ten heartbeats took %v", took)
+	}
+}

@@ -1,4 +1,4 @@
-package replicate
+package replicate_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/pbfs/pbfs/internal/testcert"
 	"github.com/pbfs/pbfs/journal"
+	"github.com/pbfs/pbfs/replicate"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -25,7 +26,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 	vol := filepath.Join(dir, "vol")
 	os.Mkdir(vol, 0o755)
-	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(dir, "bj"), Token: "tok", TLS: files("backup")})
+	b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: vol, Journal: filepath.Join(dir, "bj"), Token: "tok", TLS: files("backup")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestMutualTLS(t *testing.T) {
 		if _, _, err := st.Append([]journal.Op{{Kind: journal.KindCreate, Path: "f", Mode: 0o644}}, time.Now(), 0, false); err != nil {
 			t.Fatal(err)
 		}
-		p, err := StartPrimary(PrimaryConfig{Backups: []string{ln.Addr().String()}, Ack: "all", Token: "tok", VolumeID: "v", Store: st, TLS: tls})
+		p, err := replicate.StartPrimary(replicate.PrimaryConfig{Backups: []string{ln.Addr().String()}, Ack: "all", Token: "tok", VolumeID: "v", Store: st, TLS: tls})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,10 +61,10 @@ func TestMutualTLS(t *testing.T) {
 	}
 	// gRPC calls (resync, report) share the port with the raw stream,
 	// behind the same TLS.
-	if p, err := Query(context.Background(), ln.Addr().String(), "tok", files("primary")); err != nil || p.DurableSeq != 1 {
+	if p, err := replicate.Query(context.Background(), ln.Addr().String(), "tok", files("primary")); err != nil || p.DurableSeq != 1 {
 		t.Fatalf("a gRPC call over TLS: %+v, %v", p, err)
 	}
-	if _, err := Query(context.Background(), ln.Addr().String(), "tok", wire.TLSFiles{}); err == nil {
+	if _, err := replicate.Query(context.Background(), ln.Addr().String(), "tok", wire.TLSFiles{}); err == nil {
 		t.Fatal("a gRPC call without TLS was answered")
 	}
 	if _, err := os.Stat(filepath.Join(vol, "f")); err != nil {

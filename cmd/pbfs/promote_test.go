@@ -63,10 +63,10 @@ func TestPromoteTakesOver(t *testing.T) {
 	}
 	pst, err := journal.OpenStore(c.Jdir, journal.StoreOptions{})
 	must(t, err)
-	role, _ := pst.Meta(replicate.RoleKey)
+	role, _ := pst.Meta(journal.KeyRole.Name)
 	stalled, _ := pst.MetaUint("stalled")
 	must(t, pst.Close())
-	if string(role) != replicate.RolePrimary || stalled != 0 {
+	if string(role) != journal.RolePrimary || stalled != 0 {
 		t.Fatalf("a refused promotion changed the crashed primary's journal: role %q, stalled %d", role, stalled)
 	}
 	winner, other := mostCurrent(t, c)
@@ -102,7 +102,7 @@ func TestPromoteTakesOver(t *testing.T) {
 	ost, err := journal.OpenStore(old.Jdir, journal.StoreOptions{})
 	must(t, err)
 	unclean, _, err := ost.MarkOpen()
-	ahead, _ := ost.MetaUint(replicate.AheadKey)
+	ahead, _ := ost.MetaUint(journal.KeyAhead.Name)
 	must(t, errors.Join(err, ost.Close()))
 	if unclean || ahead != 0 {
 		t.Fatalf("the resynced old primary's journal: unclean %v, ahead of seq %d", unclean, ahead)
@@ -202,10 +202,10 @@ func TestPromoteRefusals(t *testing.T) {
 	}
 	st, err = journal.OpenStore(b0.Jdir, journal.StoreOptions{ReadOnly: true})
 	must(t, err)
-	role, _ := st.Meta(replicate.RoleKey)
+	role, _ := st.Meta(journal.KeyRole.Name)
 	stalled, _ := st.MetaUint("stalled")
 	st.Close()
-	if string(role) != replicate.RolePrimary || stalled != stalledBefore {
+	if string(role) != journal.RolePrimary || stalled != stalledBefore {
 		t.Fatalf("a refused promotion changed the primary's journal: role %q, stalled %d (was %d)", role, stalled, stalledBefore)
 	}
 }

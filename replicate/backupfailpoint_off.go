@@ -2,7 +2,7 @@
 
 package replicate
 
-// Release builds have no failpoints (failpoint.go, built with -tags
+// Release builds have no failpoints (backupfailpoint.go, built with -tags
 // failpoints, has them for the tests).
 func markFailpoint(int64, bool) {}
 
