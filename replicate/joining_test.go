@@ -3,13 +3,10 @@ package replicate_test
 import (
 	"context"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
@@ -19,7 +16,7 @@ import (
 // own disk: the barrier waits for the first of them to catch up. It was
 // acknowledged at once before, and lost with the primary.
 func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t)})
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: replicate.StoreWithOneBatch(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +32,7 @@ func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
 	}
 	// The backup comes up at that address and catches up: the barrier
 	// returns, held by it.
-	serveBackup(t, addr)
+	replicate.ServeBackup(t, addr)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel2()
 	if n, err := p.Wait(ctx2, 1); err != nil || n != 1 {
@@ -47,7 +44,7 @@ func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
 // the other members were down) acknowledges nothing on its own disk; the
 // barrier returns once a backup joined and holds the batch.
 func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), MinBackups: 1})
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: replicate.StoreWithOneBatch(t), MinBackups: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +57,7 @@ func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
 	if s := p.AckSummary(); s != "1 of the 0 backups in the ack set (--ack all, --min-backups 1): barriers wait until more backups join" {
 		t.Fatalf("ack summary with no backup: %q", s)
 	}
-	_, bl := serveBackup(t, "127.0.0.1:0")
+	_, bl := replicate.ServeBackup(t, "127.0.0.1:0")
 	if err := p.AddBackup(bl.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
@@ -78,12 +75,12 @@ func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
 // set at once, with no barrier to notice: an idle primary's status said
 // "joining" for a backup that had long caught up.
 func TestCaughtUpBackupJoinsWithoutABarrier(t *testing.T) {
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t)})
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: replicate.StoreWithOneBatch(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	_, bl := serveBackup(t, "127.0.0.1:0")
+	_, bl := replicate.ServeBackup(t, "127.0.0.1:0")
 	if err := p.AddBackup(bl.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +98,8 @@ func TestCaughtUpBackupJoinsWithoutABarrier(t *testing.T) {
 // When a backup joins, the ones already in the ack set are told the new
 // policy at once (a new session), not only at their next reconnect.
 func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
-	b1, l1 := serveBackup(t, "127.0.0.1:0")
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), Dynamic: true,
+	b1, l1 := replicate.ServeBackup(t, "127.0.0.1:0")
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: replicate.StoreWithOneBatch(t), Dynamic: true,
 		Backups: []string{l1.Addr().String()}})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +114,7 @@ func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
 		}
 	}
 	waitPolicy(b1, wire.AckPolicy{Need: 1, Of: 1})
-	b2, l2 := serveBackup(t, "127.0.0.1:0")
+	b2, l2 := replicate.ServeBackup(t, "127.0.0.1:0")
 	if err := p.AddBackup(l2.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
@@ -133,9 +130,9 @@ func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
 // A mount's fixed backups are taken to hold the policy its flags give:
 // one down from the start does not hold a majority's barriers.
 func TestFixedBackupDownFromTheStartHoldsNoMajority(t *testing.T) {
-	_, live := serveBackup(t, "127.0.0.1:0")
+	_, live := replicate.ServeBackup(t, "127.0.0.1:0")
 	dead := unusedAddr(t)
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t),
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: replicate.StoreWithOneBatch(t),
 		Backups: []string{live.Addr().String(), dead}})
 	if err != nil {
 		t.Fatal(err)
@@ -152,8 +149,8 @@ func TestFixedBackupDownFromTheStartHoldsNoMajority(t *testing.T) {
 // {1 of 1} from the last: a barrier on the other backup alone waits, and
 // says why, until it has been told the current policy.
 func TestBarrierWaitsForABackupThatMayHoldAnOldPolicy(t *testing.T) {
-	_, live := serveBackup(t, "127.0.0.1:0")
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), Dynamic: true,
+	_, live := replicate.ServeBackup(t, "127.0.0.1:0")
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: replicate.StoreWithOneBatch(t), Dynamic: true,
 		Backups: []string{live.Addr().String(), unusedAddr(t)}})
 	if err != nil {
 		t.Fatal(err)
@@ -175,38 +172,4 @@ func unusedAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-// serveBackup serves a new backup on addr ("127.0.0.1:0": any port),
-// closed in Cleanup; the test is skipped if addr was taken meanwhile.
-func serveBackup(t *testing.T, addr string) (*replicate.Backup, net.Listener) {
-	t.Helper()
-	vol := filepath.Join(t.TempDir(), "vol")
-	os.Mkdir(vol, 0o755)
-	b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	bl, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("the address was taken meanwhile: %v", err)
-	}
-	go b.Serve(bl)
-	return b, bl
-}
-
-// storeWithOneBatch is a primary's journal holding batch 1, closed at
-// cleanup.
-func storeWithOneBatch(t *testing.T) *journal.Store {
-	t.Helper()
-	st, err := journal.OpenStore(filepath.Join(t.TempDir(), "pj"), journal.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, _, err := st.Append([]journal.Op{{Kind: journal.KindCreate, Path: "f", Mode: 0o644}}, time.Now(), 0, false); err != nil {
-		t.Fatal(err)
-	}
-	return st
 }
