@@ -7,6 +7,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -85,7 +86,13 @@ func Start(cfg Config) (r *Replica, err error) {
 	if err = r.serveControl(cfg); err != nil {
 		return r, err
 	}
-	go func() { r.served <- r.b.Serve(r.ln) }()
+	go func() {
+		err := r.b.Serve(r.ln)
+		if errors.Is(err, replicate.ErrClosed) {
+			err = nil // Close came before Serve began: a clean end all the same
+		}
+		r.served <- err
+	}()
 	return r, nil
 }
 
