@@ -32,6 +32,9 @@ func DataExtents(fd int, size int64) ([]Extent, error) {
 			return nil, err
 		}
 		end, err := unix.Seek(fd, start, unix.SEEK_HOLE)
+		if errors.Is(err, unix.ENXIO) {
+			break // the file was cut below start since SEEK_DATA found it
+		}
 		if err != nil {
 			return nil, err
 		}
