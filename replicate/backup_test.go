@@ -67,14 +67,14 @@ func startBackupOpts(t *testing.T, grpcOnly bool, opts ...func(*BackupConfig)) (
 // stream's tests run over each.
 var transports = []struct {
 	name string
-	dial func(t *testing.T, addr, token string) primaryStream
+	dial func(t *testing.T, addr, token string) wire.PrimaryEnd
 }{
 	{"raw", dialRaw},
-	{"grpc", func(t *testing.T, addr, token string) primaryStream { return dial(t, addr, token) }},
+	{"grpc", func(t *testing.T, addr, token string) wire.PrimaryEnd { return dial(t, addr, token) }},
 }
 
 // dialRaw opens a raw stream, through the token.
-func dialRaw(t *testing.T, addr, token string) primaryStream {
+func dialRaw(t *testing.T, addr, token string) wire.PrimaryEnd {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -122,7 +122,7 @@ func dial(t *testing.T, addr, token string) replpb.Replication_StreamClient {
 	return s
 }
 
-func hello(t *testing.T, s primaryStream, epoch uint64) *replpb.BackupMsg {
+func hello(t *testing.T, s wire.PrimaryEnd, epoch uint64) *replpb.BackupMsg {
 	t.Helper()
 	if err := s.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{VolumeId: "vol-1", Epoch: epoch}}}); err != nil {
 		t.Fatal(err)
@@ -184,7 +184,7 @@ func TestHostileBatchesRefused(t *testing.T) {
 	}
 }
 
-func testHostileBatchesRefused(t *testing.T, dial func(t *testing.T, addr, token string) primaryStream) {
+func testHostileBatchesRefused(t *testing.T, dial func(t *testing.T, addr, token string) wire.PrimaryEnd) {
 	b, addr, vol := startBackup(t)
 	outside := t.TempDir()
 	os.Symlink(outside, filepath.Join(vol, "escape"))

@@ -128,7 +128,7 @@ func TestFenceEndsAResyncUnderWay(t *testing.T) {
 }
 
 // waitDurable reads acks until one says seq is durable.
-func waitDurable(t *testing.T, s primaryStream, seq uint64) {
+func waitDurable(t *testing.T, s wire.PrimaryEnd, seq uint64) {
 	t.Helper()
 	for {
 		m, err := s.Recv()

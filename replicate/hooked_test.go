@@ -74,9 +74,9 @@ func TestReceivedBatchesOutliveTheStream(t *testing.T) {
 	for _, tr := range []struct {
 		name string
 		// open returns a stream and a way to break it as a dead primary would.
-		open func(t *testing.T, addr string) (primaryStream, func())
+		open func(t *testing.T, addr string) (wire.PrimaryEnd, func())
 	}{
-		{"raw", func(t *testing.T, addr string) (primaryStream, func()) {
+		{"raw", func(t *testing.T, addr string) (wire.PrimaryEnd, func()) {
 			s, c, err := openRaw(t, addr, "right")
 			if err != nil {
 				t.Fatal(err)
@@ -86,7 +86,7 @@ func TestReceivedBatchesOutliveTheStream(t *testing.T) {
 				c.Close()
 			}
 		}},
-		{"grpc", func(t *testing.T, addr string) (primaryStream, func()) {
+		{"grpc", func(t *testing.T, addr string) (wire.PrimaryEnd, func()) {
 			conn, err := wire.DialGRPC(addr, "right", wire.TLSFiles{})
 			if err != nil {
 				t.Fatal(err)
@@ -105,7 +105,7 @@ func TestReceivedBatchesOutliveTheStream(t *testing.T) {
 	}
 }
 
-func testReceivedOutliveTheStream(t *testing.T, open func(t *testing.T, addr string) (primaryStream, func())) {
+func testReceivedOutliveTheStream(t *testing.T, open func(t *testing.T, addr string) (wire.PrimaryEnd, func())) {
 	// A heartbeat due whenever the store loop looks: the failed stream
 	// shows first there, half the time, with batches still queued.
 	b, addr, _ := startBackupHeartbeat(t, time.Millisecond)
@@ -128,7 +128,7 @@ func testReceivedOutliveTheStream(t *testing.T, open func(t *testing.T, addr str
 // holds the backup's store loop once it has stored batch 1; it sends
 // batches 2 to last and returns once the backup acked acked of them as
 // received. send sends more; release lets the store loop go on.
-func receivedNotStored(t *testing.T, s primaryStream, last, acked uint64) (send func(seq uint64), release func()) {
+func receivedNotStored(t *testing.T, s wire.PrimaryEnd, last, acked uint64) (send func(seq uint64), release func()) {
 	t.Helper()
 	stored1, hold := make(chan struct{}), make(chan struct{})
 	var once, released sync.Once

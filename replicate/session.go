@@ -63,7 +63,7 @@ func (s *Shipper) session(parent context.Context) error {
 
 // handshake sends the Hello (the epoch, the last seq, the ack policy
 // announced) and reads the backup's Welcome, or its refusal.
-func (s *Shipper) handshake(stream primaryStream) (*replpb.Welcome, wire.AckPolicy, error) {
+func (s *Shipper) handshake(stream wire.PrimaryEnd) (*replpb.Welcome, wire.AckPolicy, error) {
 	sent := s.announced()
 	if err := stream.Send(&replpb.PrimaryMsg{Msg: &replpb.PrimaryMsg_Hello{Hello: &replpb.Hello{
 		VolumeId: s.volumeID, Epoch: s.store.Epoch(), LastSeq: s.store.Last().Seq,
@@ -109,7 +109,7 @@ func (s *Shipper) admitWelcome(w *replpb.Welcome) error {
 
 // ship sends every batch from next on as the journal gets it, until the
 // stream fails, the backup's acks stop, or ctx ends.
-func (s *Shipper) ship(ctx context.Context, stream primaryStream, next uint64) error {
+func (s *Shipper) ship(ctx context.Context, stream wire.PrimaryEnd, next uint64) error {
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- s.receive(stream) }()
 	for {
@@ -150,7 +150,7 @@ func (s *Shipper) damaged(seq uint64, err error) error {
 	return fmt.Errorf("batch %d: %w: %w", seq, err, ErrNeedsResync)
 }
 
-func (s *Shipper) receive(stream primaryStream) error {
+func (s *Shipper) receive(stream wire.PrimaryEnd) error {
 	for {
 		msg, err := stream.Recv()
 		if err != nil {

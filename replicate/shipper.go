@@ -110,16 +110,9 @@ func newShipper(addr, token string, tlsFiles wire.TLSFiles, volumeID string, sto
 	return &Shipper{addr: addr, store: store, volumeID: volumeID, snaps: snaps, log: log.With("backup", addr), m: m, notify: notify, conn: conn, raw: raw}, nil
 }
 
-// primaryStream is a primary's end of the replication stream: a raw
-// stream's (wire.PrimaryStream) or gRPC's.
-type primaryStream interface {
-	Send(*replpb.PrimaryMsg) error
-	Recv() (*replpb.BackupMsg, error)
-}
-
 // openStream opens a raw stream to the backup or, when it does not speak
 // one, the gRPC stream. Either ends with ctx.
-func (s *Shipper) openStream(ctx context.Context) (primaryStream, string, error) {
+func (s *Shipper) openStream(ctx context.Context) (wire.PrimaryEnd, string, error) {
 	raw, err := s.raw.Dial(ctx)
 	var refused *wire.Refusal
 	switch {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // TestIncompleteGroupIsNotApplied: a seal stored as a group of batches is
@@ -61,7 +62,7 @@ func TestIncompleteGroupIsNotApplied(t *testing.T) {
 
 // welcomed starts a backup and opens a stream to it with dial, past its
 // Welcome.
-func welcomed(t *testing.T, dial func(t *testing.T, addr, token string) primaryStream) (*Backup, primaryStream) {
+func welcomed(t *testing.T, dial func(t *testing.T, addr, token string) wire.PrimaryEnd) (*Backup, wire.PrimaryEnd) {
 	t.Helper()
 	b, addr, _ := startBackup(t)
 	s := dial(t, addr, "right")

@@ -180,6 +180,13 @@ func noEOF(err error) error {
 	return err
 }
 
+// PrimaryEnd is a primary's end of the replication stream: a raw
+// stream's (PrimaryStream) or gRPC's (replpb.Replication_StreamClient).
+type PrimaryEnd interface {
+	Send(*replpb.PrimaryMsg) error
+	Recv() (*replpb.BackupMsg, error)
+}
+
 // PrimaryStream is the primary's end of a raw stream.
 type PrimaryStream struct {
 	*frameConn
