@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // An election starts when the leader key is gone: the primary's lease
@@ -283,7 +284,7 @@ func (n *Node) takeTerm(ctx context.Context, st replicate.Status, t ended, floor
 		n.refusing("this node never received the volume, and a term was decided before")
 		return nil, nil
 	}
-	if floor >= replicate.MaxEpoch-1 {
+	if floor >= wire.MaxEpoch-1 {
 		// Stored from a Hello by a version that took any epoch: the next
 		// term would be out of range, or wrap round to 0.
 		n.refusing(fmt.Sprintf("a member reports epoch %d, which no term can follow: restart it with this version, which repairs it", floor))

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // A backup's ack policy is the one the last primary that streamed to it
@@ -124,7 +125,7 @@ func (n *Node) backupConfig(ctx context.Context) replicate.BackupConfig {
 	if er, err := n.cli.Get(ctx, n.k.epoch()); err == nil && len(er.Kvs) == 0 {
 		bcfg.FirstTerm = true // a journal a pbfs mount left is the volume's copy
 	} else if err == nil {
-		if e, err := strconv.ParseUint(string(er.Kvs[0].Value), 10, 64); err == nil && e < replicate.MaxEpoch {
+		if e, err := strconv.ParseUint(string(er.Kvs[0].Value), 10, 64); err == nil && e < wire.MaxEpoch {
 			bcfg.RepairEpoch = e
 		}
 	}

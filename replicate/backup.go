@@ -64,7 +64,7 @@ type BackupConfig struct {
 	// coordinator issued it, an error wrapping ErrEpochNotIssued if not
 	// (pbfs node: etcd's term records).
 	EpochIssued func(ctx context.Context, epoch uint64) error
-	// RepairEpoch replaces an epoch no term can take (MaxEpoch or above,
+	// RepairEpoch replaces an epoch no term can take (wire.MaxEpoch or above,
 	// stored by a Hello before backups refused such epochs) when the
 	// backup opens; an epoch in range is left alone.
 	RepairEpoch uint64

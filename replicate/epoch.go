@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/replicate/replpb"
+	"github.com/pbfs/pbfs/replicate/wire"
 )
 
 // MaxEpochStep bounds how far one primary may raise a backup's epoch
@@ -18,7 +19,7 @@ import (
 // larger step is refused unless the operator accepted that epoch
 // (BackupConfig.AcceptEpoch) or the coordinator issued it
 // (BackupConfig.EpochIssued). A token holder raising it step by step
-// would need 2^47 Hellos, each a synced write, to reach MaxEpoch.
+// would need 2^47 Hellos, each a synced write, to reach wire.MaxEpoch.
 const MaxEpochStep = 1 << 16
 
 // ErrEpochNotIssued is an EpochIssued hook's answer for an epoch no term
@@ -39,7 +40,7 @@ type issuedWord struct {
 // above the backup's, before b.mu is taken: the answer may take a round
 // trip to the coordinator.
 func (b *Backup) askIssued(ctx context.Context, epoch uint64) issuedWord {
-	if b.cfg.EpochIssued == nil || epoch >= MaxEpoch || epoch <= max(b.store.Epoch(), b.fenced.Load()) {
+	if b.cfg.EpochIssued == nil || epoch >= wire.MaxEpoch || epoch <= max(b.store.Epoch(), b.fenced.Load()) {
 		return issuedWord{}
 	}
 	ctx, cancel := context.WithTimeout(ctx, askIssuedFor)
@@ -54,13 +55,13 @@ func (b *Backup) askIssued(ctx context.Context, epoch uint64) issuedWord {
 func (b *Backup) epochRefusal(epoch uint64, word issuedWord) (string, string) {
 	cur := max(b.store.Epoch(), b.fenced.Load())
 	switch {
-	case cur >= MaxEpoch:
+	case cur >= wire.MaxEpoch:
 		return "epoch_out_of_range", fmt.Sprintf("this backup holds epoch %d, which no term can take (a Hello stored it before backups refused such epochs): "+
 			"restart it with --repair-epoch set to the current primary's epoch", cur)
 	case epoch <= cur:
 		return "", ""
-	case epoch >= MaxEpoch:
-		return "epoch_out_of_range", fmt.Sprintf("epoch %d is out of range (below %d): no coordinator or operator issues it", epoch, uint64(MaxEpoch))
+	case epoch >= wire.MaxEpoch:
+		return "epoch_out_of_range", fmt.Sprintf("epoch %d is out of range (below %d): no coordinator or operator issues it", epoch, uint64(wire.MaxEpoch))
 	case b.cfg.EpochIssued != nil && !word.asked:
 		return "epoch_not_issued", fmt.Sprintf("epoch %d was not checked with the coordinator; the primary retries", epoch)
 	case errors.Is(word.err, ErrEpochNotIssued):
@@ -80,12 +81,12 @@ func (b *Backup) refuseEpoch(stream backupStream, label, reason string) error {
 	return b.refuse(stream, label, reject(replpb.Reject_UNKNOWN, 0, "%s", reason))
 }
 
-// repairEpoch puts an epoch no term can take (at or above MaxEpoch), which
+// repairEpoch puts an epoch no term can take (at or above wire.MaxEpoch), which
 // backups before epochRefusal stored from a Hello, back to to
 // (BackupConfig.RepairEpoch); without to, it says what to do.
 func (b *Backup) repairEpoch(to uint64) error {
 	cur := b.store.Epoch()
-	if cur < MaxEpoch {
+	if cur < wire.MaxEpoch {
 		if to > 0 {
 			b.log.Debug("the journal's epoch is in range: nothing to repair", "epoch", cur)
 		}
@@ -96,11 +97,11 @@ func (b *Backup) repairEpoch(to uint64) error {
 			"it refuses every primary until it is restarted with --repair-epoch set to the current primary's epoch", "epoch", cur)
 		return nil
 	}
-	if last := b.store.Last().Epoch; last >= MaxEpoch {
+	if last := b.store.Last().Epoch; last >= wire.MaxEpoch {
 		return fmt.Errorf("repair epoch: the journal's batches carry epoch %d too: move the journal aside, and the primary resyncs a new one", last)
 	}
-	if to >= MaxEpoch {
-		return fmt.Errorf("repair epoch %d: want below %d", to, uint64(MaxEpoch))
+	if to >= wire.MaxEpoch {
+		return fmt.Errorf("repair epoch %d: want below %d", to, uint64(wire.MaxEpoch))
 	}
 	if err := b.store.ResetEpoch(to); err != nil {
 		return fmt.Errorf("repair epoch: %w", err)

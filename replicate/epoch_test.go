@@ -42,7 +42,7 @@ func resyncStart(t *testing.T, addr string, epoch uint64) error {
 }
 
 // TestHelloEpochOutOfRangeIsRefused: a token holder's Hello (or resync)
-// of epoch 2^64-1, or of MaxEpoch, is refused and never stored; the
+// of epoch 2^64-1, or of wire.MaxEpoch, is refused and never stored; the
 // primary of the backup's epoch is served as before.
 func TestHelloEpochOutOfRangeIsRefused(t *testing.T) {
 	for _, tr := range transports {
@@ -51,7 +51,7 @@ func TestHelloEpochOutOfRangeIsRefused(t *testing.T) {
 			if m := hello(t, tr.dial(t, addr, "right"), 5); m.GetWelcome() == nil {
 				t.Fatalf("epoch 5: %v", m)
 			}
-			for _, e := range []uint64{math.MaxUint64, MaxEpoch} {
+			for _, e := range []uint64{math.MaxUint64, wire.MaxEpoch} {
 				refusedFor(t, hello(t, tr.dial(t, addr, "right"), e), "out of range")
 				if err := resyncStart(t, addr, e); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "out of range") {
 					t.Fatalf("a resync of epoch %d: %v, want FailedPrecondition, out of range", e, err)

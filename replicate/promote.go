@@ -52,11 +52,6 @@ type Promotion struct {
 // promotedKey records promotions in the journal's metadata.
 var promotedKey = journal.KeyPromoted.Name
 
-// MaxEpoch bounds the epochs a term may take (mount --epoch, promote
-// --epoch): far above any a cluster reaches by promotions, and far enough
-// below 2^64 that the next term's epoch never wraps round to 0.
-const MaxEpoch = 1 << 63
-
 // Promote readies a backup's journal and volume to serve as the primary:
 // it refuses (ErrNotPromotable, naming the reasons) when this backup is
 // known stale, is behind a reachable peer, or cannot prove it holds every
@@ -112,14 +107,14 @@ func promote(ctx context.Context, cfg PromoteConfig) (Promotion, error) {
 	// A fenced backup refuses primaries of its fence's epoch: the new
 	// term is above it too.
 	top := max(st.Epoch, st.Fenced, maxEpoch)
-	if top >= MaxEpoch {
+	if top >= wire.MaxEpoch {
 		return Promotion{}, fmt.Errorf("epoch %d leaves no term after it (at most %d): a Hello stored it in this backup or a peer "+
-			"before backups refused such epochs; run that backup once with pbfs backup --repair-epoch N, N the last primary's epoch", top, uint64(MaxEpoch))
+			"before backups refused such epochs; run that backup once with pbfs backup --repair-epoch N, N the last primary's epoch", top, uint64(wire.MaxEpoch))
 	}
 	p := Promotion{Seq: b.complete.Load(), Epoch: top + 1}
 	if cfg.Checked && cfg.Epoch > 0 {
-		if cfg.Epoch >= MaxEpoch {
-			return p, fmt.Errorf("epoch %d: want below %d", cfg.Epoch, uint64(MaxEpoch))
+		if cfg.Epoch >= wire.MaxEpoch {
+			return p, fmt.Errorf("epoch %d: want below %d", cfg.Epoch, uint64(wire.MaxEpoch))
 		}
 		if cfg.Epoch <= max(st.Epoch, st.Fenced) {
 			return p, fmt.Errorf("epoch %d is not above the journal's %d", cfg.Epoch, max(st.Epoch, st.Fenced))

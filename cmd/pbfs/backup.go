@@ -122,8 +122,8 @@ func checkBackupFlags(c *cli.Context) (string, error) {
 		return "", cli.Exit("backup: "+err.Error(), 2)
 	}
 	for _, f := range []string{"accept-epoch", "repair-epoch"} {
-		if e := c.Uint64(f); e >= replicate.MaxEpoch {
-			return "", cli.Exit(fmt.Sprintf("backup: --%s %d: want below %d", f, e, uint64(replicate.MaxEpoch)), 2)
+		if e := c.Uint64(f); e >= wire.MaxEpoch {
+			return "", cli.Exit(fmt.Sprintf("backup: --%s %d: want below %d", f, e, uint64(wire.MaxEpoch)), 2)
 		}
 	}
 	if err := tlsFiles(c).Check(); err != nil {

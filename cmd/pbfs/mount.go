@@ -13,7 +13,6 @@ import (
 	"github.com/pbfs/pbfs/internal/sdnotify"
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
-	"github.com/pbfs/pbfs/replicate"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -81,8 +80,8 @@ func mountConfig(c *cli.Context) (mount.Config, error) {
 	if c.Duration("monitor-slack") < 0 {
 		return mount.Config{}, errors.New("--monitor-slack must be 0 (the kernel's default) or positive")
 	}
-	if e := c.Uint64("epoch"); e >= replicate.MaxEpoch {
-		return mount.Config{}, fmt.Errorf("--epoch %d: want below %d, so that a promotion can start a term after it", e, uint64(replicate.MaxEpoch))
+	if e := c.Uint64("epoch"); e >= wire.MaxEpoch {
+		return mount.Config{}, fmt.Errorf("--epoch %d: want below %d, so that a promotion can start a term after it", e, uint64(wire.MaxEpoch))
 	}
 	var token string
 	if len(c.StringSlice("backup")) > 0 {
