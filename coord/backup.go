@@ -7,7 +7,7 @@ import (
 
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/replica"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 )
 
 // The backup role of a node: a replica that serves until this node wins
@@ -47,7 +47,7 @@ func (n *Node) serveBackup(ctx context.Context) (bool, error) {
 }
 
 // publishBackup republishes the backup's state until ctx ends.
-func (n *Node) publishBackup(ctx context.Context, b *replicate.Backup) {
+func (n *Node) publishBackup(ctx context.Context, b *backup.Backup) {
 	t := time.NewTicker(publishEvery)
 	defer t.Stop()
 	for {
@@ -60,7 +60,7 @@ func (n *Node) publishBackup(ctx context.Context, b *replicate.Backup) {
 	}
 }
 
-func (n *Node) backupMember(st replicate.Status) Member {
+func (n *Node) backupMember(st backup.Status) Member {
 	n.mu.Lock()
 	refused := n.refused
 	n.mu.Unlock()

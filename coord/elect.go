@@ -10,7 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -49,7 +49,7 @@ type won struct {
 
 // awaitElection waits while another node leads, and runs elections while
 // none does, until this node wins (true) or ctx ends.
-func (n *Node) awaitElection(ctx context.Context, b *replicate.Backup) (bool, error) {
+func (n *Node) awaitElection(ctx context.Context, b *backup.Backup) (bool, error) {
 	lastLeader := ""
 	for ctx.Err() == nil {
 		// The leader and the epoch at one revision: the epoch a term that
@@ -136,7 +136,7 @@ type ended struct {
 // elect tries to take the next term; nil if this node should not or did
 // not win. rev is a revision at which no leader existed, and t the term
 // that ended, at whose epoch this node's backup is fenced.
-func (n *Node) elect(ctx context.Context, rev int64, t ended, b *replicate.Backup, oldLeader string) (*won, error) {
+func (n *Node) elect(ctx context.Context, rev int64, t ended, b *backup.Backup, oldLeader string) (*won, error) {
 	st := b.Status()
 	me := n.backupMember(st)
 	if err := n.publish(ctx, me); err != nil {
@@ -218,7 +218,7 @@ func (n *Node) refusing(reason string) {
 }
 
 // eligible says why this backup must not take the term ("" if it may).
-func (n *Node) eligible(st replicate.Status, fresh []Member) string {
+func (n *Node) eligible(st backup.Status, fresh []Member) string {
 	if st.Stalled {
 		return "this backup is stalled (it needs a resync)"
 	}
@@ -277,7 +277,7 @@ func mostCurrentMember(fresh []Member) Member {
 // succeeds only if no leader exists and the epoch key is as it was when
 // the term t ended. A term that began and ended since then was not the
 // one the reports were fenced against: the election starts again.
-func (n *Node) takeTerm(ctx context.Context, st replicate.Status, t ended, floor uint64, oldLeader string, forced bool) (*won, error) {
+func (n *Node) takeTerm(ctx context.Context, st backup.Status, t ended, floor uint64, oldLeader string, forced bool) (*won, error) {
 	if t.rev != 0 && st.VolumeID == "" {
 		// A term was decided, and this node never received the volume:
 		// alone, it would start an empty one and resync the others to it.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/pbfs/pbfs/internal/etcdtest"
 	"github.com/pbfs/pbfs/journal"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 )
 
 // Elections on a real etcd, with a real backup for the candidate and the
@@ -24,7 +24,7 @@ import (
 // acknowledged batch), in a cluster whose last term, epoch 5, has ended.
 type candidate struct {
 	n   *Node
-	b   *replicate.Backup
+	b   *backup.Backup
 	cli *clientv3.Client
 	t   ended
 	rev int64 // a revision with no leader
@@ -72,7 +72,7 @@ func newCandidateWith(t *testing.T, epoch uint64, need, of uint32, prep ...func(
 		f(st)
 	}
 	must(t, st.Close())
-	b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: vol, Journal: jdir, Token: "t"})
+	b, err := backup.Open(backup.Config{Volume: vol, Journal: jdir, Token: "t"})
 	must(t, err)
 	t.Cleanup(func() { b.Close() })
 	if st := b.Status(); st.Policy.Need != need || st.Policy.Of != of || st.Epoch != epoch || st.Stalled != (len(prep) > 0) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/pbfs/pbfs/internal/etcdtest"
 	"github.com/pbfs/pbfs/journal"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 	"github.com/pbfs/pbfs/replicate/replpb"
 )
 
@@ -56,8 +56,8 @@ func TestNodeBackupTakesOnlyIssuedEpochs(t *testing.T) {
 	ctx := context.Background()
 	_, err = n.cli.Put(ctx, n.k.epoch(), "5")
 	must(t, err)
-	serve := func() (*replicate.Backup, string) {
-		b, err := replicate.OpenBackup(n.backupConfig(ctx))
+	serve := func() (*backup.Backup, string) {
+		b, err := backup.Open(n.backupConfig(ctx))
 		must(t, err)
 		t.Cleanup(func() { b.Close() })
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

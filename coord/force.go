@@ -11,7 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 )
 
 // An election that cannot prove a candidate holds every acknowledged
@@ -141,7 +141,7 @@ func orderable(m *Member, others []Member, name string, decided bool) error {
 // serve holds more. An order gives up what missing members may hold,
 // never what a member that is here holds: that one is the one to order.
 // Otherwise it publishes the refusal.
-func (n *Node) ordered(ctx context.Context, st replicate.Status, t ended, reason string, h history, reported []Member) bool {
+func (n *Node) ordered(ctx context.Context, st backup.Status, t ended, reason string, h history, reported []Member) bool {
 	order, ok := n.forcedFor(ctx, t.epoch)
 	if !ok || st.Stalled {
 		n.refusing(reason)

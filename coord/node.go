@@ -23,6 +23,7 @@ import (
 	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 )
 
 // Config describes a node.
@@ -38,7 +39,7 @@ type Config struct {
 	Mount mount.Config
 	// Backup is the backup role's (token, TLS, reserve, retention); the
 	// volume and journal are Mount's.
-	Backup replicate.BackupConfig
+	Backup backup.Config
 	// Proxy is the frontend's listen address (the http-proxy plugin's), if
 	// any: while a backup, the node forwards it to the primary's
 	// (forward.go). ProxyAdvertise is where the others reach it (default:
@@ -97,7 +98,7 @@ type Node struct {
 
 	mu        sync.Mutex
 	mounted   *mount.Mount // while primary
-	backup    *replicate.Backup
+	backup    *backup.Backup
 	backupReg *prometheus.Registry // the backup's metrics, while backup
 	m         *nodeMetrics         // the node's own
 	role      string
@@ -272,7 +273,7 @@ func (n *Node) Abort() {
 	}
 }
 
-func (n *Node) setRole(role string, m *mount.Mount, b *replicate.Backup) {
+func (n *Node) setRole(role string, m *mount.Mount, b *backup.Backup) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if role != n.role {

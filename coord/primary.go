@@ -17,6 +17,7 @@ import (
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/replica"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 )
 
 // servePrimary serves the term this node won until its lease lapses (it
@@ -90,8 +91,8 @@ func (n *Node) servePrimary(ctx context.Context) error {
 
 // takeOver readies this node's journal and volume for the term it won
 // (replica.Promote) and mounts them as the primary.
-func (n *Node) takeOver(ctx context.Context, w *won) (*mount.Mount, replicate.Promotion, error) {
-	var p replicate.Promotion
+func (n *Node) takeOver(ctx context.Context, w *won) (*mount.Mount, backup.Promotion, error) {
+	var p backup.Promotion
 	// Take over: everything the journal holds, applied; the new epoch.
 	// The first term is the one no other term preceded: a node whose
 	// backup role began before any term, and was elected later, is a
@@ -111,7 +112,7 @@ func (n *Node) takeOver(ctx context.Context, w *won) (*mount.Mount, replicate.Pr
 	n.mu.Unlock()
 	mcfg := n.cfg.Mount
 	mcfg.Backups, mcfg.Dynamic, mcfg.Lease = addrs(starting), true, w.lease.wait
-	mcfg, p, err = replica.Promote(ctx, mcfg, replicate.PromoteConfig{Checked: true, Epoch: w.epoch, FirstTerm: first, Logger: n.log})
+	mcfg, p, err = replica.Promote(ctx, mcfg, backup.PromoteConfig{Checked: true, Epoch: w.epoch, FirstTerm: first, Logger: n.log})
 	if err != nil {
 		return nil, p, fmt.Errorf("take over: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -111,13 +111,13 @@ func (n *Node) epochIssued(ctx context.Context, epoch uint64) error {
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 && string(kvs[0].Value) == strconv.FormatUint(epoch, 10) {
 		return nil
 	}
-	return fmt.Errorf("%w: etcd records no term %d", replicate.ErrEpochNotIssued, epoch)
+	return fmt.Errorf("%w: etcd records no term %d", backup.ErrEpochNotIssued, epoch)
 }
 
 // backupConfig is the backup role's configuration. A primary may raise
 // its epoch only to one the coordinator issued (terms.go), and a journal
 // holding an epoch no term can take goes back to the current term's.
-func (n *Node) backupConfig(ctx context.Context) replicate.BackupConfig {
+func (n *Node) backupConfig(ctx context.Context) backup.Config {
 	bcfg := n.cfg.Backup
 	bcfg.Volume, bcfg.Journal = n.volume(), n.cfg.Mount.Journal
 	bcfg.Logger = n.log

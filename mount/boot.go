@@ -8,7 +8,7 @@ import (
 
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/plugins/sdk"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 )
 
 // With the replicated or the deferred fsync policy the service's fsyncs do
@@ -33,7 +33,7 @@ import (
 var ErrVolumeUntrusted = errors.New("the machine restarted while this primary's fsyncs skipped its disk: its volume may lack acknowledged writes the backups hold")
 
 var (
-	bootKey      = replicate.BootKey         // the boot id of the machine the last mount ran on
+	bootKey      = backup.BootKey            // the boot id of the machine the last mount ran on
 	localSyncKey = journal.KeyLocalSync.Name // "0" if its fsyncs skipped the primary's disk
 )
 
@@ -68,7 +68,7 @@ func (m *Mount) checkBoot(unclean, skipsSync bool) error {
 	if err != nil {
 		return err
 	}
-	now := replicate.BootID()
+	now := backup.BootID()
 	if unclean && string(prevSync) == "0" && len(prev) > 0 && !bytes.Equal(prev, now) && !m.cfg.Promoted {
 		if !m.cfg.TrustVolume {
 			return fmt.Errorf("%w; promote a backup (pbfs promote) and rejoin this node as a backup, or pass --trust-volume to serve this volume as it is", ErrVolumeUntrusted)

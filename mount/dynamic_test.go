@@ -10,7 +10,7 @@ import (
 
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/mount"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 )
 
 // A mount whose volume is ahead of its journal (changed while unmounted),
@@ -56,7 +56,7 @@ func TestBackupAddedLaterIsResyncedFromAnAheadVolume(t *testing.T) {
 	if err := os.Mkdir(bvol, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: bvol, Journal: filepath.Join(dir, "bj"), Token: "t"})
+	b, err := backup.Open(backup.Config{Volume: bvol, Journal: filepath.Join(dir, "bj"), Token: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

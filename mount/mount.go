@@ -167,7 +167,7 @@ type Mount struct {
 	bg           sync.WaitGroup // goroutines that use the store (retention)
 	rulesSum     []byte         // the local-only rules in force (hints.go)
 	// localRules: the same, as a deposed primary's backup reads them
-	// (replicate.EncodeLocalRules)
+	// (backup.EncodeLocalRules)
 	localRules []byte
 	skipsSync  bool      // some fsync skips the primary's disk (boot.go)
 	frontends  int       // plugins that serve frontend, seen at start (hints.go)

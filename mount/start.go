@@ -21,6 +21,7 @@ import (
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/plugins/sdk"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 )
 
 // monitorCheck is how often the keeper of the monitor thread's timer slack
@@ -127,7 +128,7 @@ func (m *Mount) openCapture(rootFd int) error {
 		return err
 	}
 	m.rulesSum = localRulesSum(rules)
-	m.localRules = replicate.EncodeLocalRules(rules)
+	m.localRules = backup.EncodeLocalRules(rules)
 	m.skipsSync = skipsLocalSync(rules, cfg.Fsync)
 	if usesPolicy(rules, cfg.Fsync, sdk.FsyncDeferred) && m.frontends == 0 {
 		m.log.Warn("fsync policy deferred with no frontend plugin: a deferred fsync returns at once and syncs nothing, so a commit a client is told of is durable nowhere until a later barrier covers it; run the clients through the http-proxy plugin, or use the replicated policy")
@@ -266,7 +267,7 @@ func (m *Mount) markOpen(rootFd int) error {
 	}
 	// And which of its paths stay home: a targeted resync of it removes
 	// them, as a full one removes what the new primary does not list.
-	if err := m.store.SetMeta(replicate.LocalRulesKey, m.localRules); err != nil {
+	if err := m.store.SetMeta(backup.LocalRulesKey, m.localRules); err != nil {
 		return err
 	}
 	m.onUndo(func() {

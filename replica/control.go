@@ -7,13 +7,13 @@ import (
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/manifest"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 )
 
 // backupControl is a running backup's control socket: its status, and
 // its journal for `pbfs journal` while it holds the journal's lock.
 type backupControl struct {
-	b      *replicate.Backup
+	b      *backup.Backup
 	volume string
 }
 

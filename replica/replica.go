@@ -1,4 +1,4 @@
-// Package replica runs a backup: a replicate.Backup receiving a primary's
+// Package replica runs a backup: a backup.Backup receiving a primary's
 // batches on its listener, with the control socket that answers `pbfs
 // status` and `pbfs journal` on its journal, assembled in stages with one
 // tolerant Close, as package mount runs a primary. `pbfs backup` and a
@@ -18,14 +18,14 @@ import (
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/events"
 	"github.com/pbfs/pbfs/internal/health"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 )
 
 // Config is what a replica runs with.
 type Config struct {
 	// Backup configures the receiving side; its Logger defaults to
 	// Logger, its Events to a new bus.
-	Backup replicate.BackupConfig
+	Backup backup.Config
 	// Registry gets the backup's metrics, and the control socket serves
 	// it at /metrics; nil makes a new one.
 	Registry *prometheus.Registry
@@ -40,7 +40,7 @@ type Config struct {
 
 // Replica is a running backup.
 type Replica struct {
-	b      *replicate.Backup
+	b      *backup.Backup
 	reg    *prometheus.Registry
 	ln     net.Listener
 	served chan error
@@ -75,7 +75,7 @@ func Start(cfg Config) (r *Replica, err error) {
 			r = nil
 		}
 	}()
-	if r.b, err = replicate.OpenBackup(cfg.Backup); err != nil {
+	if r.b, err = backup.Open(cfg.Backup); err != nil {
 		return r, err
 	}
 	if r.ln == nil {
@@ -88,7 +88,7 @@ func Start(cfg Config) (r *Replica, err error) {
 	}
 	go func() {
 		err := r.b.Serve(r.ln)
-		if errors.Is(err, replicate.ErrClosed) {
+		if errors.Is(err, backup.ErrClosed) {
 			err = nil // Close came before Serve began: a clean end all the same
 		}
 		r.served <- err
@@ -113,7 +113,7 @@ func (r *Replica) serveControl(cfg Config) error {
 }
 
 // Backup is the receiving side.
-func (r *Replica) Backup() *replicate.Backup { return r.b }
+func (r *Replica) Backup() *backup.Backup { return r.b }
 
 // Registry holds the backup's metrics (pbfs_backup_*, pbfs_journal_*).
 func (r *Replica) Registry() *prometheus.Registry { return r.reg }

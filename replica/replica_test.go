@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/pbfs/pbfs/control"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 )
 
 // A replica whose start fails half way releases all it took (the
@@ -21,7 +21,7 @@ func TestStartFailsCleanlyThenServes(t *testing.T) {
 	if err := os.Mkdir(vol, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bcfg := replicate.BackupConfig{Volume: vol, Journal: jdir, Token: "test-token-0123456789"}
+	bcfg := backup.Config{Volume: vol, Journal: jdir, Token: "test-token-0123456789"}
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -2,12 +2,14 @@ package replicate_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pbfs/pbfs/replicate/internal/repltest"
+
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -16,12 +18,12 @@ import (
 // own disk: the barrier waits for the first of them to catch up. It was
 // acknowledged at once before, and lost with the primary.
 func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: replicate.StoreWithOneBatch(t)})
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	addr := unusedAddr(t) // a backup that answers nothing yet
+	addr := repltest.UnusedAddr(t) // a backup that answers nothing yet
 	if err := p.AddBackup(addr); err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
 	}
 	// The backup comes up at that address and catches up: the barrier
 	// returns, held by it.
-	replicate.ServeBackup(t, addr)
+	repltest.ServeBackup(t, addr)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel2()
 	if n, err := p.Wait(ctx2, 1); err != nil || n != 1 {
@@ -44,7 +46,7 @@ func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
 // the other members were down) acknowledges nothing on its own disk; the
 // barrier returns once a backup joined and holds the batch.
 func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: replicate.StoreWithOneBatch(t), MinBackups: 1})
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t), MinBackups: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +59,7 @@ func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
 	if s := p.AckSummary(); s != "1 of the 0 backups in the ack set (--ack all, --min-backups 1): barriers wait until more backups join" {
 		t.Fatalf("ack summary with no backup: %q", s)
 	}
-	_, bl := replicate.ServeBackup(t, "127.0.0.1:0")
+	_, bl := repltest.ServeBackup(t, "127.0.0.1:0")
 	if err := p.AddBackup(bl.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
@@ -75,12 +77,12 @@ func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
 // set at once, with no barrier to notice: an idle primary's status said
 // "joining" for a backup that had long caught up.
 func TestCaughtUpBackupJoinsWithoutABarrier(t *testing.T) {
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: replicate.StoreWithOneBatch(t)})
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	_, bl := replicate.ServeBackup(t, "127.0.0.1:0")
+	_, bl := repltest.ServeBackup(t, "127.0.0.1:0")
 	if err := p.AddBackup(bl.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +100,14 @@ func TestCaughtUpBackupJoinsWithoutABarrier(t *testing.T) {
 // When a backup joins, the ones already in the ack set are told the new
 // policy at once (a new session), not only at their next reconnect.
 func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
-	b1, l1 := replicate.ServeBackup(t, "127.0.0.1:0")
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: replicate.StoreWithOneBatch(t), Dynamic: true,
+	b1, l1 := repltest.ServeBackup(t, "127.0.0.1:0")
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t), Dynamic: true,
 		Backups: []string{l1.Addr().String()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	waitPolicy := func(b *replicate.Backup, want wire.AckPolicy) {
+	waitPolicy := func(b *backup.Backup, want wire.AckPolicy) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); b.Status().Policy != want; time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -114,7 +116,7 @@ func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
 		}
 	}
 	waitPolicy(b1, wire.AckPolicy{Need: 1, Of: 1})
-	b2, l2 := replicate.ServeBackup(t, "127.0.0.1:0")
+	b2, l2 := repltest.ServeBackup(t, "127.0.0.1:0")
 	if err := p.AddBackup(l2.Addr().String()); err != nil {
 		t.Fatal(err)
 	}
@@ -130,9 +132,9 @@ func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
 // A mount's fixed backups are taken to hold the policy its flags give:
 // one down from the start does not hold a majority's barriers.
 func TestFixedBackupDownFromTheStartHoldsNoMajority(t *testing.T) {
-	_, live := replicate.ServeBackup(t, "127.0.0.1:0")
-	dead := unusedAddr(t)
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: replicate.StoreWithOneBatch(t),
+	_, live := repltest.ServeBackup(t, "127.0.0.1:0")
+	dead := repltest.UnusedAddr(t)
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t),
 		Backups: []string{live.Addr().String(), dead}})
 	if err != nil {
 		t.Fatal(err)
@@ -149,9 +151,9 @@ func TestFixedBackupDownFromTheStartHoldsNoMajority(t *testing.T) {
 // {1 of 1} from the last: a barrier on the other backup alone waits, and
 // says why, until it has been told the current policy.
 func TestBarrierWaitsForABackupThatMayHoldAnOldPolicy(t *testing.T) {
-	_, live := replicate.ServeBackup(t, "127.0.0.1:0")
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: replicate.StoreWithOneBatch(t), Dynamic: true,
-		Backups: []string{live.Addr().String(), unusedAddr(t)}})
+	_, live := repltest.ServeBackup(t, "127.0.0.1:0")
+	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t), Dynamic: true,
+		Backups: []string{live.Addr().String(), repltest.UnusedAddr(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,15 +163,4 @@ func TestBarrierWaitsForABackupThatMayHoldAnOldPolicy(t *testing.T) {
 	if n, err := p.Wait(ctx, 1); err == nil || !strings.Contains(err.Error(), "holds an ack policy by which it could be elected without it") {
 		t.Fatalf("a barrier held by one of two backups, the other silent since the term began: %d acks, %v", n, err)
 	}
-}
-
-// unusedAddr returns a loopback address nothing listens on (yet).
-func unusedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

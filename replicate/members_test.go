@@ -1,11 +1,10 @@
 package replicate
 
 import (
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pbfs/pbfs/replicate/internal/repltest"
 
 	"github.com/pbfs/pbfs/replicate/wire"
 )
@@ -16,19 +15,19 @@ import (
 // joining backup told "need 1 of 1" took its own report for proof that it
 // held every acknowledged batch, and was elected without them.
 func TestJoiningBackupIsToldItIsOutOfTheAckSet(t *testing.T) {
-	p, err := StartPrimary(PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: storeWithOneBatch(t), Dynamic: true})
+	p, err := StartPrimary(PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t), Dynamic: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	addr := unusedAddr(t)
+	addr := repltest.UnusedAddr(t)
 	if err := p.AddBackup(addr); err != nil {
 		t.Fatal(err)
 	}
 	if pol := p.list()[0].announced(); !pol.Degrade || pol.Need != 1 || pol.Of != 1 {
 		t.Fatalf("a joining backup is announced %+v, want the degrade flag", pol)
 	}
-	b, _ := serveBackup(t, addr)
+	b, _ := repltest.ServeBackup(t, addr)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		st := b.Status()
 		if st.DurableSeq >= 1 && st.Policy == (wire.AckPolicy{Need: 1, Of: 1}) {
@@ -72,34 +71,4 @@ func TestSafeCountsEachBackupsOwnRule(t *testing.T) {
 			t.Errorf("the holder and a backup %s: safe %v, want %v", tc.what, got, tc.safe)
 		}
 	}
-}
-
-// unusedAddr returns a loopback address nothing listens on (yet).
-func unusedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// serveBackup serves a new backup on addr ("127.0.0.1:0": any port),
-// closed in Cleanup; the test is skipped if addr was taken meanwhile.
-func serveBackup(t *testing.T, addr string) (*Backup, net.Listener) {
-	t.Helper()
-	vol := filepath.Join(t.TempDir(), "vol")
-	os.Mkdir(vol, 0o755)
-	b, err := OpenBackup(BackupConfig{Volume: vol, Journal: filepath.Join(t.TempDir(), "j"), Token: "right"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	bl, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("the address was taken meanwhile: %v", err)
-	}
-	go b.Serve(bl)
-	return b, bl
 }

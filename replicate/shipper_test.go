@@ -13,21 +13,6 @@ import (
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
-// storeWithOneBatch is a primary's journal holding batch 1, closed at
-// cleanup.
-func storeWithOneBatch(t *testing.T) *journal.Store {
-	t.Helper()
-	st, err := journal.OpenStore(filepath.Join(t.TempDir(), "pj"), journal.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, _, err := st.Append([]journal.Op{{Kind: journal.KindCreate, Path: "f", Mode: 0o644}}, time.Now(), 0, false); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
 // TestSilentBackupEndsRawStream: a backup that acks every heartbeat keeps
 // its raw stream up with nothing to send; one that goes silent (its
 // process stopped, its kernel still answering TCP) is marked unreachable

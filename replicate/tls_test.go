@@ -11,6 +11,7 @@ import (
 	"github.com/pbfs/pbfs/internal/testcert"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -26,7 +27,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 	vol := filepath.Join(dir, "vol")
 	os.Mkdir(vol, 0o755)
-	b, err := replicate.OpenBackup(replicate.BackupConfig{Volume: vol, Journal: filepath.Join(dir, "bj"), Token: "tok", TLS: files("backup")})
+	b, err := backup.Open(backup.Config{Volume: vol, Journal: filepath.Join(dir, "bj"), Token: "tok", TLS: files("backup")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,10 +62,10 @@ func TestMutualTLS(t *testing.T) {
 	}
 	// gRPC calls (resync, report) share the port with the raw stream,
 	// behind the same TLS.
-	if p, err := replicate.Query(context.Background(), ln.Addr().String(), "tok", files("primary")); err != nil || p.DurableSeq != 1 {
+	if p, err := backup.Query(context.Background(), ln.Addr().String(), "tok", files("primary")); err != nil || p.DurableSeq != 1 {
 		t.Fatalf("a gRPC call over TLS: %+v, %v", p, err)
 	}
-	if _, err := replicate.Query(context.Background(), ln.Addr().String(), "tok", wire.TLSFiles{}); err == nil {
+	if _, err := backup.Query(context.Background(), ln.Addr().String(), "tok", wire.TLSFiles{}); err == nil {
 		t.Fatal("a gRPC call without TLS was answered")
 	}
 	if _, err := os.Stat(filepath.Join(vol, "f")); err != nil {

@@ -20,7 +20,7 @@ import (
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/replica"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -170,7 +170,7 @@ func runBackup(c *cli.Context) error {
 		return cli.Exit("backup: "+err.Error(), 1)
 	}
 	defer ln.Close()
-	r, err := replica.Start(replica.Config{Listener: ln, Logger: log, Backup: replicate.BackupConfig{Volume: c.Args().First(),
+	r, err := replica.Start(replica.Config{Listener: ln, Logger: log, Backup: backup.Config{Volume: c.Args().First(),
 		Journal: c.String("journal"), Token: token, Logger: log, Retain: backupRetain(c.Duration("retain")),
 		TLS: tlsFiles(c), JournalReserve: c.Int64("journal-reserve"), Adopt: c.Bool("adopt"),
 		AcceptEpoch: c.Uint64("accept-epoch"), RepairEpoch: c.Uint64("repair-epoch")}})
@@ -220,7 +220,7 @@ var (
 	tokenFileFlag = &cli.StringFlag{Name: "token-file", Usage: "file holding the shared replication secret"}
 	// adoptFlag: the first resync makes VOLUME a copy of the primary's and
 	// removes the rest, so a VOLUME that already holds files is taken only
-	// when asked (replicate/adopt.go).
+	// when asked (replicate/backup/adopt.go).
 	adoptFlag = &cli.BoolFlag{Name: "adopt", Usage: "let the first resync take a VOLUME that already holds files (a copy of the primary's, to shorten it): it becomes a copy of the primary's volume, and what the primary lacks is removed; without it that resync is refused"}
 	// timerSlackFlag: see internal/timerslack.
 	timerSlackFlag = &cli.DurationFlag{Name: "timer-slack", Value: time.Millisecond, Usage: "how late the kernel may fire this process's timers while it is a backup: Go's scheduler then wakes less often for each batch, which saves a third of a backup's CPU under small batches; 0 keeps the kernel's default (50µs); at most 10ms. Needs CAP_SYS_NICE"}

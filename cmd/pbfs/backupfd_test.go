@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/pbfs/pbfs/internal/fstest"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -81,9 +81,9 @@ func TestBackupOutOfDescriptors(t *testing.T) {
 	junk = nil
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var peer replicate.Peer
+	var peer backup.Peer
 	for {
-		if peer, err = replicate.Query(ctx, b.Addr, fstest.TestToken, wire.TLSFiles{}); err == nil || ctx.Err() != nil {
+		if peer, err = backup.Query(ctx, b.Addr, fstest.TestToken, wire.TLSFiles{}); err == nil || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

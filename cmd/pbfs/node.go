@@ -14,7 +14,7 @@ import (
 
 	"github.com/pbfs/pbfs/coord"
 	"github.com/pbfs/pbfs/mount"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -105,7 +105,7 @@ func runNode(c *cli.Context) error {
 		Listen: c.String("listen"), Advertise: c.String("advertise"), TTL: c.Duration("lease-ttl"),
 		Mount: cfg, OnPromote: c.String("on-promote"), OnDemote: c.String("on-demote"), Logger: cfg.Logger,
 		Proxy: frontend(cfg), ProxyAdvertise: c.String("proxy-advertise"), BackupTimerSlack: c.Duration("timer-slack"), BackupProcs: c.Int("procs"), BackupCPUs: cpus,
-		Backup: replicate.BackupConfig{Token: cfg.Token, TLS: cfg.TLS, JournalReserve: cfg.JournalReserve, Registry: nil, Adopt: c.Bool("adopt")},
+		Backup: backup.Config{Token: cfg.Token, TLS: cfg.TLS, JournalReserve: cfg.JournalReserve, Registry: nil, Adopt: c.Bool("adopt")},
 	})
 	if err != nil {
 		return cli.Exit("node: "+err.Error(), 2)

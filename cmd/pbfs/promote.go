@@ -9,7 +9,7 @@ import (
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/replica"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -45,9 +45,9 @@ func promoteCommand() *cli.Command {
 					return cli.Exit("promote: "+err.Error(), 2)
 				}
 			}
-			cfg, p, err := replica.Promote(c.Context, cfg, replicate.PromoteConfig{Peers: peers, Token: cfg.Token, TLS: cfg.TLS, Force: c.Bool("force")})
+			cfg, p, err := replica.Promote(c.Context, cfg, backup.PromoteConfig{Peers: peers, Token: cfg.Token, TLS: cfg.TLS, Force: c.Bool("force")})
 			switch {
-			case errors.Is(err, replicate.ErrNotPromotable) && !errors.Is(err, replicate.ErrPrimaryJournal):
+			case errors.Is(err, backup.ErrNotPromotable) && !errors.Is(err, backup.ErrPrimaryJournal):
 				return cli.Exit(err.Error()+" (--force overrides)", 1)
 			case err != nil:
 				// --force does not make a primary's journal a backup's.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/journal"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -214,8 +214,8 @@ func TestPromoteRefusals(t *testing.T) {
 // which one is is up to the kill of the primary, so both are asked.
 func mostCurrent(t *testing.T, c *fstest.Cluster) (winner, other *fstest.BackupProc) {
 	t.Helper()
-	p0, err0 := replicate.Query(t.Context(), c.Backups[0].Addr, fstest.TestToken, wire.TLSFiles{})
-	p1, err1 := replicate.Query(t.Context(), c.Backups[1].Addr, fstest.TestToken, wire.TLSFiles{})
+	p0, err0 := backup.Query(t.Context(), c.Backups[0].Addr, fstest.TestToken, wire.TLSFiles{})
+	p1, err1 := backup.Query(t.Context(), c.Backups[1].Addr, fstest.TestToken, wire.TLSFiles{})
 	must(t, errors.Join(err0, err1))
 	if p1.DurableSeq > p0.DurableSeq {
 		return c.Backups[1], c.Backups[0]

@@ -14,7 +14,7 @@ import (
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/journal"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 )
 
 // A deposed primary rejoining resyncs only what the two histories touched
@@ -234,7 +234,7 @@ func TestRebootedDeposedPrimaryResyncsFully(t *testing.T) {
 	// batch: only a full resync finds it.
 	must(t, os.WriteFile(fstest.Beneath(vpath(c.Vol, 30, 30)), []byte("lost with the page cache"), 0o644))
 	h := touched(t)
-	h.edit = func(st *journal.Store) { must(t, st.SetMeta(replicate.BootKey, []byte("another-boot"))) }
+	h.edit = func(st *journal.Store) { must(t, st.SetMeta(backup.BootKey, []byte("another-boot"))) }
 	old := depose(t, c, h)
 	c.RequireConverged()
 	requireFull(t, c)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/pbfs/pbfs/internal/fstest"
 	"github.com/pbfs/pbfs/internal/mariadbtest"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/backup"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -110,7 +110,7 @@ func promoteBest(t *testing.T, c *fstest.Cluster, args ...string) (*fstest.Proc,
 	best := c.Backups[0]
 	var bestSeq uint64
 	for _, b := range c.Backups {
-		p, err := replicate.Query(t.Context(), b.Addr, fstest.TestToken, wire.TLSFiles{})
+		p, err := backup.Query(t.Context(), b.Addr, fstest.TestToken, wire.TLSFiles{})
 		if err != nil {
 			t.Fatal(err)
 		}
