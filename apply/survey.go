@@ -11,7 +11,7 @@ import (
 )
 
 // A targeted resync reconciles only the paths two histories touched since
-// they parted (replicate/resync_scope.go). What a backup's journal does
+// they parted (replicate/primary/resync_scope.go). What a backup's journal does
 // not say of its volume, a walk of the volume does: the names that hold
 // one file between them (reconciling one name of a file writes them all),
 // the paths a deposed primary changed after its last journaled batch

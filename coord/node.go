@@ -22,8 +22,8 @@ import (
 	"github.com/pbfs/pbfs/internal/procs"
 	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/mount"
-	"github.com/pbfs/pbfs/replicate"
 	"github.com/pbfs/pbfs/replicate/backup"
+	"github.com/pbfs/pbfs/replicate/primary"
 )
 
 // Config describes a node.
@@ -215,7 +215,7 @@ func (n *Node) Run(ctx context.Context) error {
 			continue
 		}
 		n.schedule(false)
-		if err := n.servePrimary(ctx); errors.Is(err, ErrLeaseLost) || errors.Is(err, replicate.ErrDeposed) {
+		if err := n.servePrimary(ctx); errors.Is(err, ErrLeaseLost) || errors.Is(err, primary.ErrDeposed) {
 			n.log.Info("primary role ended; rejoining as a backup") // said why above
 		} else if err != nil {
 			n.log.Error("primary role ended", "err", err)

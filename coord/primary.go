@@ -16,8 +16,8 @@ import (
 
 	"github.com/pbfs/pbfs/mount"
 	"github.com/pbfs/pbfs/replica"
-	"github.com/pbfs/pbfs/replicate"
 	"github.com/pbfs/pbfs/replicate/backup"
+	"github.com/pbfs/pbfs/replicate/primary"
 )
 
 // servePrimary serves the term this node won until its lease lapses (it
@@ -76,7 +76,7 @@ func (n *Node) servePrimary(ctx context.Context) error {
 		// The backups saw the term end before this node did (etcd revoked
 		// the lease, or this node cannot reach it): no barrier returns
 		// again, so the service stops now, not at the lease's give-up time.
-		err = replicate.ErrDeposed
+		err = primary.ErrDeposed
 		n.log.Error("deposed: a backup refused this primary's epoch; stopping the service and rejoining as a backup")
 		n.hook(n.cfg.OnDemote, "backup", p.Epoch)
 		m.Abort()

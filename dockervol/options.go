@@ -15,7 +15,7 @@ import (
 
 	"github.com/pbfs/pbfs/plugins/sdk"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/primary"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -101,7 +101,7 @@ func Merge(defaults, opts Options) (Options, error) {
 // number of backups, and a secret where there are backups.
 func checkTogether(o Options) error {
 	backups := o.Backups()
-	if _, err := replicate.ParseAck(o["ack"], len(backups)); err != nil && len(backups) > 0 {
+	if _, err := primary.ParseAck(o["ack"], len(backups)); err != nil && len(backups) > 0 {
 		return fmt.Errorf("ack=%s with %d backups: %v", o["ack"], len(backups), err)
 	}
 	if len(backups) > 0 && o["token-file"] == "" && os.Getenv("PBFS_TOKEN") == "" {
@@ -200,7 +200,7 @@ func checkBackups(v string) error {
 }
 
 func checkAck(v string) error {
-	_, err := replicate.ParseAck(v, 1<<16)
+	_, err := primary.ParseAck(v, 1<<16)
 	return err
 }
 

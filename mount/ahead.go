@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/primary"
 )
 
 // aheadGate holds barriers while the volume is ahead of its journal (an
@@ -75,6 +75,6 @@ func (g *aheadGate) wait(ctx context.Context, stopped, deposed <-chan struct{}) 
 	case <-stopped:
 		return fmt.Errorf("wait for the resync: %w: the mount stopped", ErrVolumeAhead)
 	case <-deposed:
-		return fmt.Errorf("wait for the resync: %w", replicate.ErrDeposed)
+		return fmt.Errorf("wait for the resync: %w", primary.ErrDeposed)
 	}
 }

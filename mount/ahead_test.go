@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/primary"
 )
 
 func TestAheadGate(t *testing.T) {
@@ -42,7 +42,7 @@ func TestAheadGate(t *testing.T) {
 	}
 	deposed := make(chan struct{})
 	close(deposed)
-	if err := g.wait(context.Background(), make(chan struct{}), deposed); !errors.Is(err, replicate.ErrDeposed) {
+	if err := g.wait(context.Background(), make(chan struct{}), deposed); !errors.Is(err, primary.ErrDeposed) {
 		t.Fatalf("the primary is deposed: %v", err)
 	}
 }

@@ -25,7 +25,7 @@ import (
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/plugins/sdk"
 	"github.com/pbfs/pbfs/plugins/sdk/host"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/primary"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -72,7 +72,7 @@ type Config struct {
 	// ack set (marking it stale); zero makes barriers wait for it.
 	DegradeAfter time.Duration
 	// MinBackups: at least this many backups hold a batch before its
-	// barrier returns (replicate.PrimaryConfig.MinBackups).
+	// barrier returns (primary.Config.MinBackups).
 	MinBackups int
 
 	// Retain keeps batches every backup holds for this long before
@@ -119,7 +119,7 @@ type Config struct {
 	// TrustVolume serves a volume ErrVolumeUntrusted would refuse.
 	TrustVolume bool
 	// AckLevel: what a backup's ack means, disk (default) or memory
-	// (replicate.PrimaryConfig.AckLevel).
+	// (primary.Config.AckLevel).
 	AckLevel string
 	// BeforeUnlock, if set, runs as Close ends, just before the backing
 	// directory's lock is released: a new mount of the volume waits for
@@ -151,7 +151,7 @@ type Mount struct {
 	log        *slog.Logger
 	unclean    bool
 	ahead      *aheadGate // see ErrVolumeAhead; cleared once every backup is resynced
-	primary    *replicate.Primary
+	primary    *primary.Primary
 	volumeID   string
 	plugins    *host.Supervisor
 	lock       *volumeLock // on the backing directory (lock.go)

@@ -20,8 +20,8 @@ import (
 	"github.com/pbfs/pbfs/internal/timerslack"
 	"github.com/pbfs/pbfs/journal"
 	"github.com/pbfs/pbfs/plugins/sdk"
-	"github.com/pbfs/pbfs/replicate"
 	"github.com/pbfs/pbfs/replicate/backup"
+	"github.com/pbfs/pbfs/replicate/primary"
 )
 
 // monitorCheck is how often the keeper of the monitor thread's timer slack
@@ -50,7 +50,7 @@ func (m *Mount) start() error {
 		return err
 	}
 	if len(cfg.Backups) > 0 || cfg.Dynamic {
-		m.primary, err = replicate.StartPrimary(m.primaryConfig())
+		m.primary, err = primary.Start(m.primaryConfig())
 		if err != nil {
 			return err
 		}
@@ -311,9 +311,9 @@ func (m *Mount) markOpen(rootFd int) error {
 }
 
 // primaryConfig is the replication side of the configuration.
-func (m *Mount) primaryConfig() replicate.PrimaryConfig {
+func (m *Mount) primaryConfig() primary.Config {
 	cfg := m.cfg
-	return replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token, MinBackups: cfg.MinBackups, Dynamic: cfg.Dynamic,
+	return primary.Config{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token, MinBackups: cfg.MinBackups, Dynamic: cfg.Dynamic,
 		VolumeID: m.volumeID, Store: m.store, Registry: m.reg, Logger: cfg.Logger, DegradeAfter: cfg.DegradeAfter, TLS: cfg.TLS,
 		Snapshots: snapshots{m.committer, m.fs}, ResyncAll: m.ahead.raised(), AllResynced: m.resynced, Events: cfg.Events}
 }

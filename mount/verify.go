@@ -10,7 +10,7 @@ import (
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/journal"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/primary"
 )
 
 // pbfs verify reads the primary's volume through these: Manifest while
@@ -74,5 +74,5 @@ func (m *Mount) BackupManifest(ctx context.Context, addr string, minSeq uint64) 
 	if !slices.Contains(m.Backups(), addr) {
 		return nil, fmt.Errorf("manifest of %s: not a backup of this primary", addr)
 	}
-	return replicate.FetchManifest(ctx, addr, m.cfg.Token, m.cfg.TLS, minSeq, nil)
+	return primary.FetchManifest(ctx, addr, m.cfg.Token, m.cfg.TLS, minSeq, nil)
 }

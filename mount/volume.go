@@ -11,7 +11,7 @@ import (
 
 	"github.com/pbfs/pbfs/internal/pathcheck"
 	"github.com/pbfs/pbfs/journal"
-	"github.com/pbfs/pbfs/replicate"
+	"github.com/pbfs/pbfs/replicate/primary"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -57,7 +57,7 @@ func (cfg *Config) check() error {
 		return fmt.Errorf("degrade-after %s: want a positive duration (0: never)", cfg.DegradeAfter)
 	}
 	if len(cfg.Backups) > 0 || cfg.Dynamic {
-		pc := replicate.PrimaryConfig{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token, TLS: cfg.TLS, MinBackups: cfg.MinBackups, Dynamic: cfg.Dynamic}
+		pc := primary.Config{Backups: cfg.Backups, Ack: cfg.Ack, AckLevel: cfg.AckLevel, Token: cfg.Token, TLS: cfg.TLS, MinBackups: cfg.MinBackups, Dynamic: cfg.Dynamic}
 		if err := pc.Check(); err != nil {
 			return err
 		}
@@ -85,8 +85,8 @@ func (cfg *Config) check() error {
 			return fmt.Errorf("min-backups %d needs backups: give --backup", cfg.MinBackups)
 		}
 		switch cfg.AckLevel {
-		case "", replicate.AckDisk:
-		case replicate.AckMemory:
+		case "", primary.AckDisk:
+		case primary.AckMemory:
 			return errors.New("ack level memory needs backups: give --backup")
 		default:
 			return fmt.Errorf("ack level %q: want disk or memory", cfg.AckLevel)

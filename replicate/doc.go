@@ -1,6 +1,6 @@
-// Package replicate turns a journal into a replicated one. On the primary,
-// a Shipper per backup streams sealed batches (many in flight, cumulative
-// acks) and an AckSet answers "is seq durable on enough backups". The
-// backup's side is package backup; how the two reach each other, package
-// wire.
+// Package replicate turns a journal into a replicated one. Its packages
+// split it by role: primary ships a journal's batches to the backups and
+// answers barriers by their acks; backup receives, stores, acks and
+// applies them; wire is how the two reach each other. This package holds
+// only the tests that run both sides together.
 package replicate

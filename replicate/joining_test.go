@@ -8,8 +8,8 @@ import (
 
 	"github.com/pbfs/pbfs/replicate/internal/repltest"
 
-	"github.com/pbfs/pbfs/replicate"
 	"github.com/pbfs/pbfs/replicate/backup"
+	"github.com/pbfs/pbfs/replicate/primary"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -18,7 +18,7 @@ import (
 // own disk: the barrier waits for the first of them to catch up. It was
 // acknowledged at once before, and lost with the primary.
 func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t)})
+	p, err := primary.Start(primary.Config{Ack: "all", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestBarrierWaitsForAJoiningBackup(t *testing.T) {
 // the other members were down) acknowledges nothing on its own disk; the
 // barrier returns once a backup joined and holds the batch.
 func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t), MinBackups: 1})
+	p, err := primary.Start(primary.Config{Ack: "all", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t), MinBackups: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestMinBackupsHoldsBarriersUntilABackupJoins(t *testing.T) {
 // set at once, with no barrier to notice: an idle primary's status said
 // "joining" for a backup that had long caught up.
 func TestCaughtUpBackupJoinsWithoutABarrier(t *testing.T) {
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t)})
+	p, err := primary.Start(primary.Config{Ack: "all", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestCaughtUpBackupJoinsWithoutABarrier(t *testing.T) {
 // policy at once (a new session), not only at their next reconnect.
 func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
 	b1, l1 := repltest.ServeBackup(t, "127.0.0.1:0")
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t), Dynamic: true,
+	p, err := primary.Start(primary.Config{Ack: "majority", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t), Dynamic: true,
 		Backups: []string{l1.Addr().String()}})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestJoinTellsTheOthersTheNewPolicy(t *testing.T) {
 func TestFixedBackupDownFromTheStartHoldsNoMajority(t *testing.T) {
 	_, live := repltest.ServeBackup(t, "127.0.0.1:0")
 	dead := repltest.UnusedAddr(t)
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t),
+	p, err := primary.Start(primary.Config{Ack: "majority", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t),
 		Backups: []string{live.Addr().String(), dead}})
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestFixedBackupDownFromTheStartHoldsNoMajority(t *testing.T) {
 // says why, until it has been told the current policy.
 func TestBarrierWaitsForABackupThatMayHoldAnOldPolicy(t *testing.T) {
 	_, live := repltest.ServeBackup(t, "127.0.0.1:0")
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Ack: "majority", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t), Dynamic: true,
+	p, err := primary.Start(primary.Config{Ack: "majority", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t), Dynamic: true,
 		Backups: []string{live.Addr().String(), repltest.UnusedAddr(t)}})
 	if err != nil {
 		t.Fatal(err)

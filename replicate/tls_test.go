@@ -10,8 +10,8 @@ import (
 
 	"github.com/pbfs/pbfs/internal/testcert"
 	"github.com/pbfs/pbfs/journal"
-	"github.com/pbfs/pbfs/replicate"
 	"github.com/pbfs/pbfs/replicate/backup"
+	"github.com/pbfs/pbfs/replicate/primary"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -44,7 +44,7 @@ func TestMutualTLS(t *testing.T) {
 		if _, _, err := st.Append([]journal.Op{{Kind: journal.KindCreate, Path: "f", Mode: 0o644}}, time.Now(), 0, false); err != nil {
 			t.Fatal(err)
 		}
-		p, err := replicate.StartPrimary(replicate.PrimaryConfig{Backups: []string{ln.Addr().String()}, Ack: "all", Token: "tok", VolumeID: "v", Store: st, TLS: tls})
+		p, err := primary.Start(primary.Config{Backups: []string{ln.Addr().String()}, Ack: "all", Token: "tok", VolumeID: "v", Store: st, TLS: tls})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pbfs/pbfs/replicate/primary"
+
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -16,7 +18,6 @@ import (
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/internal/status"
-	"github.com/pbfs/pbfs/replicate"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
@@ -129,11 +130,11 @@ func compareAll(ctx context.Context, c *cli.Context, cl *control.Client, st cont
 		return nil, cli.Exit("verify: "+err.Error(), 1)
 	}
 	began := time.Now()
-	primary, err := cl.Manifest(ctx, nil)
+	mine, err := cl.Manifest(ctx, nil)
 	if err != nil {
 		return nil, cli.Exit("verify: "+err.Error(), 1)
 	}
-	fmt.Fprintf(c.App.ErrWriter, "verify: the primary's volume at seq %d: %d paths hashed in %v\n", seq, len(primary), time.Since(began).Round(time.Millisecond))
+	fmt.Fprintf(c.App.ErrWriter, "verify: the primary's volume at seq %d: %d paths hashed in %v\n", seq, len(mine), time.Since(began).Round(time.Millisecond))
 	var out []verdict
 	suspects := map[string]map[string]bool{} // backup -> paths
 	size := map[string]int64{}               // suspect path -> what hashing it again costs (cost)
@@ -144,7 +145,7 @@ func compareAll(ctx context.Context, c *cli.Context, cl *control.Client, st cont
 			// Through the mount, which holds the token and TLS files.
 			m, err = cl.BackupManifest(ctx, b.Addr, seq)
 		} else {
-			m, err = replicate.FetchManifest(ctx, b.Addr, token, tls, seq, nil)
+			m, err = primary.FetchManifest(ctx, b.Addr, token, tls, seq, nil)
 		}
 		if err != nil {
 			v.Err = err.Error()
@@ -155,10 +156,10 @@ func compareAll(ctx context.Context, c *cli.Context, cl *control.Client, st cont
 			out = append(out, v)
 			continue
 		}
-		v.Compared = len(primary)
-		suspects[b.Addr] = differing(primary, m)
+		v.Compared = len(mine)
+		suspects[b.Addr] = differing(mine, m)
 		for p := range suspects[b.Addr] {
-			size[p] = max(size[p], cost(primary, m, p))
+			size[p] = max(size[p], cost(mine, m, p))
 		}
 		fmt.Fprintf(c.App.ErrWriter, "verify: %s: %d paths hashed, %d to compare again\n", b.Addr, len(m), len(suspects[b.Addr]))
 		out = append(out, v)

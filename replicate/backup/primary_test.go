@@ -8,18 +8,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pbfs/pbfs/replicate"
 	"github.com/pbfs/pbfs/replicate/internal/repltest"
+	"github.com/pbfs/pbfs/replicate/primary"
 )
 
 // replicateOnce journals one batch on a fresh primary, waits for the
 // backup at addr to ack it and calls up with the primary and its registry
 // while the stream is still up.
-func replicateOnce(t *testing.T, addr string, up func(*replicate.Primary, *prometheus.Registry)) {
+func replicateOnce(t *testing.T, addr string, up func(*primary.Primary, *prometheus.Registry)) {
 	t.Helper()
 	st := repltest.StoreWithOneBatch(t)
 	reg := prometheus.NewRegistry()
-	p, err := replicate.StartPrimary(replicate.PrimaryConfig{Backups: []string{addr}, Ack: "all", Token: "right", VolumeID: "v", Store: st, Registry: reg})
+	p, err := primary.Start(primary.Config{Backups: []string{addr}, Ack: "all", Token: "right", VolumeID: "v", Store: st, Registry: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestPrimaryStreamsRaw(t *testing.T) {
 		} else {
 			go b.Serve(ln)
 		}
-		replicateOnce(t, addr, func(p *replicate.Primary, reg *prometheus.Registry) {
+		replicateOnce(t, addr, func(p *primary.Primary, reg *prometheus.Registry) {
 			if got := rawGauge(t, reg, addr); got != c.raw {
 				t.Errorf("grpcOnly %v: pbfs_replicate_stream_raw %v, want %v", c.grpcOnly, got, c.raw)
 			}

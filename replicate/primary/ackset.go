@@ -1,4 +1,4 @@
-package replicate
+package primary
 
 import (
 	"context"
@@ -53,7 +53,7 @@ type Primary struct {
 	cancel       context.CancelFunc
 	ctx          context.Context
 	wg           sync.WaitGroup
-	cfg          PrimaryConfig
+	cfg          Config
 	smu          sync.Mutex // guards shippers once started (members.go)
 	// resyncLeft counts the backups still to be resynced for ResyncAll
 	// (0: none, or all done; members.go): -1 before the first is added.
@@ -72,8 +72,8 @@ type Primary struct {
 	deposeOne sync.Once
 }
 
-// PrimaryConfig configures the primary side.
-type PrimaryConfig struct {
+// Config configures the primary side.
+type Config struct {
 	Backups  []string
 	Ack      string
 	Token    string
@@ -111,10 +111,10 @@ type PrimaryConfig struct {
 	AllResynced func()
 }
 
-// Check refuses a configuration StartPrimary would: an ack policy the
+// Check refuses a configuration Start would: an ack policy the
 // backups cannot meet, a malformed backup address, no token, TLS files
 // that do not load. It touches nothing.
-func (cfg *PrimaryConfig) Check() error {
+func (cfg *Config) Check() error {
 	n := len(cfg.Backups)
 	if cfg.Dynamic {
 		n = maxMinBackups
@@ -156,8 +156,8 @@ func (cfg *PrimaryConfig) Check() error {
 	return cfg.TLS.Check()
 }
 
-// StartPrimary starts a shipper per backup.
-func StartPrimary(cfg PrimaryConfig) (*Primary, error) {
+// Start starts a shipper per backup.
+func Start(cfg Config) (*Primary, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
@@ -300,7 +300,7 @@ func (p *Primary) missing(seq uint64, have, need int, shippers []*Shipper, cause
 	return fmt.Errorf("%s: %w", b.String(), cause)
 }
 
-// Ack levels: what a backup's ack means (PrimaryConfig.AckLevel).
+// Ack levels: what a backup's ack means (Config.AckLevel).
 const (
 	AckDisk   = "disk"   // durable in the backup's journal (synced)
 	AckMemory = "memory" // received and checksummed, in its memory

@@ -1,4 +1,4 @@
-package replicate
+package primary
 
 import (
 	"testing"
@@ -15,7 +15,7 @@ import (
 // joining backup told "need 1 of 1" took its own report for proof that it
 // held every acknowledged batch, and was elected without them.
 func TestJoiningBackupIsToldItIsOutOfTheAckSet(t *testing.T) {
-	p, err := StartPrimary(PrimaryConfig{Ack: "all", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t), Dynamic: true})
+	p, err := Start(Config{Ack: "all", Token: "right", VolumeID: "v", Store: repltest.StoreWithOneBatch(t), Dynamic: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package replicate
+package primary
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 )
 
 // Online verify (`pbfs verify`) from the primary's side: the client of
-// a backup's Manifest call (backup/manifest.go), for the primary and for
+// a backup's Manifest call (../backup/manifest.go), for the primary and for
 // pbfs verify.
 
 // FetchManifest asks the backup at addr for its manifest once it has

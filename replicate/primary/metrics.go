@@ -1,4 +1,4 @@
-package replicate
+package primary
 
 import "github.com/prometheus/client_golang/prometheus"
 

@@ -1,4 +1,4 @@
-package replicate
+package primary
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type Snapshotter interface {
 // ops are idempotent, and the tree the batches apply to is the snapshot's.
 func (s *Shipper) resync(ctx context.Context, forced bool) error {
 	err := s.resyncOnce(ctx, forced)
-	if status.Code(err) == codes.PermissionDenied { // a backup's answer to a stale epoch (backup/resync.go)
+	if status.Code(err) == codes.PermissionDenied { // a backup's answer to a stale epoch (../backup/resync.go)
 		s.setDeposed()
 		s.log.Error("this primary is deposed: a backup refused its resync for a higher epoch", "err", err)
 		return fmt.Errorf("%v: %w", err, ErrDeposed)

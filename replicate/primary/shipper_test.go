@@ -1,4 +1,4 @@
-package replicate
+package primary
 
 import (
 	"io"
@@ -30,7 +30,7 @@ func TestSilentBackupEndsRawStream(t *testing.T) {
 	}
 	defer st.Close()
 	addrs := []string{fakeBackup(t, 50*time.Millisecond), fakeBackup(t, 0)}
-	p, err := StartPrimary(PrimaryConfig{Backups: addrs, Ack: "all", Token: "right", VolumeID: "v", Store: st})
+	p, err := Start(Config{Backups: addrs, Ack: "all", Token: "right", VolumeID: "v", Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package replicate
+package primary
 
 import (
 	"context"
@@ -66,7 +66,7 @@ func (p *Primary) join(s *Shipper, seq uint64) {
 // (coord's eligible), by the policy it last confirmed. Not confirmed yet:
 // 1 for a backup a dynamic primary's term started with (it may hold
 // {1 of 1} from the last; a fixed list's backups are taken to hold the
-// policy the flags give, StartPrimary); none for one added while the
+// policy the flags give, Start); none for one added while the
 // primary ran, which holds no batch of this term before its first Hello
 // (counted, a member whose record outlived it held every barrier until it
 // was back).
