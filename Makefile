@@ -34,7 +34,7 @@ test-short:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 	$(GO) vet ./...
-	$(GO) vet -tags failpoints ./fs ./journal ./replicate
+	$(GO) vet -tags failpoints ./fs ./journal ./replicate/...
 
 # Every fuzz target in turn, FUZZTIME each.
 fuzz:
