@@ -1,3 +1,5 @@
+// Package replpb holds the replication protocol's messages and service,
+// generated from replicate.proto, and turns paths into its byte strings.
 package replpb
 
 import "sort"
