@@ -31,8 +31,12 @@ type Committer struct {
 	failed   int
 	loggedAt time.Time
 	// holding is whether a refused batch is held, for Run to retry it
-	// however long its timer.
+	// however long its timer; heldSig tells Run, idle or waiting on its
+	// seal timer, that holding turned true (see hold).
 	holding atomic.Bool
+	heldSig chan struct{}
+	// timerWakes counts Run's wake-ups by its timers, for tests.
+	timerWakes atomic.Int64
 
 	batches  prometheus.Counter
 	bytes    *prometheus.CounterVec
@@ -46,7 +50,7 @@ func NewCommitter(fs *FS, store *journal.Store, interval time.Duration, reg prom
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Committer{
-		fs: fs, store: store, log: log, interval: interval, sem: make(chan struct{}, 1),
+		fs: fs, store: store, log: log, interval: interval, sem: make(chan struct{}, 1), heldSig: make(chan struct{}, 1),
 		batches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pbfs_journal_batches_total", Help: "Batches appended to the journal.",
 		}),
@@ -114,7 +118,7 @@ func (c *Committer) commit(ctx context.Context, trigger string) (uint64, error) 
 		}
 		h, size, raw, err := c.appendSealed(c.held, c.at)
 		if err != nil {
-			c.holding.Store(true)
+			c.hold()
 			c.failures.Inc()
 			if c.failed++; c.failed == 1 || time.Since(c.loggedAt) >= 10*time.Second {
 				c.log.Error("journal append failed; the batch is kept and retried", "err", err, "ops", len(c.held.Ops), "failures", c.failed)
@@ -142,36 +146,6 @@ func (c *Committer) commit(ctx context.Context, trigger string) (uint64, error) 
 	}
 }
 
-// Run seals on the timer and on size until ctx ends, then seals what is
-// left. A batch the journal refused is retried on the timer, and at least
-// every retryEvery however long the timer.
-func (c *Committer) Run(ctx context.Context) {
-	t := time.NewTicker(c.interval)
-	defer t.Stop()
-	retry := time.NewTicker(retryEvery)
-	defer retry.Stop()
-	for {
-		trigger := "timer"
-		select {
-		case <-ctx.Done():
-			if _, err := c.commit(context.Background(), "close"); err != nil {
-				c.log.Error("final seal failed", "err", err)
-			}
-			return
-		case <-t.C:
-		case <-retry.C:
-			if !c.holding.Load() {
-				continue
-			}
-		case <-c.fs.SealRequests():
-			trigger = "size"
-		}
-		if _, err := c.commit(ctx, trigger); err != nil && ctx.Err() == nil {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-}
-
 // appendSealed stores s's ops as the next batch or, when they are too
 // large for one (journal.Split), as a group of batches. If the journal
 // refuses one, s keeps only the ops not yet stored, for the retry to
@@ -193,6 +167,3 @@ func (c *Committer) appendSealed(s *Sealed, at time.Time) (journal.Header, int, 
 	}
 	return last, stored, raw, nil
 }
-
-// retryEvery bounds how long a refused batch waits to be tried again.
-const retryEvery = time.Second

@@ -82,6 +82,7 @@ type FS struct {
 	handles    sync.Map // uint64 -> *Handle
 	nextH      atomic.Uint64
 	sealSig    chan struct{} // size-triggered seal requests
+	openSig    chan struct{} // the open batch took its first op
 	flowMu     sync.Mutex
 	flowCond   *sync.Cond
 	refusedLog atomic.Int64          // unix ns of the last "refusing writes" log line
@@ -110,7 +111,7 @@ func New(rootFd int, o Options) (*FS, error) {
 		return nil, fmt.Errorf("backing root: not a directory")
 	}
 	f := &FS{root: rootFd, opts: o, log: o.Logger, m: o.Metrics, table: newTable(st.Ino), sealSig: make(chan struct{}, 1),
-		backingLog: ratelog.New(logEvery)}
+		openSig: make(chan struct{}, 1), backingLog: ratelog.New(logEvery)}
 	if o.Capture {
 		f.table.local = o.Classify
 	}
@@ -133,6 +134,18 @@ func (f *FS) Capturing() bool { return f.opts.Capture }
 // SealRequests delivers a value whenever the open batch outgrows
 // MaxBatchBytes.
 func (f *FS) SealRequests() <-chan struct{} { return f.sealSig }
+
+// Opened delivers a value once the open batch takes its first op, after
+// Empty turns false (it may hold a stale one from a batch sealed since):
+// the committer, idle until then, starts its seal timer.
+func (f *FS) Opened() <-chan struct{} { return f.openSig }
+
+func (f *FS) opened() {
+	select {
+	case f.openSig <- struct{}{}:
+	default:
+	}
+}
 
 // Stats reports the payload pending in the open batch and the number of
 // nodes the table holds.
@@ -323,7 +336,9 @@ func (f *FS) recordNS(op journal.Op) {
 	}
 	f.ns = append(f.ns, op)
 	f.touched(&op)
-	f.nsCount.Add(1)
+	if f.nsCount.Add(1) == 1 {
+		f.opened()
+	}
 	f.m.op(op.Kind)
 	// Namespace ops carry no payload but still cost memory: count them
 	// roughly, so a metadata storm also seals by size.
@@ -337,7 +352,11 @@ func (f *FS) dataLog(n *Node) *journal.DataLog {
 		n.log = &journal.DataLog{}
 		f.dirtyMu.Lock()
 		f.dirty = append(f.dirty, n)
+		first := len(f.dirty) == 1
 		f.dirtyMu.Unlock()
+		if first {
+			f.opened()
+		}
 	}
 	return n.log
 }

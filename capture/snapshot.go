@@ -76,7 +76,7 @@ func (c *Committer) Frozen(ctx context.Context, fn func(journal.Header) error) (
 		// its own refused batches; dropping them would lose them from the
 		// journal and from every streaming backup.
 		c.held, c.at = &s, start
-		c.holding.Store(true)
+		c.hold()
 	}
 	if err == nil {
 		err = fn(c.store.Last())

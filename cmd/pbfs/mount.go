@@ -45,7 +45,7 @@ func mountFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "write-diff", Usage: "record only the bytes a write changes (costs a read per write)"},
 		&cli.BoolFlag{Name: "no-xattrs", Usage: "answer extended-attribute calls with ENOSYS (saves a trip per write)"},
 		&cli.Int64Flag{Name: "batch-bytes", Value: 64 << 20, Usage: "seal the open batch once it holds this many bytes (a size: 65536, 64M, 1GiB)"},
-		&cli.DurationFlag{Name: "seal-interval", Value: 50e6, Usage: "seal the open batch at least this often"},
+		&cli.DurationFlag{Name: "seal-interval", Value: 50e6, Usage: "seal the open batch at most this long after its first change (an idle mount seals nothing)"},
 		journalReserveFlag,
 		&cli.StringSliceFlag{Name: "backup", Usage: "HOST:PORT of a pbfs backup to replicate to (repeatable)"},
 		&cli.StringFlag{Name: "ack", Value: "all", Usage: "backups that must hold a batch before its barrier returns: all, majority, none or a number"},
