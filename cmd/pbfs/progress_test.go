@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/fstest"
 )
 
@@ -55,6 +56,13 @@ func TestResyncProgressBytes(t *testing.T) {
 	out := string(raw)
 	if err != nil || !strings.Contains(out, "every backup is resynced: 1 of them, 64.0 MiB compared") {
 		t.Fatalf("resync --wait: %v:\n%s", err, out)
+	}
+	// The figures stay in status once it ended: a resync can end between
+	// two of --wait's looks, which then said "0 B compared".
+	var st control.Status
+	if out, code := run(t, "status", "--journal", c.Jdir, "--json"); code != 0 || json.Unmarshal([]byte(out), &st) != nil ||
+		len(st.Backups) != 1 || st.Backups[0].LastResync == nil || st.Backups[0].LastResync.TotalBytes != 64<<20 {
+		t.Fatalf("status --json after the resync: exit %d, want last_resync of 64 MiB:\n%s", code, out)
 	}
 	last := -1
 	for _, l := range strings.Split(out, "\n") {

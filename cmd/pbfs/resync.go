@@ -76,7 +76,8 @@ func waitResync(c *cli.Context, cl *control.Client, asked map[string]uint64) err
 		busy, down := false, ""
 		for _, b := range st.Backups {
 			prev := seen[b.Addr]
-			if n, ok := asked[b.Addr]; ok && b.Resyncs <= n {
+			n, ok := asked[b.Addr]
+			if ok && b.Resyncs <= n {
 				busy = true // its resync has not finished yet (or started)
 			}
 			switch {
@@ -90,6 +91,8 @@ func waitResync(c *cli.Context, cl *control.Client, asked map[string]uint64) err
 				busy = true
 			case !b.Up || b.Stale:
 				down = b.Addr + ": " + b.State
+			case ok && b.Resyncs > n && b.LastResync != nil:
+				seen[b.Addr] = b.LastResync // done, seen under way or not
 			case prev != nil:
 				prev.Bytes = prev.TotalBytes // done
 			}

@@ -45,6 +45,8 @@ type Backup struct {
 	// Resyncs: how many resyncs of this backup the mount has finished
 	// since it started (pbfs resync --wait waits for one more).
 	Resyncs uint64 `json:"resyncs"`
+	// LastResync: the latest finished resync's figures (nil: none yet).
+	LastResync *ResyncProgress `json:"last_resync,omitempty"`
 }
 
 // ResyncProgress is a resync's progress as status reports it.

@@ -109,6 +109,7 @@ func (s *Shipper) resyncOnce(ctx context.Context, forced bool) error {
 		return errors.New("resync: no result from the backup")
 	}
 	s.setStale(false)
+	s.resyncProg.finish() // before the count, which pbfs resync --wait watches
 	s.resyncsDone.Add(1)
 	s.m.resyncs.WithLabelValues(plan.kind).Inc()
 	s.m.resyncEntries.WithLabelValues(plan.kind).Add(float64(listed))

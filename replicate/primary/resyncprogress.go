@@ -17,6 +17,9 @@ type resyncProgress struct {
 	total   atomic.Uint64
 	done    atomic.Uint64
 	sent    atomic.Uint64
+	// last is the latest finished resync's, for status to report after
+	// it ended: one may end between two looks at a mount's status.
+	last atomic.Pointer[status.ResyncProgress]
 }
 
 // begin starts counting a resync of total bytes.
@@ -25,6 +28,15 @@ func (p *resyncProgress) begin(total uint64) {
 	p.done.Store(0)
 	p.sent.Store(0)
 	p.started.Store(time.Now().UnixNano())
+}
+
+// finish records the resync under way as the latest finished one, every
+// byte compared.
+func (p *resyncProgress) finish() {
+	if r := p.snapshot(); r != nil {
+		r.Bytes, r.Left = r.TotalBytes, 0
+		p.last.Store(r)
+	}
 }
 
 // advance raises done to n, never lowering it.

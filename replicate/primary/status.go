@@ -81,6 +81,7 @@ func (p *Primary) Status() []status.Backup {
 		st := status.Backup{Addr: s.addr, Up: s.up.Load(), AckedSeq: s.acked.Load(), AppliedSeq: s.applied.Load(), Resyncs: s.resyncsDone.Load(),
 			Stale: s.stale.Load() || s.degraded.Load() || s.stalled.Load() || s.joining.Load(), Degraded: s.degraded.Load(), Stalled: s.stalled.Load(),
 			State: s.describe(0), Resyncing: s.resyncing.Load()}
+		st.LastResync = s.resyncProg.last.Load()
 		if st.Resyncing {
 			if st.Resync = s.resyncProg.snapshot(); st.Resync != nil {
 				st.ResyncPercent = st.Resync.Percent()
