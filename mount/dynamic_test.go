@@ -31,7 +31,7 @@ func TestBackupAddedLaterIsResyncedFromAnAheadVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(vol, "mounted"), []byte("through the mount"), 0o644); err != nil {
+	if err := fstest.WriteOwn(t, filepath.Join(vol, "mounted"), []byte("through the mount")); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Close(); err != nil {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pbfs/pbfs/apply"
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/journal"
@@ -133,4 +135,24 @@ func (e *Env) CheckReplay() {
 	e.Barrier()
 	e.ReplayInto(e.Start)
 	RequireEqual(e.T, Snapshot(e.T, e.Vol), Snapshot(e.T, e.Start), "replica vs primary")
+}
+
+// WriteOwn writes data to a new file at p on a mount that this test
+// process serves itself (mount.Start), with plain system calls. Go's os
+// package registers each file it opens with its poller, and on a FUSE
+// file that epoll_ctl sends the mount a POLL request while the calling
+// thread keeps its P, outside the runtime's system-call accounting: with
+// the other P busy, the reader that must answer the POLL never runs, and
+// the test hangs in the kernel, unkillable.
+func WriteOwn(t testing.TB, p string, data []byte) error {
+	t.Helper()
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, data); err != nil {
+		return &os.PathError{Op: "write", Path: p, Err: err}
+	}
+	return nil
 }
