@@ -161,11 +161,22 @@ func (s *Server) spawn() {
 	go s.reader()
 }
 
+// ErrConnectionEnded: Abort found the connection already ended.
+var ErrConnectionEnded = errors.New("the FUSE connection has already ended")
+
 // Abort ends the FUSE connection at once, through the kernel's control
 // file for it: requests in flight and every later one fail with ENOTCONN,
 // and the request loop ends. It is how a stop that waits for the service
-// to close its files is forced.
+// to close its files is forced. Once the connection has ended it does
+// nothing: the kernel gives its id to the next FUSE mount, whoever's.
 func (s *Server) Abort() error {
+	select {
+	case <-s.closing:
+		return fmt.Errorf("abort: %w", ErrConnectionEnded)
+	case <-s.done:
+		return fmt.Errorf("abort: %w", ErrConnectionEnded)
+	default:
+	}
 	id := s.connID()
 	if id == "" {
 		return errors.New("abort: the connection's id is unknown")

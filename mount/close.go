@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pbfs/pbfs/fs"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -128,7 +130,9 @@ func (m *Mount) closeClean(fp stopPrint) error {
 func (m *Mount) Abort() {
 	m.aborted.Store(true)
 	m.fs.Refuse(syscall.EIO)
-	if err := m.srv.Abort(); err != nil {
+	if err := m.srv.Abort(); errors.Is(err, fs.ErrConnectionEnded) {
+		m.log.Info("nothing to abort: the FUSE connection has ended")
+	} else if err != nil {
 		m.log.Error("abort the FUSE connection", "err", err)
 	}
 }
