@@ -28,8 +28,7 @@ func TestContainerRecipe(t *testing.T) {
 	}
 	shared := t.TempDir()
 	// The other uid must be able to walk down to the volume.
-	must(t, os.Chmod(shared, 0o755))
-	must(t, os.Chmod(filepath.Dir(shared), 0o755))
+	openUp(t, shared, filepath.Dir(shared))
 	// The host side of the recipe: the volume's parent is a shared mount.
 	for _, args := range [][]string{{"--bind", shared, shared}, {"--make-rshared", shared}} {
 		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
@@ -103,5 +102,20 @@ exec setpriv --reuid 1000 --regid 1000 --clear-groups sh -c 'echo from-the-conta
 	cmd := exec.Command("setpriv", "--reuid", "1000", "--regid", "1000", "--clear-groups", "sh", "-c", "echo x > "+plain+"/f")
 	if o, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("another uid wrote into a mount without --allow-other:\n%s", o)
+	}
+}
+
+// openUp lets other users search the directories dirs, adding the bits
+// and taking none: one of them may be the machine's /tmp (a cluster's
+// directory lies right under it), which lost its sticky bit and its
+// write permission for others when this set 0755.
+func openUp(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		st, err := os.Stat(d)
+		must(t, err)
+		if st.Mode()&0o055 != 0o055 {
+			must(t, os.Chmod(d, st.Mode()|0o055))
+		}
 	}
 }

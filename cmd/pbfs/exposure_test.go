@@ -27,8 +27,7 @@ func TestCopyExposesNoPrivilege(t *testing.T) {
 		t.Skip("no id(1)")
 	}
 	c := fstest.NewClusterCopy(t, 1, nil, false)
-	os.Chmod(c.Dir, 0o755) // the copy is reachable by other users
-	os.Chmod(filepath.Dir(c.Dir), 0o755)
+	openUp(t, c.Dir, filepath.Dir(c.Dir)) // the copy is reachable by other users
 	bin, err := os.ReadFile(id)
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,12 @@ var (
 //
 //	func TestMain(m *testing.M) { os.Exit(fstest.Main(m)) }
 func Main(m *testing.M) int {
+	tmp, _ := os.Stat(os.TempDir())
 	code := m.Run()
+	if err := sameMode(os.TempDir(), tmp); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = max(code, 1)
+	}
 	binMu.Lock()
 	defer binMu.Unlock()
 	for pkg, path := range binPaths {
@@ -36,6 +41,18 @@ func Main(m *testing.M) int {
 		delete(binPaths, pkg)
 	}
 	return code
+}
+
+// sameMode restores the mode of the machine's temporary directory dir, as
+// before was before the tests ran, and says so if a test changed it (one
+// set /tmp to 0755: other users could no longer make temporary files).
+func sameMode(dir string, before os.FileInfo) error {
+	now, err := os.Stat(dir)
+	if before == nil || err != nil || now.Mode() == before.Mode() {
+		return nil
+	}
+	os.Chmod(dir, before.Mode())
+	return fmt.Errorf("a test changed the mode of %s from %v to %v (restored)", dir, before.Mode(), now.Mode())
 }
 
 // Binary builds the pbfs command once per test binary and returns its path.
