@@ -7,9 +7,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pbfs/pbfs/fs"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/pbfs/pbfs/fs"
 )
 
 // ErrAborted: the mount was stopped by force (Abort) while the service
