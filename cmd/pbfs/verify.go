@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pbfs/pbfs/replicate/primary"
-
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -18,6 +16,7 @@ import (
 	"github.com/pbfs/pbfs/control"
 	"github.com/pbfs/pbfs/internal/manifest"
 	"github.com/pbfs/pbfs/internal/status"
+	"github.com/pbfs/pbfs/replicate/primary"
 	"github.com/pbfs/pbfs/replicate/wire"
 )
 
