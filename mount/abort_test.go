@@ -13,9 +13,7 @@ import (
 // A stop forced after the mount's FUSE connection ended aborts nothing:
 // the kernel gives the connection's id (a minor device number) to the
 // next FUSE mount, and an abort through that id ended a stranger's mount
-// (another volume's, on a machine running several). It was seen as
-// "fuse read failed: software caused connection abort" in a mount that
-// nobody had forced.
+// (another volume's, on a machine running several).
 func TestAbortAfterTheConnectionEndedLeavesOtherMountsAlone(t *testing.T) {
 	fstest.RequireFUSE(t)
 	dir := t.TempDir()
