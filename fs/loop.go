@@ -161,8 +161,13 @@ func (s *Server) reader() {
 		left := s.inRead.Add(-1)
 		if err != nil {
 			switch {
-			case err == io.EOF || errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EBADF):
-				s.closeOnce.Do(func() { close(s.closing) })
+			case connectionEnded(err):
+				s.closeOnce.Do(func() {
+					if errors.Is(err, syscall.ECONNABORTED) {
+						s.log.Warn("the FUSE connection was aborted through fusectl: no request comes again")
+					}
+					close(s.closing)
+				})
 				return
 			case errors.Is(err, syscall.EINTR), errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.ENOENT):
 				continue
@@ -247,4 +252,13 @@ func (s *Server) wakeOne() {
 	if s.readers.Load() < int32(s.opts.MaxReaders) {
 		s.spawn()
 	}
+}
+
+// connectionEnded reports whether a read of /dev/fuse failed because the
+// connection is over: unmounted (ENODEV, or EOF), the device closed
+// (EBADF), or aborted through fusectl (ECONNABORTED, where the connection
+// asked for abort errors). Every later read fails the same way.
+func connectionEnded(err error) bool {
+	return err == io.EOF || errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.EBADF) ||
+		errors.Is(err, syscall.ECONNABORTED)
 }

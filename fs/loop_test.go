@@ -2,9 +2,12 @@ package fs
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,5 +117,19 @@ func readFile(path string) ([]byte, error) {
 			return out, nil
 		}
 		out = append(out, buf[:n]...)
+	}
+}
+
+// A read that says the connection is over ends the reader; an aborted
+// connection (ECONNABORTED) was taken for a bad message, logged as an
+// error and read again.
+func TestConnectionEnded(t *testing.T) {
+	for err, want := range map[error]bool{
+		io.EOF: true, syscall.ENODEV: true, syscall.EBADF: true, syscall.ECONNABORTED: true,
+		syscall.EINTR: false, syscall.EAGAIN: false, syscall.ENOENT: false, errors.New("fuse: message too short"): false,
+	} {
+		if got := connectionEnded(err); got != want {
+			t.Errorf("connectionEnded(%v) = %v, want %v", err, got, want)
+		}
 	}
 }
