@@ -104,18 +104,3 @@ exec setpriv --reuid 1000 --regid 1000 --clear-groups sh -c 'echo from-the-conta
 		t.Fatalf("another uid wrote into a mount without --allow-other:\n%s", o)
 	}
 }
-
-// openUp lets other users search the directories dirs, adding the bits
-// and taking none: one of them may be the machine's /tmp (a cluster's
-// directory lies right under it), which lost its sticky bit and its
-// write permission for others when this set 0755.
-func openUp(t *testing.T, dirs ...string) {
-	t.Helper()
-	for _, d := range dirs {
-		st, err := os.Stat(d)
-		must(t, err)
-		if st.Mode()&0o055 != 0o055 {
-			must(t, os.Chmod(d, st.Mode()|0o055))
-		}
-	}
-}
