@@ -1,5 +1,6 @@
 // Package apply applies journal batches to a directory, confined to it
-// with os.Root: whatever a batch says, nothing outside the target is read,
+// with os.Root (and openat2's RESOLVE_BENEATH for the directories it keeps
+// open): whatever a batch says, nothing outside the target is read,
 // written or followed. `pbfs journal replay` and backups share it.
 package apply
 
@@ -42,9 +43,10 @@ func (e *OpError) Unwrap() error { return e.Err }
 
 // Applier applies batches to one target directory.
 type Applier struct {
-	root *os.Root
-	log  *slog.Logger
-	mark Marker
+	root    *os.Root
+	rootDir *os.File // the root's directory, for openat2 (openDir)
+	log     *slog.Logger
+	mark    Marker
 	// dev is the target's file system; protected lists directories a
 	// resync must never remove (guard.go).
 	dev       uint64
@@ -66,12 +68,18 @@ func New(dir string, log *slog.Logger) (*Applier, error) {
 		r.Close()
 		return nil, fmt.Errorf("open apply target: %w", err)
 	}
-	return &Applier{root: r, log: log, dev: dev}, nil
+	rd, err := r.Open(".")
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("open apply target: %w", err)
+	}
+	return &Applier{root: r, rootDir: rd, log: log, dev: dev}, nil
 }
 
 // Close releases the target.
 func (a *Applier) Close() error {
 	a.files.drop()
+	a.rootDir.Close()
 	return a.root.Close()
 }
 
@@ -193,9 +201,7 @@ func (s *session) dir(p string) (*os.File, string, error) {
 	}
 	d, base := path.Split(p)
 	d = path.Clean(d)
-	f, err := s.a.files.get(keptDir, d, func() (*os.File, error) {
-		return s.a.root.OpenFile(d, os.O_RDONLY|unix.O_DIRECTORY, 0)
-	})
+	f, err := s.a.files.get(keptDir, d, func() (*os.File, bool, error) { return s.a.openDir(d) })
 	if err != nil {
 		return nil, "", err
 	}
@@ -205,7 +211,10 @@ func (s *session) dir(p string) (*os.File, string, error) {
 // open returns p opened for writing: a regular file, never a final
 // symlink, FIFO or device (openRegular).
 func (s *session) open(p string) (*os.File, error) {
-	return s.a.files.get(keptFile, p, func() (*os.File, error) { return openRegular(s.a.root, p, os.O_WRONLY) })
+	return s.a.files.get(keptFile, p, func() (*os.File, bool, error) {
+		f, err := openRegular(s.a.root, p, os.O_WRONLY)
+		return f, false, err
+	})
 }
 
 func fd(f *os.File) int { return int(f.Fd()) }

@@ -79,6 +79,7 @@ func (a *Applier) removeAll(p string) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	a.files.removing(p)
 	return a.root.RemoveAll(p)
 }
 

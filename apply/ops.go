@@ -16,12 +16,7 @@ func (s *session) apply(op *journal.Op) error {
 	if err := op.Check(); err != nil {
 		return err
 	}
-	if op.Kind.IsNamespace() {
-		// A name may stand for another file or directory after it. (The
-		// directories the op itself opens hold the names it changes; they
-		// stay what they were.)
-		s.a.files.drop()
-	}
+	s.a.files.changed(op)
 	switch op.Kind {
 	case journal.KindCreate, journal.KindMknod, journal.KindMkdir, journal.KindSymlink:
 		return s.create(op)

@@ -108,6 +108,7 @@ func (a *Applier) finishOp(seq uint64, i int, op *journal.Op, ino uint64) error 
 		if op.Kind == journal.KindMkdir {
 			flags = unix.AT_REMOVEDIR
 		}
+		s.a.files.removing(op.Path)
 		if err := unix.Unlinkat(fd(d), base, flags); err != nil {
 			return fail(err)
 		}
