@@ -216,15 +216,15 @@ type scenarioRun struct {
 
 // runScenario brings the scenario up, runs the insert, update and read
 // passes, checks the backups and that nothing died, and takes it down.
-func runScenario(ctx context.Context, cfg config, name string, backups int, delay time.Duration, fdLimit, clients, keys, reads int) (*scenarioRun, error) {
-	s, err := up(ctx, cfg, name, backups, delay, fdLimit)
+func runScenario(ctx context.Context, cfg config, name string, sh shape, fdLimit, clients, keys, reads int) (*scenarioRun, error) {
+	s, err := up(ctx, cfg, name, sh, fdLimit)
 	if err != nil {
 		if s != nil {
 			s.down(true)
 		}
 		return nil, err
 	}
-	r := &scenarioRun{name: name, backups: backups, fdLimit: fdLimit, clients: clients, keys: keys}
+	r := &scenarioRun{name: name, backups: sh.backups, fdLimit: fdLimit, clients: clients, keys: keys}
 	client := newClient(clients)
 	defer client.CloseIdleConnections()
 	acked, tried := make([]atomic.Int32, keys), make([]atomic.Int32, keys)

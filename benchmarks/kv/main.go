@@ -6,12 +6,16 @@
 // run side by side on
 //
 //   - plain:  a plain directory, clients talking to the service directly;
-//   - bindfs: a bindfs mount (a C FUSE passthrough) of a plain directory,
-//     clients direct: what any FUSE file system costs the service, the
-//     floor under pbfs's figures;
+//   - bindfs: a multithreaded bindfs mount (a C FUSE passthrough) of a
+//     plain directory, clients direct: what any FUSE file system costs the
+//     service, the floor under pbfs's figures;
 //   - pbfs-N: a pbfs mount replicating to N backups (--ack all), clients
 //     going through the http-proxy plugin, every response held for its
 //     barrier (output commit);
+//   - pbfs-N-deferred: the same with --fsync deferred, the deployment the
+//     docs give a service whose every client goes through the proxy: the
+//     service's fsyncs return at once and the response's barrier makes its
+//     writes durable on the backups;
 //
 // and once more as pbfs-1 with the mount (and so its proxy) under a
 // lowered descriptor limit and more clients than it allows: the seed's
@@ -65,7 +69,7 @@ func main() {
 	flag.IntVar(&cfg.value, "value", 1024, "bytes per value")
 	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients, each with its own kept-alive connection")
 	flag.IntVar(&cfg.readPasses, "reads", 3, "read passes after the update pass")
-	flag.StringVar(&scenarios, "scenarios", "plain,bindfs,pbfs-0,pbfs-1,pbfs-2,pbfs-2-delay", "scenarios to run, in order (bindfs: the service on a C FUSE passthrough, skipped when bindfs is not installed; pbfs-N-delay: 0.5 ms added each way on every backup's link)")
+	flag.StringVar(&scenarios, "scenarios", "plain,bindfs,pbfs-0,pbfs-1,pbfs-1-deferred,pbfs-2,pbfs-2-deferred,pbfs-2-delay", "scenarios to run, in order (bindfs: the service on a C FUSE passthrough, skipped when bindfs is not installed; pbfs-N-delay: 0.5 ms added each way on every backup's link; pbfs-N-deferred: the mount with --fsync deferred)")
 	flag.IntVar(&cfg.fdLimit, "fd-limit", 256, "descriptor limit (soft and hard) of the mount and its proxy in the lowered-limit run; 0 skips that run")
 	flag.IntVar(&cfg.fdClients, "fd-clients", 512, "concurrent clients in the lowered-limit run")
 	flag.StringVar(&cfg.workdir, "workdir", "/var/tmp", "where the run's directory is made (not a tmpfs)")
@@ -117,9 +121,8 @@ func run(ctx context.Context, cfg config, fsName string) error {
 	cfg.service = svc
 	rep := &kvReport{cfg: cfg, start: start, load0: benchproc.LoadAvg(), commit: benchproc.Commit(), fs: fsName}
 	for _, name := range cfg.scenarios {
-		n, delay := scenarioShape(name)
 		fmt.Printf("== %s\n", name)
-		res, err := runScenario(ctx, cfg, name, n, delay, 0, cfg.clients, cfg.keys, cfg.readPasses)
+		res, err := runScenario(ctx, cfg, name, shapeOf(name), 0, cfg.clients, cfg.keys, cfg.readPasses)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -127,7 +130,7 @@ func run(ctx context.Context, cfg config, fsName string) error {
 	}
 	if cfg.fdLimit > 0 {
 		fmt.Printf("== pbfs-1 under a descriptor limit of %d, %d clients\n", cfg.fdLimit, cfg.fdClients)
-		res, err := runScenario(ctx, cfg, "pbfs-1-fd-limit", 1, 0, cfg.fdLimit, cfg.fdClients, max(1, min(5000, cfg.keys/5)), 1)
+		res, err := runScenario(ctx, cfg, "pbfs-1-fd-limit", shape{backups: 1}, cfg.fdLimit, cfg.fdClients, max(1, min(5000, cfg.keys/5)), 1)
 		if err != nil {
 			return fmt.Errorf("lowered descriptor limit: %w", err)
 		}
@@ -150,19 +153,41 @@ func parseScenarios(list string) ([]string, error) {
 				fmt.Println("kv: bindfs is not installed (apt-get install bindfs): running without its scenario")
 				continue
 			}
-		} else if _, _, err := report.ParseScenario(s); err != nil {
-			return nil, fmt.Errorf("%w, or bindfs", err)
+		} else if err := checkScenario(s); err != nil {
+			return nil, err
 		}
 		out = append(out, s)
 	}
 	return out, nil
 }
 
-// scenarioShape returns a scenario's backups (-1: no pbfs) and link delay.
-func scenarioShape(name string) (backups int, delay time.Duration) {
-	if name == bindfsScenario {
-		return -1, 0
+// shape is what a scenario's name asks for.
+type shape struct {
+	backups  int // -1: no pbfs
+	delay    time.Duration
+	deferred bool // the mount runs with --fsync deferred
+}
+
+// checkScenario reads a pbfs scenario's name: pbfs-N, pbfs-N-delay or
+// pbfs-N-deferred.
+func checkScenario(name string) error {
+	base, deferred := strings.CutSuffix(name, "-deferred")
+	n, _, err := report.ParseScenario(base)
+	if err != nil {
+		return fmt.Errorf("%w, pbfs-N-deferred or bindfs", err)
 	}
-	backups, delay, _ = report.ParseScenario(name)
-	return backups, delay
+	if deferred && n < 0 {
+		return fmt.Errorf("scenario %q: plain has no mount to defer fsyncs in", name)
+	}
+	return nil
+}
+
+// shapeOf returns a checked scenario's shape.
+func shapeOf(name string) shape {
+	if name == bindfsScenario {
+		return shape{backups: -1}
+	}
+	base, deferred := strings.CutSuffix(name, "-deferred")
+	backups, delay, _ := report.ParseScenario(base)
+	return shape{backups: backups, delay: delay, deferred: deferred}
 }

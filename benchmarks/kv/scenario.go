@@ -61,7 +61,7 @@ func (s *scenario) start(name string, env []string, argv ...string) (*benchproc.
 // up starts the scenario: backups, the mount (under prlimit when fdLimit
 // is set) with the proxy, and the service on the volume; plain starts
 // only the service, on a plain directory.
-func up(ctx context.Context, cfg config, name string, backups int, delay time.Duration, fdLimit int) (*scenario, error) {
+func up(ctx context.Context, cfg config, name string, sh shape, fdLimit int) (*scenario, error) {
 	dir, err := os.MkdirTemp(cfg.workdir, "pbfs-kv-"+name+"-")
 	if err != nil {
 		return nil, err
@@ -84,7 +84,7 @@ func up(ctx context.Context, cfg config, name string, backups int, delay time.Du
 			return s, err
 		}
 	}
-	if backups >= 0 {
+	if sh.backups >= 0 {
 		proxyAddr, err := benchproc.FreeAddr()
 		if err != nil {
 			return s, err
@@ -92,8 +92,12 @@ func up(ctx context.Context, cfg config, name string, backups int, delay time.Du
 		if s.metrics, err = benchproc.FreeAddr(); err != nil {
 			return s, err
 		}
-		cc := cluster.Config{Bin: cfg.bin, Dir: dir, Vol: vol, Backups: backups, Delay: delay, Env: env,
-			Args: append(append([]string{}, cfg.mountArgs...), "--plugin", "http-proxy="+cfg.proxy, "--plugin-config",
+		args := append([]string{}, cfg.mountArgs...)
+		if sh.deferred {
+			args = append(args, "--fsync", "deferred")
+		}
+		cc := cluster.Config{Bin: cfg.bin, Dir: dir, Vol: vol, Backups: sh.backups, Delay: sh.delay, Env: env,
+			Args: append(args, "--plugin", "http-proxy="+cfg.proxy, "--plugin-config",
 				fmt.Sprintf("http-proxy:listen=%s,upstream=http://%s,metrics=%s", proxyAddr, svcAddr, s.metrics))}
 		if fdLimit > 0 {
 			cc.Wrap = []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", fdLimit, fdLimit)}
@@ -123,13 +127,15 @@ func up(ctx context.Context, cfg config, name string, backups int, delay time.Du
 }
 
 // startBindfs mounts vol as a bindfs view of a plain directory. Its
-// process stands in for the mount in the CPU figures.
+// process stands in for the mount in the CPU figures. bindfs serves one
+// request at a time unless told otherwise; pbfs serves many, and so does
+// the floor (single-threaded, it made a third of the inserts).
 func (s *scenario) startBindfs(ctx context.Context, vol string) error {
 	src := filepath.Join(s.dir, "src")
 	if err := os.Mkdir(src, 0o755); err != nil {
 		return err
 	}
-	p, err := s.start("bindfs", nil, "bindfs", "-f", src, vol)
+	p, err := s.start("bindfs", nil, "bindfs", "-f", "--multithreaded", src, vol)
 	if err != nil {
 		return err
 	}
