@@ -72,18 +72,13 @@ func TestConfinement(t *testing.T) {
 // TestStopsAndReportsFailedOp: a failing op stops the batch with an error
 // that names it (XDN's applier stopped silently and exited 0).
 func TestStopsAndReportsFailedOp(t *testing.T) {
-	target := t.TempDir()
-	a, err := New(target, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	target, a := newTarget(t)
 	b := &journal.Batch{Seq: 9, Ops: []journal.Op{
 		{Kind: journal.KindCreate, Path: "one", Mode: 0o644},
 		{Kind: journal.KindWrite, Path: "missing", Data: []byte("x")},
 		{Kind: journal.KindCreate, Path: "three", Mode: 0o644},
 	}}
-	err = a.Apply(b)
+	err := a.Apply(b)
 	var oe *OpError
 	if !errors.As(err, &oe) || oe.Index != 1 || oe.Seq != 9 {
 		t.Fatalf("Apply: %v, want an OpError for op 1 of batch 9", err)

@@ -12,12 +12,7 @@ import (
 // write meant for whatever a name stands for after a namespace op, or
 // after a change from outside the applier that Forget announces.
 func TestKeptFilesFollowNames(t *testing.T) {
-	dir := t.TempDir()
-	a, err := New(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	dir, a := newTarget(t)
 	w := func(p, s string, off uint64) journal.Op {
 		return journal.Op{Kind: journal.KindWrite, Path: p, Offset: off, Data: []byte(s)}
 	}
@@ -52,12 +47,7 @@ func TestKeptFilesFollowNames(t *testing.T) {
 // for whatever its path stands for after that path, one of its ancestors,
 // or a symlink on the way to it changed.
 func TestKeptDirectoriesFollowNames(t *testing.T) {
-	dir := t.TempDir()
-	a, err := New(dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	dir, a := newTarget(t)
 	seq := uint64(0)
 	apply := func(ops ...journal.Op) {
 		t.Helper()
@@ -101,4 +91,17 @@ func assertExists(t *testing.T, dir, p string, want bool) {
 	if got := err == nil; got != want {
 		t.Fatalf("%s exists: %v, want %v (%v)", p, got, want, err)
 	}
+}
+
+// newTarget returns an empty target directory and its applier, closed at
+// the test's end.
+func newTarget(t *testing.T) (string, *Applier) {
+	t.Helper()
+	dir := t.TempDir()
+	a, err := New(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return dir, a
 }
