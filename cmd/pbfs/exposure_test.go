@@ -43,9 +43,15 @@ func TestCopyExposesNoPrivilege(t *testing.T) {
 	}
 	unix.Chmod(filepath.Join(c.Vol, "null"), 0o666)
 	c.Barrier()
-	// A namespace op closes the files the backup's applier keeps open for
-	// writing (exec of one would fail with ETXTBSY).
-	os.Mkdir(filepath.Join(c.Vol, "d"), 0o755)
+	// A rename closes the files the backup's applier keeps open for
+	// writing (exec of one would fail with ETXTBSY); a create does not.
+	if err := os.WriteFile(filepath.Join(c.Vol, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.Barrier()
+	if err := os.Rename(filepath.Join(c.Vol, "x"), filepath.Join(c.Vol, "y")); err != nil {
+		t.Fatal(err)
+	}
 	c.RequireConverged()
 	b := c.Backups[0]
 	if fi, err := os.Stat(filepath.Join(b.Vol, "id")); err != nil || fi.Mode()&os.ModeSetuid == 0 {
