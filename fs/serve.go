@@ -2,17 +2,14 @@ package fs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
 	"bazil.org/fuse"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 
 	"github.com/pbfs/pbfs/capture"
 )
@@ -56,6 +53,7 @@ type Server struct {
 	err       error
 	done      chan struct{}
 	goneState // gone.go
+	aborter   // abort.go
 }
 
 // Mount mounts fs at dir and starts serving it.
@@ -120,6 +118,7 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 	}
 	s := &Server{conn: conn, dir: dir, fs: cfs, opts: o, log: o.Logger, m: newMetrics(o.Registry), done: make(chan struct{})}
 	s.goneState.init(abs)
+	s.openAbort()
 	s.loop.init()
 	s.initFsync()
 	w := s.watch()
@@ -128,6 +127,7 @@ func Mount(dir string, cfs *capture.FS, o Options) (*Server, error) {
 	}
 	go func() {
 		s.wg.Wait()
+		s.closeAbort()
 		s.markGone()
 		if w != nil {
 			w.Stop()
@@ -159,42 +159,6 @@ func (s *Server) spawn() {
 	s.readers.Add(1)
 	s.wg.Add(1)
 	go s.reader()
-}
-
-// ErrConnectionEnded: Abort found the connection already ended.
-var ErrConnectionEnded = errors.New("the FUSE connection has already ended")
-
-// Abort ends the FUSE connection at once, through the kernel's control
-// file for it: requests in flight and every later one fail with ENOTCONN,
-// and the request loop ends. It is how a stop that waits for the service
-// to close its files is forced. Once the connection has ended it does
-// nothing: the kernel gives its id to the next FUSE mount, whoever's.
-func (s *Server) Abort() error {
-	select {
-	case <-s.closing:
-		return fmt.Errorf("abort: %w", ErrConnectionEnded)
-	case <-s.done:
-		return fmt.Errorf("abort: %w", ErrConnectionEnded)
-	default:
-	}
-	id := s.connID()
-	if id == "" {
-		return errors.New("abort: the connection's id is unknown")
-	}
-	const ctl = "/sys/fs/fuse/connections"
-	if _, err := os.Stat(ctl + "/" + id); errors.Is(err, os.ErrNotExist) {
-		// The control file system is not mounted (systemd mounts it; a
-		// container or a bare machine may not): mount it where it goes,
-		// for as long as the abort takes, and leave the machine as found.
-		if err := unix.Mount("fusectl", ctl, "fusectl", 0, ""); err != nil {
-			return fmt.Errorf("abort connection %s: mount fusectl at %s: %w", id, ctl, err)
-		}
-		defer unix.Unmount(ctl, unix.MNT_DETACH)
-	}
-	if err := os.WriteFile(ctl+"/"+id+"/abort", []byte("1"), 0); err != nil {
-		return fmt.Errorf("abort connection %s: %w", id, err)
-	}
-	return nil
 }
 
 // escapeOpt escapes a mount option's value for fusermount3, which splits
