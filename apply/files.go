@@ -133,8 +133,8 @@ func (a *Applier) Forget() { a.files.drop() }
 // openDir opens the directory d of the target. It resolves d beneath the
 // root with openat2 and no symlink on the way, which gives a plain kept
 // directory; where that fails (a symlink in d, a kernel without openat2, or
-// a name that is missing or no directory) it opens d through os.Root as
-// before, and the directory is not plain (os.Root gives the error, if any).
+// a name that is missing or no directory) it opens d through os.Root, and
+// the directory is not plain (os.Root gives the error, if any).
 // The descriptor is not registered with Go's poller: a directory never
 // blocks, and registering took four system calls.
 func (a *Applier) openDir(d string) (*os.File, bool, error) {
