@@ -66,7 +66,13 @@ func TestAbortReachesOnlyItsOwnConnection(t *testing.T) {
 // test's end.
 func mountEmpty(t *testing.T) *Server {
 	t.Helper()
-	backing, mnt := t.TempDir(), t.TempDir()
+	return mountOver(t, t.TempDir(), t.TempDir())
+}
+
+// mountOver serves backing at mnt from this process, with capture on,
+// until the test's end.
+func mountOver(t *testing.T, backing, mnt string) *Server {
+	t.Helper()
 	root, err := unix.Open(backing, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +83,7 @@ func mountEmpty(t *testing.T) *Server {
 	}
 	srv, err := Mount(mnt, cfs, Options{})
 	if err != nil {
+		cfs.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

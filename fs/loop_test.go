@@ -13,8 +13,6 @@ import (
 
 	"bazil.org/fuse"
 	"golang.org/x/sys/unix"
-
-	"github.com/pbfs/pbfs/capture"
 )
 
 // TestSlowRequestDoesNotStallOthers holds one caller's READ in the daemon
@@ -33,16 +31,6 @@ func TestSlowRequestDoesNotStallOthers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(backing, "fast"), []byte("fast"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	root, err := unix.Open(backing, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfs, err := capture.New(root, capture.Options{Capture: true, MaxBatchBytes: 1 << 20, Metrics: capture.NewMetrics(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cfs.Close() })
-
 	// The first READ waits in the daemon until released (or 5 s pass).
 	const hold = 5 * time.Second
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -57,15 +45,7 @@ func TestSlowRequestDoesNotStallOthers(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { serveHook = nil })
-
-	srv, err := Mount(mnt, cfs, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		srv.Unmount()
-		<-srv.Done()
-	})
+	mountOver(t, backing, mnt)
 
 	// The mount is served by this process: read it with plain syscalls.
 	// os.ReadFile would register the file with the runtime's poller, whose
