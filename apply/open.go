@@ -38,6 +38,9 @@ func openRegular(root *os.Root, p string, flag int) (*os.File, error) {
 	// regular file never blocks, and os.OpenFile's attempt to register it
 	// cost four system calls.
 	fd, err := unix.Open(fdPath(int(pf.Fd())), flag|unix.O_CLOEXEC, 0)
+	for err == unix.EINTR { // as os.OpenFile retries: network and FUSE file systems return it
+		fd, err = unix.Open(fdPath(int(pf.Fd())), flag|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: p, Err: err}
 	}
